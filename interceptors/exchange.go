@@ -1,0 +1,245 @@
+package interceptors
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// HeaderReader reads one request header by name (case-insensitive). fasthttp's
+// RequestHeader satisfies it.
+type HeaderReader interface {
+	Peek(key string) []byte
+}
+
+// Exchange carries one chat completion through a route's chain.
+//
+// The proxy creates it; interceptors read and edit it. It is used by one request
+// at a time; interceptors that start goroutines must not touch it after their
+// phase returns, except through the Trace, which is safe for concurrent use.
+type Exchange struct {
+	// Route is the name of the route the request matched.
+	Route string
+	// Model is the model the client asked for (the route alias, before rewriting).
+	Model string
+	// Original is the client's request body as received. The exchange owns it; it
+	// is never edited.
+	Original []byte
+	// Body is the outgoing request body. Request phases edit it in place with sjson;
+	// unknown fields must survive byte-for-byte.
+	Body []byte
+	// Header reads the client's request headers. Nil means no headers.
+	Header HeaderReader
+	// ClientKey names the client key that authenticated the request ("" in
+	// passthrough auth mode).
+	ClientKey string
+	// Stream reports whether the client asked for a stream (`stream: true`).
+	Stream bool
+	// Upstream makes further calls to the route's upstream. Nil when the exchange is
+	// not running inside a proxy (offline checks).
+	Upstream Upstream
+
+	// Response is the upstream's answer once the call returned (any status), or the
+	// response a request phase short-circuited with. Response phases may replace it.
+	Response *Response
+	// UpstreamErr is the transport failure of the first upstream call (nil when a
+	// response arrived). Response phases see it and may leave it as is.
+	UpstreamErr error
+
+	// Overrides are the A/B variant's settings; later interceptors honour them.
+	Overrides Overrides
+	// Validators are the answer validators of the route, in the order they run.
+	Validators []AnswerValidator
+	// Issues are the issues of the current answer (the first draft after
+	// validation; the final answer after revision).
+	Issues []Issue
+	// DraftIssues are the issues of the first draft.
+	DraftIssues []Issue
+	// Revisions counts the hidden revision and repair calls made.
+	Revisions int
+	// Usage is the sum of usage over every upstream call made for the request.
+	Usage Usage
+	// Trace records what happened; the proxy stores it when the route keeps traces.
+	Trace *Trace
+	// ResponseHeaders are added to the client's response ("X-Factgate-..." headers).
+	ResponseHeaders [][2]string
+
+	values map[any]any
+}
+
+// Overrides are per-request settings chosen by an A/B variant. Zero values mean
+// "the route's own setting".
+type Overrides struct {
+	// Variant is the assigned variant's name ("" when the route has no experiment).
+	Variant string
+	// Experiment is the experiment's name.
+	Experiment string
+	// KnowledgeSet replaces the resolved knowledge set.
+	KnowledgeSet string
+	// CustomPrompt, when non-nil, replaces the rendered knowledge.
+	CustomPrompt *string
+	// AdditionalRules, when non-nil, replaces the route's additional rules.
+	AdditionalRules *string
+	// Validate, when non-nil, turns validation on or off.
+	Validate *bool
+	// MaxRevisions, when non-nil, replaces the route's max_revisions.
+	MaxRevisions *int
+	// Threshold, when non-nil, replaces the revision threshold.
+	Threshold *Severity
+}
+
+// SetValue stores a per-request value under key (use an unexported key type).
+func (ex *Exchange) SetValue(key, v any) {
+	if ex.values == nil {
+		ex.values = make(map[any]any, 4)
+	}
+	ex.values[key] = v
+}
+
+// Value returns the per-request value stored under key, or nil.
+func (ex *Exchange) Value(key any) any { return ex.values[key] }
+
+// AddHeader adds a response header for the client.
+func (ex *Exchange) AddHeader(name, value string) {
+	ex.ResponseHeaders = append(ex.ResponseHeaders, [2]string{name, value})
+}
+
+// SetHeader sets a response header for the client, replacing an earlier one.
+func (ex *Exchange) SetHeader(name, value string) {
+	for i := range ex.ResponseHeaders {
+		if ex.ResponseHeaders[i][0] == name {
+			ex.ResponseHeaders[i][1] = value
+			return
+		}
+	}
+	ex.AddHeader(name, value)
+}
+
+// ValidateAnswer runs the registered validators on content: deterministic ones first,
+// then LLM-backed ones, which are skipped when a Fatal issue exists. Errors of
+// individual validators are returned beside the issues; the caller decides what a
+// failed validator means for the request.
+func (ex *Exchange) ValidateAnswer(ctx context.Context, content string) ([]Issue, []error) {
+	var issues []Issue
+	var errs []error
+	for _, v := range ex.Validators {
+		if v.LLMBacked() {
+			continue
+		}
+		is, err := v.ValidateAnswer(ctx, ex, content)
+		issues = append(issues, is...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if m, ok := MaxSeverity(issues); ok && m == Fatal {
+		return issues, errs
+	}
+	for _, v := range ex.Validators {
+		if !v.LLMBacked() {
+			continue
+		}
+		is, err := v.ValidateAnswer(ctx, ex, content)
+		issues = append(issues, is...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return issues, errs
+}
+
+// Response is an upstream answer held by the proxy.
+type Response struct {
+	// Status is the HTTP status code.
+	Status int
+	// Header holds the upstream's end-to-end response headers, in order.
+	Header [][2]string
+	// Body is the complete response body.
+	Body []byte
+	// Duration is how long the upstream call took.
+	Duration time.Duration
+}
+
+// OK reports a 2xx status.
+func (r *Response) OK() bool { return r != nil && r.Status >= 200 && r.Status < 300 }
+
+// ContentType returns the Content-Type header, or "".
+func (r *Response) ContentType() string {
+	for _, h := range r.Header {
+		if equalFoldASCII(h[0], "Content-Type") {
+			return h[1]
+		}
+	}
+	return ""
+}
+
+// Content returns the first choice's message content of a chat.completion body.
+func (r *Response) Content() string {
+	return gjson.GetBytes(r.Body, "choices.0.message.content").String()
+}
+
+// SetContent replaces the first choice's message content, editing the body in place.
+func (r *Response) SetContent(content string) error {
+	b, err := sjson.SetBytes(r.Body, "choices.0.message.content", content)
+	if err != nil {
+		return err
+	}
+	r.Body = b
+	return nil
+}
+
+// Usage reads the body's usage object.
+func (r *Response) Usage() Usage { return ParseUsage(r.Body) }
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		ca, cb := a[i], b[i]
+		if 'A' <= ca && ca <= 'Z' {
+			ca += 'a' - 'A'
+		}
+		if 'A' <= cb && cb <= 'Z' {
+			cb += 'a' - 'A'
+		}
+		if ca != cb {
+			return false
+		}
+	}
+	return true
+}
+
+// Usage is the token usage of one or more upstream calls.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// ParseUsage reads the "usage" object of a chat completion body (zero when absent).
+func ParseUsage(body []byte) Usage {
+	u := gjson.GetBytes(body, "usage")
+	if !u.Exists() {
+		return Usage{}
+	}
+	return Usage{
+		PromptTokens:     int(u.Get("prompt_tokens").Int()),
+		CompletionTokens: int(u.Get("completion_tokens").Int()),
+		TotalTokens:      int(u.Get("total_tokens").Int()),
+	}
+}
+
+// Add returns the sum of two usages.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{u.PromptTokens + o.PromptTokens, u.CompletionTokens + o.CompletionTokens, u.TotalTokens + o.TotalTokens}
+}
+
+// JSON renders the usage object.
+func (u Usage) JSON() []byte {
+	b, _ := json.Marshal(u)
+	return b
+}

@@ -1,0 +1,151 @@
+package interceptors
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"time"
+)
+
+// Trace records what factgate did for one request: every attempt with its issues,
+// the revision requests' sizes, timings and tokens. It is safe for concurrent use.
+// GET /factgate/v1/traces/{id} returns it as JSON.
+type Trace struct {
+	mu sync.Mutex
+
+	ID      string    `json:"id"`
+	Route   string    `json:"route"`
+	Variant string    `json:"variant,omitempty"`
+	Started time.Time `json:"started"`
+	// KnowledgeSet and Scopes are the resolved request context.
+	KnowledgeSet string              `json:"knowledge_set,omitempty"`
+	Scopes       map[string][]string `json:"scopes,omitempty"`
+	Session      string              `json:"session,omitempty"`
+	// FactKey is the cache key of the fact index the answer was checked against.
+	FactKey string `json:"fact_key,omitempty"`
+	// Attempts are the draft and every revision or repair, in order.
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// Final says which attempt was returned and how ("accepted", "resolved",
+	// "downgraded", "failed").
+	Final *FinalOutcome `json:"final,omitempty"`
+	// Downgrades are the deterministic edits made to the returned claims.
+	Downgrades []Downgrade `json:"downgrades,omitempty"`
+	// ValidationIncomplete is set when a validator could not run (fail-open).
+	ValidationIncomplete bool `json:"validation_incomplete,omitempty"`
+	// Timings are named durations ("facts", "upstream", "validate").
+	Timings map[string]Duration `json:"timings,omitempty"`
+	// Usage is the sum over every upstream call.
+	Usage Usage `json:"usage"`
+	// Notes are human-readable remarks (a fail-open failure, a skipped step).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Attempt is one answer the model produced for the request.
+type Attempt struct {
+	// Kind is "draft", "revision" or "repair".
+	Kind string `json:"kind"`
+	// Issues are the issues found in the attempt.
+	Issues []Issue `json:"issues"`
+	// Counts is the attempt's issue count by severity ("C1,W2").
+	Counts string `json:"counts"`
+	// RequestBytes is the size of the request that produced the attempt.
+	RequestBytes int `json:"request_bytes"`
+	// Duration is the upstream call's duration.
+	Duration Duration `json:"duration"`
+	Usage    Usage    `json:"usage"`
+	// Error is why the call failed, when it did.
+	Error string `json:"error,omitempty"`
+	// Leaked reports that the attempt mentioned the revision.
+	Leaked bool `json:"leaked,omitempty"`
+	// Content is the attempt's answer text.
+	Content string `json:"content,omitempty"`
+}
+
+// FinalOutcome says which attempt was returned.
+type FinalOutcome struct {
+	Attempt int    `json:"attempt"`
+	Outcome string `json:"outcome"`
+	Counts  string `json:"counts"`
+}
+
+// Downgrade is one deterministic edit of a claim when the revision budget was spent.
+type Downgrade struct {
+	Path         string   `json:"path"`
+	From         string   `json:"from"`
+	To           string   `json:"to"`
+	Alternatives []string `json:"alternatives,omitempty"`
+}
+
+// Duration marshals as milliseconds with a fraction.
+type Duration time.Duration
+
+// MarshalJSON renders milliseconds ("12.345").
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(float64(d) / float64(time.Millisecond))
+}
+
+// UnmarshalJSON reads milliseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var ms float64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return err
+	}
+	*d = Duration(ms * float64(time.Millisecond))
+	return nil
+}
+
+// NewTrace starts a trace with a random id.
+func NewTrace(route string) *Trace {
+	return &Trace{ID: NewTraceID(), Route: route, Started: time.Now()}
+}
+
+// NewTraceID returns a random 16-byte hex id.
+func NewTraceID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Do runs f with the trace locked, for edits of several fields at once.
+func (t *Trace) Do(f func(t *Trace)) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(t)
+}
+
+// Note appends a remark.
+func (t *Trace) Note(s string) {
+	t.Do(func(t *Trace) { t.Notes = append(t.Notes, s) })
+}
+
+// Time records a named duration.
+func (t *Trace) Time(name string, d time.Duration) {
+	t.Do(func(t *Trace) {
+		if t.Timings == nil {
+			t.Timings = make(map[string]Duration, 4)
+		}
+		t.Timings[name] += Duration(d)
+	})
+}
+
+// AddAttempt appends an attempt and returns its index.
+func (t *Trace) AddAttempt(a Attempt) int {
+	n := -1
+	t.Do(func(t *Trace) {
+		t.Attempts = append(t.Attempts, a)
+		n = len(t.Attempts) - 1
+	})
+	return n
+}
+
+// MarshalJSON renders the trace under its lock.
+func (t *Trace) MarshalJSON() ([]byte, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	type plain Trace
+	return json.Marshal((*plain)(t))
+}
