@@ -1,0 +1,376 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/factgate/factgate/cache"
+)
+
+// Config is factgate's whole configuration, decoded strictly from YAML: an unknown
+// key is an error that names it and the file. Secrets never live in the file; they
+// come from the environment variables the file names (FACTGATE_*).
+type Config struct {
+	Server    ServerConfig              `yaml:"server"`
+	Log       LogConfig                 `yaml:"log"`
+	Auth      AuthConfig                `yaml:"auth"`
+	Upstreams map[string]UpstreamConfig `yaml:"upstreams"`
+	Routes    []RouteConfig             `yaml:"routes"`
+	Cache     cache.Config              `yaml:"cache"`
+	Knowledge KnowledgeConfig           `yaml:"knowledge"`
+	Traces    TracesConfig              `yaml:"traces"`
+
+	// File is the path the config was loaded from ("" when built in code). Relative
+	// paths in the config (overlays, prompt files) resolve against its directory.
+	File string `yaml:"-"`
+}
+
+// ServerConfig sets the listener and the limits on what clients send.
+type ServerConfig struct {
+	// Listen is the address to serve on. Default "127.0.0.1:8080".
+	Listen string `yaml:"listen"`
+	// MaxRequestBody bounds a request body; larger requests get 413. Default 16MiB.
+	MaxRequestBody cache.ByteSize `yaml:"max_request_body"`
+	// MaxHeaderSize bounds the request line and headers; larger get 431. Default 16KiB.
+	MaxHeaderSize cache.ByteSize `yaml:"max_header_size"`
+	// MaxResponseBody bounds an upstream answer the proxy buffers on an
+	// intercepted route; larger answers fail with 502. Default 32MiB.
+	MaxResponseBody cache.ByteSize `yaml:"max_response_body"`
+	// ReadTimeout bounds reading one client request. Default 60s.
+	ReadTimeout cache.Duration `yaml:"read_timeout"`
+	// IdleTimeout closes idle keep-alive client connections. Default 120s.
+	IdleTimeout cache.Duration `yaml:"idle_timeout"`
+	// ShutdownTimeout bounds draining in-flight requests on SIGTERM. Default 30s.
+	ShutdownTimeout cache.Duration `yaml:"shutdown_timeout"`
+	// KeepaliveInterval is how often a streaming client whose answer is held for
+	// validation gets an SSE comment (": keep-alive"). Default 5s.
+	KeepaliveInterval cache.Duration `yaml:"keepalive_interval"`
+	// StreamChunkRunes is how many characters each synthesized SSE content chunk
+	// carries. Default 32.
+	StreamChunkRunes int `yaml:"stream_chunk_runes"`
+	// DisconnectProbeAfter is how long a request runs before the proxy starts
+	// watching for the client going away (cheap requests skip the watch). Default 50ms.
+	DisconnectProbeAfter cache.Duration `yaml:"disconnect_probe_after"`
+}
+
+// LogConfig sets structured logging (slog, JSON).
+type LogConfig struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is json (default) or text.
+	Format string `yaml:"format"`
+	// Access logs one line per request. Default true.
+	Access *bool `yaml:"access"`
+	// DebugBodies logs request and response bodies at debug level, with secrets
+	// and message contents redacted. Default false.
+	DebugBodies bool `yaml:"debug_bodies"`
+}
+
+// AuthConfig says how clients authenticate.
+type AuthConfig struct {
+	// Mode is "passthrough" (default: the client's Authorization header goes
+	// upstream) or "keys" (clients present proxy-issued keys; the upstream key comes
+	// from the upstream's api_key_env).
+	Mode string `yaml:"mode"`
+	// Keys are the proxy-issued client keys (mode keys).
+	Keys []ClientKeyConfig `yaml:"keys"`
+}
+
+// ClientKeyConfig is one proxy-issued client key. The key itself comes from the
+// environment variable KeyEnv.
+type ClientKeyConfig struct {
+	// Name identifies the client in logs, metrics and A/B assignment.
+	Name string `yaml:"name"`
+	// KeyEnv names the environment variable holding the key (FACTGATE_KEY_...).
+	KeyEnv string `yaml:"key_env"`
+}
+
+// UpstreamConfig is one OpenAI-compatible provider.
+type UpstreamConfig struct {
+	// BaseURL is the provider's API base, including its /v1 ("https://api.deepseek.com/v1").
+	// A client path /v1/<rest> goes to <base_url>/<rest>. Nothing in a request can
+	// change it.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable with the provider key, used in auth
+	// mode keys (and in passthrough mode when the client sends no Authorization).
+	APIKeyEnv string `yaml:"api_key_env"`
+	// ConnectTimeout bounds dialing (and waiting for a free slot under
+	// MaxConcurrent). Default 5s.
+	ConnectTimeout cache.Duration `yaml:"connect_timeout"`
+	// ReadTimeout bounds waiting for the response headers, and each read of a
+	// streamed body. Default 120s.
+	ReadTimeout cache.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds sending a request. Default 30s.
+	WriteTimeout cache.Duration `yaml:"write_timeout"`
+	// IdleTimeout drops pooled connections idle longer than this. Default 60s.
+	IdleTimeout cache.Duration `yaml:"idle_timeout"`
+	// MaxConcurrent bounds concurrent requests to this upstream; 0 means 1024.
+	MaxConcurrent int `yaml:"max_concurrent"`
+	// MaxIdleConns bounds pooled idle connections. Default 256.
+	MaxIdleConns int `yaml:"max_idle_conns"`
+}
+
+// RouteConfig routes chat completions by the request's model.
+type RouteConfig struct {
+	// Name identifies the route in metrics, logs and traces.
+	Name string `yaml:"name"`
+	// Models are the model names (aliases) that select this route ("ra3-analyst").
+	Models []string `yaml:"models"`
+	// Default makes the route serve models no other route names. At most one.
+	Default bool `yaml:"default"`
+	// Upstream names an entry of upstreams.
+	Upstream string `yaml:"upstream"`
+	// UpstreamModel replaces the request's model before forwarding ("deepseek-chat").
+	// Empty keeps the client's model.
+	UpstreamModel string `yaml:"upstream_model"`
+	// StreamReasoning forwards upstream reasoning_content live to streaming clients
+	// while the content is held for validation.
+	StreamReasoning bool `yaml:"stream_reasoning"`
+
+	Interceptors RouteInterceptors `yaml:",inline"`
+}
+
+// KnowledgeConfig locates user knowledge.
+type KnowledgeConfig struct {
+	// PacksDir is a directory of user packs (one folder each), loaded beside the
+	// built-in ones. Empty: built-in packs only.
+	PacksDir string `yaml:"packs_dir"`
+	// Overlays maps a knowledge set name to a user overlay file (same structure as a
+	// set), reloaded on change without restart.
+	Overlays map[string]string `yaml:"overlays"`
+}
+
+// TracesConfig sets how traces are kept.
+type TracesConfig struct {
+	// TTL is how long a trace can be fetched. Default 1h.
+	TTL cache.Duration `yaml:"ttl"`
+	// Content keeps every attempt's answer text in the trace. Default true.
+	Content *bool `yaml:"content"`
+}
+
+// LoadConfig reads and validates a config file.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, err := ParseConfig(b, path)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes YAML strictly, applies defaults and validates. file names
+// the source in errors.
+func ParseConfig(b []byte, file string) (*Config, error) {
+	cfg := &Config{File: file}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	cfg.applyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return cfg, nil
+}
+
+// Resolve returns path relative to the config file's directory (absolute paths
+// and configs built in code are returned unchanged).
+func (c *Config) Resolve(path string) string {
+	if path == "" || filepath.IsAbs(path) || c.File == "" {
+		return path
+	}
+	return filepath.Join(filepath.Dir(c.File), path)
+}
+
+func (c *Config) applyDefaults() {
+	s := &c.Server
+	if s.Listen == "" {
+		s.Listen = "127.0.0.1:8080"
+	}
+	if s.MaxRequestBody == 0 {
+		s.MaxRequestBody = 16 << 20
+	}
+	if s.MaxHeaderSize == 0 {
+		s.MaxHeaderSize = 16 << 10
+	}
+	if s.MaxResponseBody == 0 {
+		s.MaxResponseBody = 32 << 20
+	}
+	if s.ReadTimeout == 0 {
+		s.ReadTimeout = cache.Duration(60 * time.Second)
+	}
+	if s.IdleTimeout == 0 {
+		s.IdleTimeout = cache.Duration(120 * time.Second)
+	}
+	if s.ShutdownTimeout == 0 {
+		s.ShutdownTimeout = cache.Duration(30 * time.Second)
+	}
+	if s.KeepaliveInterval == 0 {
+		s.KeepaliveInterval = cache.Duration(5 * time.Second)
+	}
+	if s.StreamChunkRunes == 0 {
+		s.StreamChunkRunes = 32
+	}
+	if s.DisconnectProbeAfter == 0 {
+		s.DisconnectProbeAfter = cache.Duration(50 * time.Millisecond)
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "json"
+	}
+	if c.Log.Access == nil {
+		t := true
+		c.Log.Access = &t
+	}
+	if c.Auth.Mode == "" {
+		c.Auth.Mode = "passthrough"
+	}
+	for name, u := range c.Upstreams {
+		if u.ConnectTimeout == 0 {
+			u.ConnectTimeout = cache.Duration(5 * time.Second)
+		}
+		if u.ReadTimeout == 0 {
+			u.ReadTimeout = cache.Duration(120 * time.Second)
+		}
+		if u.WriteTimeout == 0 {
+			u.WriteTimeout = cache.Duration(30 * time.Second)
+		}
+		if u.IdleTimeout == 0 {
+			u.IdleTimeout = cache.Duration(60 * time.Second)
+		}
+		if u.MaxConcurrent == 0 {
+			u.MaxConcurrent = 1024
+		}
+		if u.MaxIdleConns == 0 {
+			u.MaxIdleConns = 256
+		}
+		c.Upstreams[name] = u
+	}
+	if c.Traces.TTL == 0 {
+		c.Traces.TTL = cache.Duration(time.Hour)
+	}
+	if c.Traces.Content == nil {
+		t := true
+		c.Traces.Content = &t
+	}
+}
+
+// Validate checks the config's consistency; the error names the offending key.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		add("log.format: %q is not json or text", c.Log.Format)
+	}
+	switch c.Auth.Mode {
+	case "passthrough":
+		if len(c.Auth.Keys) > 0 {
+			add("auth.keys: keys are only used with auth.mode: keys")
+		}
+	case "keys":
+		if len(c.Auth.Keys) == 0 {
+			add("auth.keys: auth.mode keys needs at least one key")
+		}
+		seen := map[string]bool{}
+		for i, k := range c.Auth.Keys {
+			if k.Name == "" {
+				add("auth.keys[%d].name: missing", i)
+			}
+			if seen[k.Name] {
+				add("auth.keys[%d].name: duplicate %q", i, k.Name)
+			}
+			seen[k.Name] = true
+			if !strings.HasPrefix(k.KeyEnv, "FACTGATE_") {
+				add("auth.keys[%d].key_env: %q must name a FACTGATE_* environment variable", i, k.KeyEnv)
+			}
+		}
+	default:
+		add("auth.mode: %q is not passthrough or keys", c.Auth.Mode)
+	}
+	if len(c.Upstreams) == 0 {
+		add("upstreams: at least one upstream is required")
+	}
+	for name, u := range c.Upstreams {
+		if u.BaseURL == "" {
+			add("upstreams.%s.base_url: missing", name)
+		} else if _, err := newUpstream(name, u); err != nil {
+			add("upstreams.%s.base_url: %v", name, err)
+		}
+		if u.APIKeyEnv != "" && !strings.HasPrefix(u.APIKeyEnv, "FACTGATE_") {
+			add("upstreams.%s.api_key_env: %q must name a FACTGATE_* environment variable", name, u.APIKeyEnv)
+		}
+		if u.MaxConcurrent < 0 || u.MaxIdleConns < 0 {
+			add("upstreams.%s: max_concurrent and max_idle_conns must not be negative", name)
+		}
+	}
+	if len(c.Routes) == 0 {
+		add("routes: at least one route is required")
+	}
+	names := map[string]bool{}
+	models := map[string]string{}
+	defaults := 0
+	for i, r := range c.Routes {
+		where := fmt.Sprintf("routes[%d]", i)
+		if r.Name == "" {
+			add("%s.name: missing", where)
+		} else {
+			where = fmt.Sprintf("routes[%d] (%s)", i, r.Name)
+		}
+		if names[r.Name] {
+			add("%s.name: duplicate route name %q", where, r.Name)
+		}
+		names[r.Name] = true
+		if r.Upstream == "" {
+			add("%s.upstream: missing", where)
+		} else if _, ok := c.Upstreams[r.Upstream]; !ok {
+			add("%s.upstream: no upstream named %q", where, r.Upstream)
+		}
+		if r.Default {
+			defaults++
+		}
+		if len(r.Models) == 0 && !r.Default {
+			add("%s.models: a route needs models or default: true", where)
+		}
+		for _, m := range r.Models {
+			if other, ok := models[m]; ok {
+				add("%s.models: %q is already routed by %q", where, m, other)
+			}
+			models[m] = r.Name
+		}
+	}
+	if defaults > 1 {
+		add("routes: more than one route has default: true")
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultRoute returns the route with default: true, or nil.
+func (c *Config) DefaultRoute() *RouteConfig {
+	for i := range c.Routes {
+		if c.Routes[i].Default {
+			return &c.Routes[i]
+		}
+	}
+	return nil
+}

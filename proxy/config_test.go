@@ -1,0 +1,48 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigErrorsNameTheProblem(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", "upstreams: {u: {base_url: 'http://x/v1', retries: 3}}\nroutes: [{name: r, default: true, upstream: u}]", `field retries not found`},
+		{"unknown top-level key", "upstream: {}\n", `field upstream not found`},
+		{"bad duration", "server: {read_timeout: 3 parsecs}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `3 parsecs`},
+		{"bad size", "server: {max_request_body: lots}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `lots`},
+		{"missing upstream", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: nope}]", `routes[0] (r).upstream: no upstream named "nope"`},
+		{"no upstreams", "routes: [{name: r, default: true, upstream: u}]", `upstreams: at least one upstream is required`},
+		{"bad base url", "upstreams: {u: {base_url: 'ftp://x'}}\nroutes: [{name: r, default: true, upstream: u}]", `scheme must be http or https`},
+		{"two defaults", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: a, default: true, upstream: u}, {name: b, default: true, upstream: u}]", `more than one route has default: true`},
+		{"duplicate alias", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: a, models: [m], upstream: u}, {name: b, models: [m], upstream: u}]", `"m" is already routed by "a"`},
+		{"secret in file", "upstreams: {u: {base_url: 'http://x/v1', api_key_env: OPENAI_KEY}}\nroutes: [{name: r, default: true, upstream: u}]", `must name a FACTGATE_* environment variable`},
+		{"bad auth mode", "auth: {mode: open}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `auth.mode: "open"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseConfig([]byte(tc.yaml), "bad.yaml")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "bad.yaml") {
+				t.Fatalf("error %q does not say %q and the file", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig([]byte("upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]"), "min.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Server.Listen != "127.0.0.1:8080" || cfg.Server.MaxRequestBody != 16<<20 || cfg.Auth.Mode != "passthrough" || cfg.Upstreams["u"].MaxConcurrent != 1024 {
+		t.Fatalf("defaults not applied: %+v", cfg.Server)
+	}
+}

@@ -1,0 +1,409 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/interceptors"
+)
+
+// routeCaller is the Exchange's Upstream: it sends chat completions to the route's
+// upstream with the client's end-to-end headers and credentials, and adds up the
+// time spent waiting so the proxy's own overhead can be told apart.
+type routeCaller struct {
+	s        *Server
+	up       *upstream
+	header   fasthttp.RequestHeader // the client's headers, copied
+	maxBody  int
+	waitedNs atomic.Int64
+}
+
+// Complete implements interceptors.Upstream.
+func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.Response, error) {
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetRequestURIBytes(c.up.targetURI(make([]byte, 0, 64), []byte("/v1/chat/completions"), nil))
+	c.s.copyRequestHeaders(&req.Header, &c.header, c.up, true)
+	req.Header.SetContentType("application/json")
+	req.SetBodyRaw(body)
+	start := time.Now()
+	cl, err := c.up.do(ctx, req, resp, nil, c.maxBody)
+	d := time.Since(start)
+	c.waitedNs.Add(int64(d))
+	if err != nil {
+		return nil, err
+	}
+	out := &interceptors.Response{
+		Status:   resp.StatusCode(),
+		Body:     append([]byte(nil), resp.Body()...),
+		Duration: d,
+	}
+	for k, v := range resp.Header.All() {
+		if skipResponseHeader(k) {
+			continue
+		}
+		out.Header = append(out.Header, [2]string{string(k), string(v)})
+	}
+	cl.Close(true)
+	return out, nil
+}
+
+func (c *routeCaller) waited() time.Duration { return time.Duration(c.waitedNs.Load()) }
+
+// outcome is what running a route's chain produced.
+type outcome struct {
+	ex  *interceptors.Exchange
+	err *interceptors.Error
+}
+
+// intercept serves a chat completion on a route with interceptors: request
+// phases, one buffered upstream call, response phases in reverse order, then the
+// answer as JSON or as a synthesized stream.
+func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, model, client string, start time.Time) {
+	stream := gjson.GetBytes(body, "stream").Bool()
+	includeUsage := gjson.GetBytes(body, "stream_options.include_usage").Bool()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	wc, _ := rc.Conn().(*watchConn)
+	if wc != nil {
+		wc.arm(cancel)
+	}
+	caller := &routeCaller{s: s, up: rt.up, maxBody: int(s.cfg.Server.MaxResponseBody)}
+	rc.Request.Header.CopyTo(&caller.header)
+	out := append([]byte(nil), body...)
+	if rt.upstreamModel != "" && rt.upstreamModel != model {
+		out, _ = sjson.SetBytes(out, "model", rt.upstreamModel)
+	}
+	ex := &interceptors.Exchange{
+		Route:     rt.name,
+		Model:     model,
+		Original:  append([]byte(nil), body...),
+		Body:      out,
+		Header:    &caller.header,
+		ClientKey: client,
+		Stream:    stream,
+		Upstream:  caller,
+		Trace:     interceptors.NewTrace(rt.name),
+	}
+	finish := func(status int, errCode string) {
+		if wc != nil {
+			wc.disarm()
+		}
+		cause := context.Cause(ctx)
+		cancel(nil)
+		total := time.Since(start)
+		if cause == errClientGone {
+			status, errCode = StatusClientClosed, "client_closed_request"
+		}
+		if errCode != "" {
+			rt.metrics.error(errCode)
+		}
+		rt.metrics.observe(status, total, caller.waited())
+		s.logAccess(rt.name, rc, status, total, caller.waited(), client, errCode)
+		s.saveTrace(ex)
+	}
+
+	if !stream {
+		o := s.runChain(ctx, rt, ex)
+		status, code := s.writeOutcome(rc, o, caller, start, false, includeUsage)
+		finish(status, code)
+		return
+	}
+
+	// A streaming client: answer directly if the chain is quick, else commit an
+	// event stream and keep it alive with comments until the answer is ready.
+	done := make(chan outcome, 1)
+	go func() { done <- s.runChain(ctx, rt, ex) }()
+	interval := time.Duration(s.cfg.Server.KeepaliveInterval)
+	timer := time.NewTimer(interval)
+	select {
+	case o := <-done:
+		timer.Stop()
+		status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
+		finish(status, code)
+		return
+	case <-timer.C:
+	}
+	rc.SetStatusCode(200)
+	rc.SetContentType("text/event-stream")
+	rc.Response.Header.Set("Cache-Control", "no-cache")
+	rc.Response.Header.Set("X-Accel-Buffering", "no")
+	rc.Response.Header.Set("X-Factgate-Trace-Id", ex.Trace.ID)
+	hs := &heldStream{
+		done:    done,
+		ticker:  time.NewTicker(interval),
+		pending: []byte(keepAlive),
+		render: func(o outcome) ([]byte, int, string) {
+			return s.renderHeldOutcome(rt, o, includeUsage)
+		},
+	}
+	hs.finish = func(clientGone bool) {
+		hs.ticker.Stop()
+		if clientGone {
+			cancel(errClientGone)
+			if !hs.finished {
+				<-done
+			}
+			finish(StatusClientClosed, "client_closed_request")
+			return
+		}
+		finish(hs.status, hs.code)
+	}
+	rc.Response.SetBodyStream(hs, -1)
+}
+
+// heldStream is the body of a streaming response whose answer is held while the
+// chain works: SSE comment keep-alives every interval, then the final answer as
+// chunk events (or an error event). fasthttp writes each Read as a flushed chunk.
+type heldStream struct {
+	done     <-chan outcome
+	ticker   *time.Ticker
+	pending  []byte
+	render   func(outcome) ([]byte, int, string)
+	finish   func(clientGone bool)
+	finished bool
+	closed   bool
+	status   int
+	code     string
+}
+
+func (h *heldStream) Read(p []byte) (int, error) {
+	for len(h.pending) == 0 {
+		if h.finished {
+			return 0, io.EOF
+		}
+		select {
+		case o := <-h.done:
+			h.pending, h.status, h.code = h.render(o)
+			h.finished = true
+		case <-h.ticker.C:
+			h.pending = append(h.pending[:0], keepAlive...)
+		}
+	}
+	n := copy(p, h.pending)
+	h.pending = h.pending[n:]
+	return n, nil
+}
+
+// CloseWithError is called by fasthttp when the body is written or the client
+// went away (werr).
+func (h *heldStream) CloseWithError(werr error) error {
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	h.finish(werr != nil || !h.finished)
+	return nil
+}
+
+// renderHeldOutcome renders a finished chain as the rest of an event stream whose
+// headers are already sent: the answer's chunks, or an error event.
+func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage bool) ([]byte, int, string) {
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	status, code := 200, ""
+	switch {
+	case o.err != nil:
+		status, code = o.err.Status, o.err.Code
+		_ = writeStreamError(w, o.err.Envelope())
+	case o.ex.Response == nil || !o.ex.Response.OK():
+		e := upstreamFailure(rt.up.name, o.ex)
+		status, code = e.Status, e.Code
+		env := e.Envelope()
+		if o.ex.Response != nil && gjson.GetBytes(o.ex.Response.Body, "error").Exists() {
+			env = o.ex.Response.Body
+		}
+		_ = writeStreamError(w, env)
+	default:
+		_ = writeCompletionStream(w, s.finalBody(o.ex), includeUsage, s.cfg.Server.StreamChunkRunes)
+	}
+	_ = w.Flush()
+	return buf.Bytes(), status, code
+}
+
+// runChain runs request phases, the upstream call and response phases.
+func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Exchange) (o outcome) {
+	o.ex = ex
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic in interceptor chain", "route", rt.name, "panic", slog.AnyValue(p))
+			o.err = interceptors.Errorf(500, "server_error", "internal_error", "internal error in factgate")
+		}
+	}()
+	ran := 0
+	for i, ic := range rt.chain {
+		ran = i + 1
+		rp, ok := ic.(interceptors.RequestPhase)
+		if !ok {
+			continue
+		}
+		if err := rp.OnRequest(ctx, ex); err != nil {
+			o.err = asClientError(ic.Name(), err)
+			return o
+		}
+		if ex.Response != nil {
+			break
+		}
+	}
+	if ex.Response == nil {
+		body := ex.Body
+		if ex.Stream {
+			body, _ = sjson.SetBytes(body, "stream", false)
+			body, _ = sjson.DeleteBytes(body, "stream_options")
+		}
+		resp, err := ex.Upstream.Complete(ctx, body)
+		ex.Response, ex.UpstreamErr = resp, err
+		if resp.OK() {
+			ex.Usage = ex.Usage.Add(resp.Usage())
+		}
+	}
+	for i := ran - 1; i >= 0; i-- {
+		rp, ok := rt.chain[i].(interceptors.ResponsePhase)
+		if !ok {
+			continue
+		}
+		if err := rp.OnResponse(ctx, ex); err != nil {
+			o.err = asClientError(rt.chain[i].Name(), err)
+			return o
+		}
+	}
+	if ctx.Err() != nil && ex.Response == nil {
+		o.err = upstreamError(rt.up.name, context.Canceled)
+	}
+	return o
+}
+
+func asClientError(name string, err error) *interceptors.Error {
+	if e := interceptors.AsError(err); e != nil {
+		return e
+	}
+	if errors.Is(err, context.Canceled) {
+		return upstreamError("", err)
+	}
+	return &interceptors.Error{Status: 500, Type: "server_error", Code: "interceptor_failed",
+		Message: name + " failed: " + err.Error(), Err: err}
+}
+
+// upstreamFailure is the error for an exchange whose upstream call failed.
+func upstreamFailure(name string, ex *interceptors.Exchange) *interceptors.Error {
+	if ex.Response != nil {
+		return &interceptors.Error{Status: ex.Response.Status, Type: "upstream_error", Code: "upstream_status_" + strconv.Itoa(ex.Response.Status),
+			Message: "upstream answered with status " + strconv.Itoa(ex.Response.Status)}
+	}
+	err := ex.UpstreamErr
+	if err == nil {
+		err = errors.New("no response")
+	}
+	return upstreamError(name, err)
+}
+
+// finalBody is the answer's body with usage summed over every upstream call.
+func (s *Server) finalBody(ex *interceptors.Exchange) []byte {
+	body := ex.Response.Body
+	if ex.Usage != (interceptors.Usage{}) {
+		if b, err := sjson.SetRawBytes(body, "usage", ex.Usage.JSON()); err == nil {
+			body = b
+		}
+	}
+	return body
+}
+
+// writeOutcome writes a finished chain's answer (not yet committed to the wire).
+func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeCaller, start time.Time, stream, includeUsage bool) (int, string) {
+	ex := o.ex
+	setFactgateHeaders := func() {
+		for _, h := range ex.ResponseHeaders {
+			rc.Response.Header.Set(h[0], h[1])
+		}
+		rc.Response.Header.Set("X-Factgate-Trace-Id", ex.Trace.ID)
+		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(time.Since(start)-caller.waited()))
+	}
+	switch {
+	case o.err != nil:
+		writeError(rc, o.err)
+		setFactgateHeaders()
+		return o.err.Status, o.err.Code
+	case ex.Response == nil:
+		e := upstreamFailure(caller.up.name, ex)
+		writeError(rc, e)
+		setFactgateHeaders()
+		return e.Status, e.Code
+	case !ex.Response.OK():
+		// Upstream errors pass through unchanged.
+		rc.SetStatusCode(ex.Response.Status)
+		for _, h := range ex.Response.Header {
+			rc.Response.Header.Add(h[0], h[1])
+		}
+		rc.SetBody(ex.Response.Body)
+		setFactgateHeaders()
+		return ex.Response.Status, "upstream_status_" + strconv.Itoa(ex.Response.Status)
+	}
+	body := s.finalBody(ex)
+	for _, h := range ex.Response.Header {
+		if stream && equalFold(h[0], "Content-Type") {
+			continue
+		}
+		rc.Response.Header.Add(h[0], h[1])
+	}
+	setFactgateHeaders()
+	if !stream {
+		rc.SetStatusCode(200)
+		rc.SetBody(body)
+		return 200, ""
+	}
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes)
+	rc.SetStatusCode(200)
+	rc.SetContentType("text/event-stream")
+	rc.Response.Header.Set("Cache-Control", "no-cache")
+	rc.SetBody(buf.Bytes())
+	return 200, ""
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 32
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 32
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// saveTrace stores an intercepted request's trace in the background.
+func (s *Server) saveTrace(ex *interceptors.Exchange) {
+	if s.traces == nil || ex.Trace == nil {
+		return
+	}
+	ex.Trace.Do(func(t *interceptors.Trace) { t.Usage = ex.Usage })
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := s.traces.SaveTrace(ctx, ex.Trace); err != nil {
+			s.log.Warn("saving trace failed", "trace_id", ex.Trace.ID, "error", err)
+		}
+	}()
+}

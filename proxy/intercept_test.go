@@ -1,0 +1,253 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/interceptors"
+)
+
+// slowPhase waits before letting the answer through, as a revision would.
+type slowPhase struct{ wait time.Duration }
+
+func (slowPhase) Name() string { return "slow" }
+func (p slowPhase) OnResponse(ctx context.Context, ex *interceptors.Exchange) error {
+	select {
+	case <-time.After(p.wait):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// editPhase edits the outgoing request and the answer, with sjson, as injection
+// and revision do.
+type editPhase struct{ requests, responses atomic.Int32 }
+
+func (*editPhase) Name() string { return "edit" }
+func (p *editPhase) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
+	p.requests.Add(1)
+	var err error
+	ex.Body, err = sjson.SetBytes(ex.Body, "temperature", 0.35)
+	return err
+}
+func (p *editPhase) OnResponse(_ context.Context, ex *interceptors.Exchange) error {
+	p.responses.Add(1)
+	if !ex.Response.OK() {
+		return nil
+	}
+	ex.SetHeader("X-Factgate-Edited", "1")
+	return ex.Response.SetContent(ex.Response.Content() + " [checked]")
+}
+
+func readSSE(t *testing.T, body io.Reader) (comments int, content string, events []string) {
+	t.Helper()
+	r := bufio.NewReader(body)
+	var b strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		switch {
+		case strings.HasPrefix(line, ":"):
+			comments++
+		case strings.HasPrefix(line, "data: "):
+			data := strings.TrimSpace(strings.TrimPrefix(line, "data: "))
+			events = append(events, data)
+			b.WriteString(gjson.Get(data, "choices.0.delta.content").Str)
+		}
+		if err != nil {
+			return comments, b.String(), events
+		}
+	}
+}
+
+func TestHeldStreamSendsKeepAlivesThenTheAnswer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `default: {content: "held answer"}`, clientConfig, WithChain("held", slowPhase{wait: 450 * time.Millisecond}))
+	resp, err := http.Post(h.base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"held","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	comments, content, events := readSSE(t, resp.Body)
+	if comments < 3 {
+		t.Fatalf("want keep-alive comments every 100ms over 450ms, got %d", comments)
+	}
+	if content != "held answer" || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("content %q events %v", content, events)
+	}
+	if resp.Header.Get("X-Factgate-Trace-Id") == "" {
+		t.Fatal("no trace id header")
+	}
+}
+
+func TestHeldStreamReportsAnUpstreamErrorAfterCommitting(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `
+default:
+  latency: 350ms
+  fault: {status: 500, body: '{"error":{"message":"upstream exploded","type":"server_error","param":null,"code":"boom"}}'}
+`, clientConfig, WithChain("held", holdChain{}))
+	resp, err := http.Post(h.base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"held","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: the stream was committed before the error", resp.StatusCode)
+	}
+	_, _, events := readSSE(t, resp.Body)
+	if len(events) < 1 || gjson.Get(events[0], "error.code").Str != "boom" {
+		t.Fatalf("want the upstream error as an event, got %v", events)
+	}
+}
+
+func TestHeldRouteQuickErrorsKeepTheirStatus(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `default: {fault: {status: 503, body: '{"error":{"message":"down","type":"x","param":null,"code":"down"}}'}}`, clientConfig, WithChain("held", holdChain{}))
+	for _, stream := range []string{"false", "true"} {
+		status, _, body := h.post("/v1/chat/completions", `{"model":"held","stream":`+stream+`,"messages":[{"role":"user","content":"x"}]}`)
+		if status != 503 || gjson.GetBytes(body, "error.code").Str != "down" {
+			t.Fatalf("stream=%s: %d %s", stream, status, body)
+		}
+	}
+}
+
+func TestInterceptorEditsRequestInPlaceAndAnswer(t *testing.T) {
+	t.Parallel()
+	p := &editPhase{}
+	h := newHarness(t, `default: {content: "answer"}`, clientConfig, WithChain("held", p))
+	body := `{"zz":1,"model":"held","messages":[{"role":"user","content":"x","name":"n"}],"stream_options":{"include_usage":true},"aa":[true]}`
+	status, hdr, resp := h.post("/v1/chat/completions", body)
+	if status != 200 || gjson.GetBytes(resp, "choices.0.message.content").Str != "answer [checked]" || hdr.Get("X-Factgate-Edited") != "1" {
+		t.Fatalf("%d %v %s", status, hdr, resp)
+	}
+	want := `{"zz":1,"model":"held","messages":[{"role":"user","content":"x","name":"n"}],"stream_options":{"include_usage":true},"aa":[true],"temperature":0.35}`
+	if got := string(h.lastRequest().Body); got != want {
+		t.Fatalf("upstream body\n got %s\nwant %s", got, want)
+	}
+	// A streaming client: the upstream call is made without streaming.
+	status, _, resp = h.post("/v1/chat/completions", strings.Replace(body, `"zz":1`, `"zz":1,"stream":true`, 1))
+	if status != 200 || !strings.Contains(string(resp), "[checked]") || !strings.Contains(string(resp), `"usage":{`) {
+		t.Fatalf("%d %s", status, resp)
+	}
+	up := h.lastRequest().Body
+	if gjson.GetBytes(up, "stream").Bool() || gjson.GetBytes(up, "stream_options").Exists() {
+		t.Fatalf("upstream was asked to stream: %s", up)
+	}
+	if p.requests.Load() != 2 || p.responses.Load() != 2 {
+		t.Fatalf("phases ran %d/%d times", p.requests.Load(), p.responses.Load())
+	}
+}
+
+func TestClientDisconnectDuringHeldStreamCancelsTheChain(t *testing.T) {
+	t.Parallel()
+	cancelled := make(chan struct{})
+	phase := &cancelWatch{cancelled: cancelled}
+	h := newHarness(t, `default: {content: "x"}`, clientConfig, WithChain("held", phase))
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", h.base+"/v1/chat/completions",
+		strings.NewReader(`{"model":"held","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read the first keep-alive, then go away.
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the chain's context was not cancelled when the client went away")
+	}
+}
+
+type cancelWatch struct{ cancelled chan struct{} }
+
+func (*cancelWatch) Name() string { return "cancel-watch" }
+func (c *cancelWatch) OnResponse(ctx context.Context, _ *interceptors.Exchange) error {
+	select {
+	case <-ctx.Done():
+		close(c.cancelled)
+		return ctx.Err()
+	case <-time.After(10 * time.Second):
+		return nil
+	}
+}
+
+func TestKeysAuth(t *testing.T) {
+	os.Setenv("FACTGATE_KEY_TEST_APP", "fg-secret-1")
+	os.Setenv("FACTGATE_TEST_UPSTREAM_KEY", "sk-upstream")
+	h := newHarness(t, "", `
+auth:
+  mode: keys
+  keys: [{name: app, key_env: FACTGATE_KEY_TEST_APP}]
+upstreams:
+  mock: {base_url: "%MOCK%", api_key_env: FACTGATE_TEST_UPSTREAM_KEY}
+routes:
+  - {name: default, default: true, upstream: mock}
+`)
+	body := `{"model":"m","messages":[{"role":"user","content":"x"}]}`
+	for _, tc := range []struct {
+		name, auth string
+		status     int
+		code       string
+	}{
+		{"no key", "", 401, "missing_api_key"},
+		{"wrong key", "Bearer fg-secret-2", 401, "invalid_api_key"},
+		{"right key", "Bearer fg-secret-1", 200, ""},
+	} {
+		status, _, resp := h.post("/v1/chat/completions", body, "Authorization", tc.auth)
+		if status != tc.status || gjson.GetBytes(resp, "error.code").Str != tc.code {
+			t.Fatalf("%s: %d %s", tc.name, status, resp)
+		}
+	}
+	if got := h.lastRequest().Header.Get("Authorization"); got != "Bearer sk-upstream" {
+		t.Fatalf("upstream saw Authorization %q", got)
+	}
+	if strings.Contains(h.logs.String(), "fg-secret-1") || strings.Contains(h.logs.String(), "sk-upstream") {
+		t.Fatal("a secret reached the logs")
+	}
+}
+
+func TestGracefulShutdownDrainsInFlightRequests(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `default: {content: "finished", latency: 400ms}`, "")
+	done := make(chan int, 1)
+	go func() {
+		status, _, _ := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`)
+		done <- status
+	}()
+	if _, err := h.mock.WaitFor(0, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the request is in flight at the mock
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case status := <-done:
+		if status != 200 {
+			t.Fatalf("in-flight request ended with %d", status)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("in-flight request did not finish")
+	}
+}

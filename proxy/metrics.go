@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the proxy's Prometheus metrics. Every series is labelled by route;
+// the per-route observers are resolved once per route, not per request.
+type metrics struct {
+	reg *prometheus.Registry
+
+	requests *prometheus.CounterVec   // route, code
+	duration *prometheus.HistogramVec // route: whole request
+	upstream *prometheus.HistogramVec // route: time waiting for the upstream
+	overhead *prometheus.HistogramVec // route: time spent in the proxy
+	inFlight prometheus.Gauge
+	errors   *prometheus.CounterVec // route, kind
+}
+
+// latencyBuckets span sub-millisecond proxy overhead to minute-long completions.
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+
+func newMetrics() *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factgate_requests_total", Help: "Requests served, by route and HTTP status (499: the client went away).",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "factgate_request_duration_seconds", Help: "Whole request latency as the client sees it.", Buckets: latencyBuckets,
+		}, []string{"route"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "factgate_upstream_duration_seconds", Help: "Time spent waiting for upstream calls (all calls of a request).", Buckets: latencyBuckets,
+		}, []string{"route"}),
+		overhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "factgate_proxy_overhead_seconds", Help: "Time spent in the proxy itself, excluding upstream calls.", Buckets: latencyBuckets,
+		}, []string{"route"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "factgate_in_flight_requests", Help: "Requests being served.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factgate_errors_total", Help: "Errors by kind (invalid_json, unauthorized, upstream_timeout, client_closed_request, ...).",
+		}, []string{"route", "kind"}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.overhead, m.inFlight, m.errors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// routeMetrics are one route's resolved observers.
+type routeMetrics struct {
+	m        *metrics
+	name     string
+	duration prometheus.Observer
+	upstream prometheus.Observer
+	overhead prometheus.Observer
+	ok       prometheus.Counter // code 200, the common case
+}
+
+func (m *metrics) forRoute(name string) *routeMetrics {
+	return &routeMetrics{
+		m:        m,
+		name:     name,
+		duration: m.duration.WithLabelValues(name),
+		upstream: m.upstream.WithLabelValues(name),
+		overhead: m.overhead.WithLabelValues(name),
+		ok:       m.requests.WithLabelValues(name, "200"),
+	}
+}
+
+// observe records one finished request.
+func (rm *routeMetrics) observe(status int, total, upstream time.Duration) {
+	if status == 200 {
+		rm.ok.Inc()
+	} else {
+		rm.m.requests.WithLabelValues(rm.name, strconv.Itoa(status)).Inc()
+	}
+	rm.duration.Observe(total.Seconds())
+	if upstream > 0 {
+		rm.upstream.Observe(upstream.Seconds())
+	}
+	over := total - upstream
+	if over < 0 {
+		over = 0
+	}
+	rm.overhead.Observe(over.Seconds())
+}
+
+func (rm *routeMetrics) error(kind string) {
+	rm.m.errors.WithLabelValues(rm.name, kind).Inc()
+}

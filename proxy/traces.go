@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/interceptors"
+)
+
+// cacheTraces keeps traces in the cache (shared through Redis when configured, so
+// any replica can answer for any trace) under "trace:{id}".
+type cacheTraces struct {
+	c       cache.Cache
+	ttl     time.Duration
+	content bool
+}
+
+func traceKey(id string) string { return "trace:" + cache.HashTag(id) }
+
+// SaveTrace implements TraceStore.
+func (t cacheTraces) SaveTrace(ctx context.Context, tr *interceptors.Trace) error {
+	if !t.content {
+		tr.Do(func(tr *interceptors.Trace) {
+			for i := range tr.Attempts {
+				tr.Attempts[i].Content = ""
+			}
+		})
+	}
+	b, err := json.Marshal(tr)
+	if err != nil {
+		return err
+	}
+	return t.c.Set(ctx, traceKey(tr.ID), b, t.ttl)
+}
+
+// LoadTrace implements TraceStore.
+func (t cacheTraces) LoadTrace(ctx context.Context, id string) ([]byte, bool, error) {
+	return t.c.Get(ctx, traceKey(id))
+}
+
+// handleTrace serves GET /factgate/v1/traces/{id}.
+func (s *Server) handleTrace(rc *fasthttp.RequestCtx) {
+	id := string(rc.Path()[len("/factgate/v1/traces/"):])
+	if !rc.IsGet() {
+		writeError(rc, interceptors.Errorf(405, "invalid_request_error", "method_not_allowed", "use GET /factgate/v1/traces/{id}"))
+		return
+	}
+	if s.traces == nil {
+		writeError(rc, interceptors.Errorf(404, "invalid_request_error", "traces_disabled", "this proxy keeps no traces"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	b, ok, err := s.traces.LoadTrace(ctx, id)
+	if err != nil {
+		writeError(rc, interceptors.Errorf(503, "server_error", "trace_store_unavailable", "reading trace %s: %v", id, err))
+		return
+	}
+	if !ok {
+		writeError(rc, interceptors.Errorf(404, "invalid_request_error", "trace_not_found",
+			"no trace %q (traces are kept for traces.ttl after the request)", id))
+		return
+	}
+	rc.SetContentType("application/json")
+	rc.SetBody(b)
+}

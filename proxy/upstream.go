@@ -1,0 +1,392 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/interceptors"
+)
+
+// upstream is one configured provider: a pool of HTTP/1.1 connections to its base
+// URL, bounded in concurrency, with per-call cancellation.
+//
+// It speaks HTTP with fasthttp's Request/Response codecs over connections it owns,
+// rather than through fasthttp.HostClient, so that a cancelled context (the client
+// went away) closes exactly the connection of that call, and so that a response
+// body can be streamed while it arrives.
+type upstream struct {
+	name       string
+	scheme     string
+	dialAddr   string // host:port
+	hostHeader string
+	pathPrefix string // base URL path without trailing slash ("/v1")
+	tlsConfig  *tls.Config
+	apiKey     string
+
+	connectTimeout time.Duration
+	readTimeout    time.Duration
+	writeTimeout   time.Duration
+	idleTimeout    time.Duration
+	maxIdle        int
+
+	sem chan struct{} // nil = unbounded
+
+	mu   sync.Mutex
+	idle []*upConn
+}
+
+type upConn struct {
+	net.Conn
+	br       *bufio.Reader
+	bw       *bufio.Writer
+	lastUsed time.Time
+	reused   bool
+}
+
+func newUpstream(name string, cfg UpstreamConfig) (*upstream, error) {
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %q: base_url %q: %w", name, cfg.BaseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("upstream %q: base_url %q: scheme must be http or https", name, cfg.BaseURL)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("upstream %q: base_url %q has no host", name, cfg.BaseURL)
+	}
+	host := u.Host
+	dial := host
+	if u.Port() == "" {
+		if u.Scheme == "https" {
+			dial = net.JoinHostPort(u.Hostname(), "443")
+		} else {
+			dial = net.JoinHostPort(u.Hostname(), "80")
+		}
+	}
+	up := &upstream{
+		name:           name,
+		scheme:         u.Scheme,
+		dialAddr:       dial,
+		hostHeader:     host,
+		pathPrefix:     strings.TrimRight(u.EscapedPath(), "/"),
+		connectTimeout: time.Duration(cfg.ConnectTimeout),
+		readTimeout:    time.Duration(cfg.ReadTimeout),
+		writeTimeout:   time.Duration(cfg.WriteTimeout),
+		idleTimeout:    time.Duration(cfg.IdleTimeout),
+		maxIdle:        cfg.MaxIdleConns,
+	}
+	if u.Scheme == "https" {
+		up.tlsConfig = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
+	}
+	if cfg.MaxConcurrent > 0 {
+		up.sem = make(chan struct{}, cfg.MaxConcurrent)
+	}
+	if cfg.APIKeyEnv != "" {
+		up.apiKey = os.Getenv(cfg.APIKeyEnv)
+	}
+	return up, nil
+}
+
+// targetURI maps a client request path under /v1 onto the upstream's base URL:
+// "/v1/chat/completions" -> "<base path>/chat/completions". Paths outside /v1 are
+// forwarded as they are, to the upstream's origin.
+func (u *upstream) targetURI(dst []byte, path, query []byte) []byte {
+	dst = dst[:0]
+	if rest, ok := cutV1(path); ok {
+		dst = append(dst, u.pathPrefix...)
+		dst = append(dst, rest...)
+	} else {
+		dst = append(dst, path...)
+	}
+	if len(query) > 0 {
+		dst = append(dst, '?')
+		dst = append(dst, query...)
+	}
+	return dst
+}
+
+func cutV1(path []byte) ([]byte, bool) {
+	if len(path) >= 3 && path[0] == '/' && path[1] == 'v' && path[2] == '1' {
+		if len(path) == 3 {
+			return path[:0], true
+		}
+		if path[3] == '/' {
+			return path[3:], true
+		}
+	}
+	return nil, false
+}
+
+// errUpstreamBusy is returned when the concurrency bound stayed full for the
+// whole connect timeout.
+var errUpstreamBusy = errors.New("too many concurrent upstream requests")
+
+// call is one upstream exchange in progress. Close must be called exactly once.
+type call struct {
+	u      *upstream
+	c      *upConn
+	stop   func() bool
+	resp   *fasthttp.Response
+	stream bool
+	ctx    context.Context
+}
+
+// do sends req and reads the response headers. With stream false it also reads the
+// whole body (bounded by maxBody); with stream true the body is left to be read from
+// call.body(). The caller must Close the call.
+func (u *upstream) do(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response, stream func(*fasthttp.ResponseHeader) bool, maxBody int) (*call, error) {
+	if u.sem != nil {
+		select {
+		case u.sem <- struct{}{}:
+		default:
+			t := time.NewTimer(u.connectTimeout)
+			select {
+			case u.sem <- struct{}{}:
+				t.Stop()
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+				return nil, errUpstreamBusy
+			}
+		}
+	}
+	cl, err := u.roundTrip(ctx, req, resp, stream, maxBody, true)
+	if err != nil && u.sem != nil {
+		<-u.sem
+	}
+	return cl, err
+}
+
+func (u *upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response, stream func(*fasthttp.ResponseHeader) bool, maxBody int, mayRetry bool) (*call, error) {
+	c, err := u.getConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	fail := func(err error) (*call, error) {
+		stop()
+		_ = c.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// A reused keep-alive connection the upstream closed while idle fails on
+		// first use without a byte of response: try once more on a fresh one.
+		if mayRetry && c.reused && isStaleConnError(err) {
+			return u.roundTrip(ctx, req, resp, stream, maxBody, false)
+		}
+		return nil, err
+	}
+	if u.writeTimeout > 0 {
+		_ = c.SetWriteDeadline(time.Now().Add(u.writeTimeout))
+	}
+	if err := req.Write(c.bw); err != nil {
+		return fail(err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		return fail(err)
+	}
+	if u.readTimeout > 0 {
+		_ = c.SetReadDeadline(time.Now().Add(u.readTimeout))
+	}
+	resp.Reset()
+	if err := readResponseHeader(resp, c.br); err != nil {
+		return fail(err)
+	}
+	cl := &call{u: u, c: c, stop: stop, resp: resp, ctx: ctx}
+	if stream != nil && stream(&resp.Header) {
+		resp.StreamBody = true
+		if err := resp.ReadBody(c.br, 0); err != nil {
+			cl.closeConn()
+			return nil, err
+		}
+		cl.stream = true
+		return cl, nil
+	}
+	if err := resp.ReadBody(c.br, maxBody); err != nil {
+		cl.closeConn()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	if resp.Header.ContentLength() == -1 {
+		if err := resp.Header.ReadTrailer(c.br); err != nil && err != io.EOF {
+			cl.closeConn()
+			return nil, err
+		}
+	}
+	return cl, nil
+}
+
+// readResponseHeader reads the status line and headers, skipping 1xx responses.
+func readResponseHeader(resp *fasthttp.Response, br *bufio.Reader) error {
+	for n := 0; n < 10; n++ {
+		if err := resp.Header.Read(br); err != nil {
+			return err
+		}
+		sc := resp.Header.StatusCode()
+		if sc < 100 || sc > 199 || sc == fasthttp.StatusSwitchingProtocols {
+			return nil
+		}
+	}
+	return errors.New("too many informational responses")
+}
+
+// body returns the streamed response body; each Read renews the read deadline.
+func (cl *call) body() io.Reader { return deadlineReader{cl} }
+
+type deadlineReader struct{ cl *call }
+
+func (d deadlineReader) Read(p []byte) (int, error) {
+	if d.cl.u.readTimeout > 0 {
+		_ = d.cl.c.SetReadDeadline(time.Now().Add(d.cl.u.readTimeout))
+	}
+	n, err := d.cl.resp.BodyStream().Read(p)
+	if err != nil && err != io.EOF && d.cl.ctx.Err() != nil {
+		err = d.cl.ctx.Err()
+	}
+	return n, err
+}
+
+// Close ends the call. complete reports that the body was read to its end, so the
+// connection may be reused.
+func (cl *call) Close(complete bool) {
+	if cl.stream {
+		if !complete {
+			cl.closeConn()
+		}
+		_ = cl.resp.CloseBodyStream()
+	}
+	if cl.c != nil {
+		if !cl.stop() || !complete || cl.resp.ConnectionClose() || cl.resp.Header.ContentLength() == -2 {
+			cl.closeConn()
+		} else {
+			cl.u.putConn(cl.c)
+			cl.c = nil
+		}
+	}
+	if cl.u.sem != nil {
+		<-cl.u.sem
+	}
+}
+
+func (cl *call) closeConn() {
+	if cl.c != nil {
+		cl.stop()
+		_ = cl.c.Close()
+		cl.c = nil
+	}
+}
+
+func (u *upstream) getConn(ctx context.Context) (*upConn, error) {
+	now := time.Now()
+	u.mu.Lock()
+	for n := len(u.idle); n > 0; n = len(u.idle) {
+		c := u.idle[n-1]
+		u.idle = u.idle[:n-1]
+		if u.idleTimeout > 0 && now.Sub(c.lastUsed) > u.idleTimeout {
+			u.mu.Unlock()
+			_ = c.Close()
+			u.mu.Lock()
+			continue
+		}
+		u.mu.Unlock()
+		c.reused = true
+		return c, nil
+	}
+	u.mu.Unlock()
+
+	d := net.Dialer{Timeout: u.connectTimeout, KeepAlive: 30 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", u.dialAddr)
+	if err != nil {
+		return nil, &dialError{err}
+	}
+	if u.tlsConfig != nil {
+		tc := tls.Client(nc, u.tlsConfig)
+		hctx, cancel := context.WithTimeout(ctx, u.connectTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			_ = nc.Close()
+			return nil, &dialError{err}
+		}
+		nc = tc
+	}
+	return &upConn{Conn: nc, br: bufio.NewReaderSize(nc, 8192), bw: bufio.NewWriterSize(nc, 8192)}, nil
+}
+
+func (u *upstream) putConn(c *upConn) {
+	_ = c.SetDeadline(time.Time{})
+	c.lastUsed = time.Now()
+	u.mu.Lock()
+	if len(u.idle) >= u.maxIdle {
+		u.mu.Unlock()
+		_ = c.Close()
+		return
+	}
+	u.idle = append(u.idle, c)
+	u.mu.Unlock()
+}
+
+// closeIdle closes every idle connection (shutdown).
+func (u *upstream) closeIdle() {
+	u.mu.Lock()
+	idle := u.idle
+	u.idle = nil
+	u.mu.Unlock()
+	for _, c := range idle {
+		_ = c.Close()
+	}
+}
+
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return "connecting to upstream: " + e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+func isStaleConnError(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// upstreamError maps a transport failure to the error the client sees: a timeout
+// is 504, a cancelled client 499, anything else 502.
+func upstreamError(name string, err error) *interceptors.Error {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		return &interceptors.Error{Status: StatusClientClosed, Type: "client_error", Code: "client_closed_request",
+			Message: "the client closed the request before the upstream answered", Err: err}
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout) || (errors.As(err, &ne) && ne.Timeout()):
+		return &interceptors.Error{Status: fasthttp.StatusGatewayTimeout, Type: "upstream_error", Code: "upstream_timeout",
+			Message: fmt.Sprintf("upstream %q did not answer in time", name), Err: err}
+	case errors.Is(err, errUpstreamBusy):
+		return &interceptors.Error{Status: fasthttp.StatusServiceUnavailable, Type: "server_error", Code: "upstream_saturated",
+			Message: fmt.Sprintf("upstream %q: %v", name, err), Err: err}
+	}
+	var de *dialError
+	if errors.As(err, &de) {
+		return &interceptors.Error{Status: fasthttp.StatusBadGateway, Type: "upstream_error", Code: "upstream_unreachable",
+			Message: fmt.Sprintf("upstream %q is unreachable", name), Err: err}
+	}
+	return &interceptors.Error{Status: fasthttp.StatusBadGateway, Type: "upstream_error", Code: "upstream_failed",
+		Message: fmt.Sprintf("upstream %q failed: %v", name, err), Err: err}
+}
+
+// StatusClientClosed is the status logged and counted when the client went away
+// before the answer (nginx's 499); the client never sees it.
+const StatusClientClosed = 499

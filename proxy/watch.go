@@ -1,0 +1,121 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// errClientGone is the cancellation cause when a client closes its connection
+// before its answer is complete.
+var errClientGone = errors.New("client closed the connection")
+
+// fasthttp gives a handler no signal when its client goes away, so the proxy wraps
+// every accepted connection in a watchConn. While a request has run longer than a
+// short delay, a probe reads from the connection: HTTP/1.1 clients send nothing
+// while they wait for an answer, so a read that ends in EOF or a reset means the
+// client is gone and the request's context is cancelled — which closes the upstream
+// connection of that request. A byte that does arrive (a pipelining client) is kept
+// and handed back to fasthttp's reader. Cheap requests finish before the probe
+// starts and pay only for a timer.
+type watchListener struct {
+	net.Listener
+	probeAfter time.Duration
+}
+
+func (l watchListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &watchConn{Conn: c, probeAfter: l.probeAfter}, nil
+}
+
+type watchConn struct {
+	net.Conn
+	probeAfter time.Duration
+
+	// pending holds bytes a probe read; fasthttp's next Read gets them first. Only
+	// touched by the probe (before probeDone closes) and by fasthttp after disarm.
+	pending []byte
+
+	mu        sync.Mutex
+	timer     *time.Timer
+	cancel    context.CancelCauseFunc
+	armed     bool
+	probing   bool
+	probeDone chan struct{}
+}
+
+func (c *watchConn) Read(p []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// arm starts watching for the client going away on behalf of one request.
+func (c *watchConn) arm(cancel context.CancelCauseFunc) {
+	c.mu.Lock()
+	c.cancel = cancel
+	c.armed = true
+	c.probing = false
+	if c.timer == nil {
+		c.timer = time.AfterFunc(c.probeAfter, c.probe)
+	} else {
+		c.timer.Reset(c.probeAfter)
+	}
+	c.mu.Unlock()
+}
+
+// probe runs in the timer's goroutine and blocks in Read until the client sends
+// something, closes, or disarm interrupts it.
+func (c *watchConn) probe() {
+	c.mu.Lock()
+	if !c.armed {
+		c.mu.Unlock()
+		return
+	}
+	c.probing = true
+	done := make(chan struct{})
+	c.probeDone = done
+	cancel := c.cancel
+	c.mu.Unlock()
+	defer close(done)
+
+	var b [1]byte
+	n, err := c.Conn.Read(b[:])
+	if n > 0 {
+		c.pending = append(c.pending, b[0])
+	}
+	if err != nil {
+		c.mu.Lock()
+		armed := c.armed
+		c.mu.Unlock()
+		if armed {
+			cancel(errClientGone)
+		}
+	}
+}
+
+// disarm stops watching; it returns once no probe reads from the connection.
+func (c *watchConn) disarm() {
+	c.mu.Lock()
+	if !c.armed {
+		c.mu.Unlock()
+		return
+	}
+	c.armed = false
+	c.timer.Stop()
+	probing, done := c.probing, c.probeDone
+	c.mu.Unlock()
+	if probing {
+		_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
+		<-done
+		_ = c.Conn.SetReadDeadline(time.Time{})
+	}
+}
