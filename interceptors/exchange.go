@@ -41,6 +41,10 @@ type Exchange struct {
 	// Upstream makes further calls to the route's upstream. Nil when the exchange is
 	// not running inside a proxy (offline checks).
 	Upstream Upstream
+	// UpstreamNamed returns a caller for another configured upstream (an LLM-backed
+	// validator's own model profile), with the client's credentials as for Upstream.
+	// Nil outside a proxy.
+	UpstreamNamed func(name string) (Upstream, bool)
 
 	// Response is the upstream's answer once the call returned (any status), or the
 	// response a request phase short-circuited with. Response phases may replace it.

@@ -24,9 +24,9 @@ import (
 type routeCaller struct {
 	s        *Server
 	up       *upstream
-	header   fasthttp.RequestHeader // the client's headers, copied
+	header   *fasthttp.RequestHeader // the client's headers, copied
 	maxBody  int
-	waitedNs atomic.Int64
+	waitedNs *atomic.Int64 // shared by every caller of one request
 }
 
 // Complete implements interceptors.Upstream.
@@ -37,7 +37,7 @@ func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.
 	defer fasthttp.ReleaseResponse(resp)
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetRequestURIBytes(c.up.targetURI(make([]byte, 0, 64), []byte("/v1/chat/completions"), nil))
-	c.s.copyRequestHeaders(&req.Header, &c.header, c.up, true)
+	c.s.copyRequestHeaders(&req.Header, c.header, c.up, true)
 	req.Header.SetContentType("application/json")
 	req.SetBodyRaw(body)
 	start := time.Now()
@@ -81,8 +81,8 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	if wc != nil {
 		wc.arm(cancel)
 	}
-	caller := &routeCaller{s: s, up: rt.up, maxBody: int(s.cfg.Server.MaxResponseBody)}
-	rc.Request.Header.CopyTo(&caller.header)
+	caller := &routeCaller{s: s, up: rt.up, maxBody: int(s.cfg.Server.MaxResponseBody), header: &fasthttp.RequestHeader{}, waitedNs: &atomic.Int64{}}
+	rc.Request.Header.CopyTo(caller.header)
 	out := append([]byte(nil), body...)
 	if rt.upstreamModel != "" && rt.upstreamModel != model {
 		out, _ = sjson.SetBytes(out, "model", rt.upstreamModel)
@@ -92,11 +92,18 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		Model:     model,
 		Original:  append([]byte(nil), body...),
 		Body:      out,
-		Header:    &caller.header,
+		Header:    caller.header,
 		ClientKey: client,
 		Stream:    stream,
 		Upstream:  caller,
-		Trace:     interceptors.NewTrace(rt.name),
+		UpstreamNamed: func(name string) (interceptors.Upstream, bool) {
+			up := s.upstreams[name]
+			if up == nil {
+				return nil, false
+			}
+			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs}, true
+		},
+		Trace: interceptors.NewTrace(rt.name),
 	}
 	finish := func(status int, errCode string) {
 		if wc != nil {

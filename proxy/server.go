@@ -27,6 +27,7 @@ import (
 
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge"
 )
 
 // Server is the factgate proxy. Create it with New, run it with Serve or
@@ -58,7 +59,8 @@ type Server struct {
 	draining atomic.Bool
 	traces   TraceStore
 
-	cache cache.Cache
+	cache   cache.Cache
+	library *knowledge.Library
 
 	allowMissingSecrets bool
 	warnings            []string
@@ -253,6 +255,25 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		}
 		return "cache", !st.Degraded, detail
 	})
+	if s.library == nil {
+		lib, err := s.newLibrary()
+		if err != nil {
+			return nil, err
+		}
+		s.library = lib
+		s.closers = append(s.closers, lib.Close)
+	}
+	s.readiness = append(s.readiness, func() (string, bool, string) {
+		for _, st := range s.library.OverlayStatus() {
+			if st.LastError != "" {
+				return "knowledge", false, fmt.Sprintf("overlay %s for %s is invalid, the last good version (v%d) stays in effect: %s", st.Path, st.Set, st.Version, st.LastError)
+			}
+		}
+		return "knowledge", true, ""
+	})
+	if err := s.buildChains(); err != nil {
+		return nil, err
+	}
 	if s.traces == nil {
 		s.traces = cacheTraces{c: s.cache, ttl: time.Duration(cfg.Traces.TTL), content: cfg.Traces.Content == nil || *cfg.Traces.Content}
 	}
@@ -296,6 +317,9 @@ func (s *Server) Metrics() *prometheus.Registry { return s.metrics.reg }
 
 // Cache returns the server's cache.
 func (s *Server) Cache() cache.Cache { return s.cache }
+
+// Library returns the server's knowledge library.
+func (s *Server) Library() *knowledge.Library { return s.library }
 
 // Logger returns the server's logger.
 func (s *Server) Logger() *slog.Logger { return s.log }

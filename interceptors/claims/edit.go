@@ -1,0 +1,304 @@
+package claims
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// Strip returns content without its claims block and marker: the fenced block (or
+// the bare {...} group), the marker (its whole line when the rest of the line is only
+// markdown decoration such as "**", "#" or ":") and the blank space around them. The
+// prose keeps its bytes; where a removed piece sat between two pieces of prose they
+// are joined by the whitespace that preceded the piece (or followed it, when none
+// preceded it). A marker without a block is removed too. When c is nil, finds
+// nothing, or was not parsed from content (its spans do not fit), content is
+// returned unchanged.
+func Strip(content string, c *Claims) string {
+	if c == nil || (!c.Found && !c.Marker) {
+		return content
+	}
+	var cuts [2]Span
+	n := 0
+	if c.Found {
+		if !c.Fence.in(len(content)) || !c.Span.in(len(content)) || content[c.Span.Start:c.Span.End] != c.Block {
+			return content
+		}
+		cuts[n] = c.Fence
+		n++
+	}
+	if c.Marker {
+		if !c.MarkerSpan.in(len(content)) {
+			return content
+		}
+		m := markerRegion(content, c.MarkerSpan)
+		switch {
+		case n == 0:
+			cuts[n] = m
+			n++
+		case m.End <= cuts[0].Start && isBlank(content[m.End:cuts[0].Start]):
+			cuts[0].Start = m.Start
+		case m.Start >= cuts[0].End && isBlank(content[cuts[0].End:m.Start]):
+			cuts[0].End = m.End
+		case m.End <= cuts[0].Start:
+			cuts[0], cuts[1] = m, cuts[0]
+			n++
+		case m.Start >= cuts[0].End:
+			cuts[1] = m
+			n++
+		}
+	}
+	out := content
+	for i := n - 1; i >= 0; i-- {
+		out = cut(out, cuts[i], content)
+	}
+	return out
+}
+
+// cut removes r and the blank space around it from s; orig is the whole original
+// content (for its final line break).
+func cut(s string, r Span, orig string) string {
+	left, right := s[:r.Start], s[r.End:]
+	lt := strings.TrimRight(left, " \t\r\n")
+	rt := strings.TrimLeft(right, " \t\r\n")
+	switch {
+	case lt == "":
+		return rt
+	case rt == "":
+		switch {
+		case strings.HasSuffix(orig, "\r\n"):
+			return lt + "\r\n"
+		case strings.HasSuffix(orig, "\n"):
+			return lt + "\n"
+		}
+		return lt
+	}
+	sep := left[len(lt):]
+	if sep == "" {
+		sep = right[:len(right)-len(rt)]
+	}
+	return lt + sep + rt
+}
+
+// markerRegion widens the marker to its whole line (without the line break) when
+// the rest of the line is only markdown decoration.
+func markerRegion(s string, m Span) Span {
+	ls := strings.LastIndexByte(s[:m.Start], '\n') + 1
+	le := len(s)
+	if j := strings.IndexByte(s[m.End:], '\n'); j >= 0 {
+		le = m.End + j
+	}
+	if decoration(s[ls:m.Start]) && decoration(s[m.End:le]) {
+		return Span{ls, le}
+	}
+	return m
+}
+
+func decoration(s string) bool {
+	return strings.Trim(s, " \t\r#*_>:-`：") == ""
+}
+
+// Edit is one deterministic change to a claim, made when the revision budget is
+// spent.
+type Edit struct {
+	// Path is the claim: "unitClaims[2]" (see ClaimPath for issue paths below it).
+	Path string
+	// Level is the new evidence level in an English spelling ParseLevel reads; it is
+	// written in its canonical spelling ("highly likely"). "" leaves the level.
+	Level string
+	// AddAlternatives are appended to the claim's alternatives, skipping blank ones
+	// and ones already present; the array is created when missing (a lone string
+	// becomes its first item). Only unit claims have alternatives.
+	AddAlternatives []string
+}
+
+// Downgrade applies edits to the claims block of content and returns the new
+// content. The block is edited with sjson on its normalised JSON (so comments and
+// trailing commas disappear from it), re-indented with two spaces (field order and
+// unknown fields kept, line breaks as in the original block), and spliced back into
+// the same place; everything outside c.Span is left byte-identical. The edits apply in
+// order. c must be the usable parse of content; afterwards it is stale (parse the new
+// content again for new spans). It returns an error, and no content, for claims that
+// do not belong to content, a path that is not a kept claim ("unitClaims[2]"), a
+// claim that is not a JSON object, an unknown level, or alternatives for an event or
+// timeline claim.
+func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
+	if !c.Usable() {
+		return "", errors.New("claims: downgrade: the answer has no valid claims block")
+	}
+	if !c.Span.in(len(content)) || content[c.Span.Start:c.Span.End] != c.Block {
+		return "", errors.New("claims: downgrade: the content is not the one the claims were parsed from")
+	}
+	if len(edits) == 0 {
+		return content, nil
+	}
+	doc := c.JSON
+	for _, e := range edits {
+		kind, idx, ok := parseClaimPath(e.Path)
+		if !ok {
+			return "", fmt.Errorf("claims: downgrade: path %q is not a claim path like unitClaims[2]", e.Path)
+		}
+		if n := c.count(kind); idx >= n {
+			return "", fmt.Errorf("claims: downgrade %s: no such claim (%d kept in %s)", e.Path, n, claimFields[kind])
+		}
+		base := claimFields[kind] + "." + strconv.Itoa(idx)
+		if !gjson.Get(doc, base).IsObject() {
+			return "", fmt.Errorf("claims: downgrade %s: the claim is not a JSON object", e.Path)
+		}
+		var err error
+		if e.Level != "" {
+			l, ok := ParseLevel(e.Level)
+			if !ok {
+				return "", fmt.Errorf("claims: downgrade %s: unknown evidence level %q", e.Path, e.Level)
+			}
+			if doc, err = sjson.SetRaw(doc, base+".evidenceLevel", quoteJSON(l.String())); err != nil {
+				return "", fmt.Errorf("claims: downgrade %s: setting evidenceLevel: %w", e.Path, err)
+			}
+		}
+		if len(e.AddAlternatives) > 0 {
+			if kind != unitKind {
+				return "", fmt.Errorf("claims: downgrade %s: only unit claims have alternatives", e.Path)
+			}
+			if doc, err = addAlternatives(doc, base+".alternatives", e.AddAlternatives); err != nil {
+				return "", fmt.Errorf("claims: downgrade %s: adding alternatives: %w", e.Path, err)
+			}
+		}
+	}
+	block := strings.TrimRight(gjson.Get(doc, `@pretty:{"width":0}`).Raw, "\n")
+	if c.Fenced && (strings.HasSuffix(c.Block, "\n")) {
+		block += "\n"
+	}
+	if strings.Contains(c.Block, "\r\n") {
+		block = strings.ReplaceAll(block, "\n", "\r\n")
+	}
+	return content[:c.Span.Start] + block + content[c.Span.End:], nil
+}
+
+// addAlternatives appends the new alternatives to the array at path.
+func addAlternatives(doc, path string, add []string) (string, error) {
+	cur := gjson.Get(doc, path)
+	var have []string
+	if cur.IsArray() {
+		cur.ForEach(func(_, v gjson.Result) bool {
+			if v.Type == gjson.String {
+				have = append(have, strings.TrimSpace(v.Str))
+			}
+			return true
+		})
+		var err error
+		for _, a := range add {
+			if a = strings.TrimSpace(a); a == "" || contains(have, a) {
+				continue
+			}
+			if doc, err = sjson.SetRaw(doc, path+".-1", quoteJSON(a)); err != nil {
+				return "", err
+			}
+			have = append(have, a)
+		}
+		return doc, nil
+	}
+	if cur.Type == gjson.String && strings.TrimSpace(cur.Str) != "" {
+		have = append(have, strings.TrimSpace(cur.Str))
+	}
+	for _, a := range add {
+		if a = strings.TrimSpace(a); a != "" && !contains(have, a) {
+			have = append(have, a)
+		}
+	}
+	arr := []byte{'['}
+	for i, a := range have {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		arr = appendJSONString(arr, a)
+	}
+	arr = append(arr, ']')
+	return sjson.SetRaw(doc, path, string(arr))
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Claims) count(kind claimKind) int {
+	switch kind {
+	case unitKind:
+		return len(c.UnitClaims)
+	case eventKind:
+		return len(c.EventClaims)
+	}
+	return len(c.TimelineClaims)
+}
+
+// ClaimPath returns the claim an issue path belongs to: "unitClaims[0]" for
+// "unitClaims[0].evidence[1]" or "unitClaims[0]" itself, and "" for a path that is
+// not inside a claim ("", "unitClaims").
+func ClaimPath(path string) string {
+	end := strings.IndexByte(path, ']')
+	if end < 0 {
+		return ""
+	}
+	p := path[:end+1]
+	if _, _, ok := parseClaimPath(p); !ok {
+		return ""
+	}
+	if rest := path[end+1:]; rest != "" && rest[0] != '.' {
+		return ""
+	}
+	return p
+}
+
+// parseClaimPath reads "field[index]".
+func parseClaimPath(path string) (claimKind, int, bool) {
+	open := strings.IndexByte(path, '[')
+	if open < 0 || !strings.HasSuffix(path, "]") {
+		return 0, 0, false
+	}
+	kind, ok := kindOf(path[:open])
+	if !ok {
+		return 0, 0, false
+	}
+	digits := path[open+1 : len(path)-1]
+	if digits == "" || len(digits) > 9 || strings.Trim(digits, "0123456789") != "" {
+		return 0, 0, false
+	}
+	idx, _ := strconv.Atoi(digits)
+	return kind, idx, true
+}
+
+// quoteJSON renders s as a JSON string.
+func quoteJSON(s string) string { return string(appendJSONString(nil, s)) }
+
+// appendJSONString appends s as a JSON string, escaping only what JSON requires (so
+// "<", ">", "&" and non-ASCII text stay readable); invalid UTF-8 becomes U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r == '\n':
+			b = append(b, '\\', 'n')
+		case r == '\r':
+			b = append(b, '\\', 'r')
+		case r == '\t':
+			b = append(b, '\\', 't')
+		case r < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+		default:
+			b = utf8.AppendRune(b, r)
+		}
+	}
+	return append(b, '"')
+}

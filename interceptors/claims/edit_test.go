@@ -1,0 +1,244 @@
+package claims
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestStrip(t *testing.T) {
+	t.Parallel()
+	p := newRA3Parser(t)
+	m := ra3Marker
+	block := "```json\n" + claimsJSON + "\n```"
+	tests := []struct {
+		name    string
+		content string
+		want    string
+	}{
+		{"c08: prose before and after", loadCase(t, "c08_tolerant_format").Answer, "开局 PlayerA 大量生产步兵。\n\n以上声明之外的推测 {例如兵种比例} 不作保证。\n"},
+		{"block at the end", "## 概览\n分析正文。\n\n" + m + "\n" + block + "\n", "## 概览\n分析正文。\n"},
+		{"block at the end without final newline", "分析正文。\n\n" + m + "\n" + block, "分析正文。"},
+		{"block at the start", m + "\n" + block + "\n\n正文在后。\n", "正文在后。\n"},
+		{"decorated marker line", "分析。\n\n**" + m + "**：\n" + block + "\n", "分析。\n"},
+		{"heading marker", "分析。\n\n### " + m + "\n\n" + block + "\n\n后记。\n", "分析。\n\n后记。\n"},
+		{"marker inside a sentence", "分析。见下方" + m + "。\n\n" + block + "\n", "分析。见下方。\n"},
+		{"CRLF", "分析。\r\n\r\n" + m + "\r\n```json\r\n" + claimsJSON + "\r\n```\r\n", "分析。\r\n"},
+		{"no marker, fenced block adopted", "分析。\n\n" + block + "\n\n后记。", "分析。\n\n后记。"},
+		{"bare group mid-sentence", "结论 " + claimsJSON + " 完毕。", "结论 完毕。"},
+		{"marker without block", "分析。\n\n" + m + "\n", "分析。\n"},
+		{"nothing to strip", "只有正文。\n", "只有正文。\n"},
+		{"invalid block is stripped too", "分析。\n\n" + m + "\n```json\n{\"unitClaims\": [ oops\n```\n", "分析。\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := p.Parse(tc.content, Optional)
+			got := Strip(tc.content, c)
+			if got != tc.want {
+				t.Fatalf("Strip =\n%q\nwant\n%q", got, tc.want)
+			}
+			if again := p.Parse(got, Optional); again.Found || again.Marker {
+				t.Fatalf("stripped answer still has a block or marker: %q", got)
+			}
+		})
+	}
+	if got := Strip("其他内容", p.Parse(loadCase(t, "c01_clean").Answer, Optional)); got != "其他内容" {
+		t.Fatalf("claims of another content changed it: %q", got)
+	}
+	if got := Strip("x", nil); got != "x" {
+		t.Fatalf("nil claims changed the content: %q", got)
+	}
+}
+
+func TestDowngrade(t *testing.T) {
+	t.Parallel()
+	p := newRA3Parser(t)
+	tests := []struct {
+		name    string
+		content string
+		edits   []Edit
+		check   func(t *testing.T, c *Claims)
+	}{
+		{
+			name:    "c02: confirmed MCV becomes possible with the miner hub",
+			content: loadCase(t, "c02_mcv_overconfident").Answer,
+			edits:   []Edit{{Path: "unitClaims[0]", Level: "possible", AddAlternatives: []string{"AlliedMinerCommandHub", "AlliedMinerCommandHub", " "}}},
+			check: func(t *testing.T, c *Claims) {
+				u := c.UnitClaims[0]
+				if u.Level != Possible || u.LevelRaw != "possible" {
+					t.Errorf("level = %v (%q), want possible", u.Level, u.LevelRaw)
+				}
+				if !containsString(u.Alternatives, "AlliedMinerCommandHub") || countString(u.Alternatives, "AlliedMinerCommandHub") != 1 {
+					t.Errorf("alternatives = %q, want the hub once", u.Alternatives)
+				}
+			},
+		},
+		{
+			name:    "c08: comments dropped, other claims untouched",
+			content: loadCase(t, "c08_tolerant_format").Answer,
+			edits:   []Edit{{Path: "unitClaims[3]", Level: "UNCERTAIN", AddAlternatives: []string{"AlliedAntiVehicleInfantry", "AlliedEngineer <工程师> & \"x\""}}, {Path: "eventClaims[0]", Level: "highly_likely"}},
+			check: func(t *testing.T, c *Claims) {
+				if strings.Contains(c.Block, "//") {
+					t.Errorf("the edited block keeps a comment")
+				}
+				u := c.UnitClaims[3]
+				if !u.LevelKnown || u.Level != Uncertain || u.LevelRaw != "uncertain" {
+					t.Errorf("unitClaims[3] level = %v %q", u.Level, u.LevelRaw)
+				}
+				if want := []string{"AlliedAntiVehicleInfantry", "AlliedEngineer <工程师> & \"x\""}; strings.Join(u.Alternatives, "|") != strings.Join(want, "|") {
+					t.Errorf("alternatives = %q, want %q", u.Alternatives, want)
+				}
+				if !strings.Contains(c.Block, "<工程师> &") {
+					t.Errorf("alternative escaped beyond JSON's needs: %s", c.Block)
+				}
+				if c.EventClaims[0].Level != HighlyLikely || c.EventClaims[0].LevelRaw != "highly likely" {
+					t.Errorf("event level = %v %q", c.EventClaims[0].Level, c.EventClaims[0].LevelRaw)
+				}
+				if c.UnitClaims[0].UnitIDRaw != "900" || c.UnitClaims[4].Evidence[0].Raw != "1:23 选择了 904" {
+					t.Errorf("unedited claims changed: %+v", c.UnitClaims[0])
+				}
+			},
+		},
+		{
+			name:    "alternatives created when missing, lone string kept",
+			content: fenced("分析。", `{"unitClaims": [{"unitId": 1, "claim": "A", "evidenceLevel": "confirmed"}, {"unitId": 2, "claim": "B", "evidenceLevel": "confirmed", "alternatives": "C"}]}`),
+			edits:   []Edit{{Path: "unitClaims[0]", AddAlternatives: []string{"X"}}, {Path: "unitClaims[1]", Level: "possible", AddAlternatives: []string{"C", "D"}}},
+			check: func(t *testing.T, c *Claims) {
+				if got := strings.Join(c.UnitClaims[0].Alternatives, ","); got != "X" || c.UnitClaims[0].Level != Confirmed {
+					t.Errorf("claim 0 alternatives %q level %v", got, c.UnitClaims[0].Level)
+				}
+				if got := strings.Join(c.UnitClaims[1].Alternatives, ","); got != "C,D" {
+					t.Errorf("claim 1 alternatives %q, want C,D", got)
+				}
+			},
+		},
+		{
+			name:    "duplicate fields: the first counts, and the first is edited",
+			content: fenced("分析。", `{"unitClaims": [{"unitId": 1, "claim": "A", "evidenceLevel": "confirmed", "evidenceLevel": "possible", "alternatives": ["B"], "alternatives": []}], "unitClaims": [], "unit\u0043laims": 3}`),
+			edits:   []Edit{{Path: "unitClaims[0]", Level: "uncertain", AddAlternatives: []string{"C"}}},
+			check: func(t *testing.T, c *Claims) {
+				u := c.UnitClaims[0]
+				if u.Level != Uncertain || strings.Join(u.Alternatives, ",") != "B,C" {
+					t.Errorf("level %v alternatives %q, want uncertain and B,C", u.Level, u.Alternatives)
+				}
+			},
+		},
+		{
+			name:    "CRLF block keeps CRLF",
+			content: "分析。\r\n\r\n" + ra3Marker + "\r\n```json\r\n" + claimsJSON + "\r\n```\r\n",
+			edits:   []Edit{{Path: "unitClaims[0]", Level: "possible"}},
+			check: func(t *testing.T, c *Claims) {
+				if strings.Contains(strings.ReplaceAll(c.Block, "\r\n", ""), "\n") {
+					t.Errorf("bare line feed in a CRLF block: %q", c.Block)
+				}
+				if c.UnitClaims[0].Level != Possible {
+					t.Errorf("level = %v", c.UnitClaims[0].Level)
+				}
+			},
+		},
+		{
+			name:    "bare group in prose",
+			content: "结论 " + claimsJSON + " 完毕。",
+			edits:   []Edit{{Path: "unitClaims[0]", Level: "ruled out"}},
+			check: func(t *testing.T, c *Claims) {
+				if c.UnitClaims[0].Level != RuledOut {
+					t.Errorf("level = %v", c.UnitClaims[0].Level)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := p.Parse(tc.content, Required)
+			got, err := Downgrade(tc.content, c, tc.edits)
+			if err != nil {
+				t.Fatalf("Downgrade: %v", err)
+			}
+			// The prose on both sides of the block is byte-identical.
+			if !strings.HasPrefix(got, tc.content[:c.Span.Start]) || !strings.HasSuffix(got, tc.content[c.Span.End:]) {
+				t.Fatalf("prose changed:\n%q", got)
+			}
+			again := p.Parse(got, Required)
+			if !again.Usable() || again.Span.Start != c.Span.Start || again.Fenced != c.Fenced || again.Marker != c.Marker {
+				t.Fatalf("re-parse: usable=%v span %v (was %v) issues %v", again.Usable(), again.Span, c.Span, issueKeys(again.Issues))
+			}
+			if len(again.UnitClaims) != len(c.UnitClaims) || len(again.EventClaims) != len(c.EventClaims) {
+				t.Fatalf("claim counts changed")
+			}
+			tc.check(t, again)
+			if Strip(got, again) != Strip(tc.content, c) {
+				t.Fatalf("the prose of the downgraded answer differs:\n%q\n%q", Strip(got, again), Strip(tc.content, c))
+			}
+		})
+	}
+}
+
+func TestDowngradeErrors(t *testing.T) {
+	t.Parallel()
+	p := newRA3Parser(t)
+	c08 := loadCase(t, "c08_tolerant_format").Answer
+	parsed := p.Parse(c08, Required)
+	tests := []struct {
+		name    string
+		content string
+		claims  *Claims
+		edits   []Edit
+		want    string
+	}{
+		{"not a claim path", c08, parsed, []Edit{{Path: "unitClaims[0].evidence[0]", Level: "possible"}}, `path "unitClaims[0].evidence[0]" is not a claim path`},
+		{"unknown array", c08, parsed, []Edit{{Path: "units[0]", Level: "possible"}}, "is not a claim path"},
+		{"truncated claim", c08, parsed, []Edit{{Path: "unitClaims[10]", Level: "possible"}}, "unitClaims[10]: no such claim (10 kept in unitClaims)"},
+		{"unknown level", c08, parsed, []Edit{{Path: "unitClaims[0]", Level: "likely"}}, `unknown evidence level "likely"`},
+		{"alternatives on an event claim", c08, parsed, []Edit{{Path: "eventClaims[0]", AddAlternatives: []string{"x"}}}, "only unit claims have alternatives"},
+		{"other content", "别的答案", parsed, []Edit{{Path: "unitClaims[0]", Level: "possible"}}, "not the one the claims were parsed from"},
+		{"no block", "无", p.Parse("无", Optional), []Edit{{Path: "unitClaims[0]", Level: "possible"}}, "no valid claims block"},
+		{"nil claims", c08, nil, nil, "no valid claims block"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Downgrade(tc.content, tc.claims, tc.edits)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || got != "" {
+				t.Fatalf("Downgrade = %q, %v; want an error containing %q", got, err, tc.want)
+			}
+		})
+	}
+	if got, err := Downgrade(c08, parsed, nil); err != nil || got != c08 {
+		t.Fatalf("no edits changed the content: %v", err)
+	}
+}
+
+func TestClaimPath(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"unitClaims[2]", "unitClaims[2]"},
+		{"eventClaims[0].evidence[1]", "eventClaims[0]"},
+		{"timelineClaims[12].evidence[0]", "timelineClaims[12]"},
+		{"unitClaims", ""},
+		{"", ""},
+		{"units[0]", ""},
+		{"unitClaims[x]", ""},
+		{"unitClaims[1]x", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			if got := ClaimPath(tc.in); got != tc.want {
+				t.Fatalf("ClaimPath(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func containsString(list []string, s string) bool { return countString(list, s) > 0 }
+
+func countString(list []string, s string) int {
+	n := 0
+	for _, v := range list {
+		if v == s {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,813 @@
+package mockupstream
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// systemFingerprint is sent in every completion, as OpenAI does.
+const systemFingerprint = "fp_factgate_mock"
+
+// chatRequest is what the mock reads from a chat completion request. Its strings may
+// point into the request body, so it must not outlive the handler.
+type chatRequest struct {
+	model string
+	// modelJSON is the model's JSON string token, echoed verbatim in the response.
+	modelJSON      string
+	stream         bool
+	includeUsage   bool
+	responseFormat string
+	messages       []chatMessage
+	// lastUser and lastAssistant index messages; -1 when there is none.
+	lastUser, lastAssistant int
+	promptTokens            int
+}
+
+// chatMessage is one message. Its text is decoded only when a rule or a template
+// reads it: unescaping a long log costs more than the rest of the answer.
+type chatMessage struct {
+	role    string
+	content gjson.Result
+	text    string
+	decoded bool
+}
+
+// text is message i's text (see messageText).
+func (q *chatRequest) text(i int) string {
+	m := &q.messages[i]
+	if !m.decoded {
+		m.text, m.decoded = messageText(m.content), true
+	}
+	return m.text
+}
+
+func (q *chatRequest) lastUserText() string {
+	if q.lastUser < 0 {
+		return ""
+	}
+	return q.text(q.lastUser)
+}
+
+// requestError is a client mistake the mock answers with a 400 envelope.
+type requestError struct {
+	param, code, msg string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+// parseChatRequest reads a chat completion request body. body must be valid JSON.
+func parseChatRequest(body string, q *chatRequest) error {
+	root := gjson.Parse(body)
+	if !root.IsObject() {
+		return &requestError{code: "invalid_json", msg: "the request body must be a JSON object"}
+	}
+	q.lastUser, q.lastAssistant = -1, -1
+	var messages gjson.Result
+	root.ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "model":
+			if value.Type == gjson.String {
+				q.model, q.modelJSON = value.Str, value.Raw
+			}
+		case "stream":
+			q.stream = value.Type == gjson.True
+		case "stream_options":
+			q.includeUsage = value.Get("include_usage").Type == gjson.True
+		case "response_format":
+			q.responseFormat = value.Get("type").String()
+		case "messages":
+			messages = value
+		}
+		return true
+	})
+	if q.modelJSON == "" {
+		return &requestError{param: "model", code: "missing_model", msg: "you must provide a model parameter (a string)"}
+	}
+	if !messages.IsArray() {
+		return &requestError{param: "messages", code: "missing_messages", msg: "messages must be an array of messages"}
+	}
+	messages.ForEach(func(_, m gjson.Result) bool {
+		var msg chatMessage
+		m.ForEach(func(key, value gjson.Result) bool {
+			switch key.Str {
+			case "role":
+				msg.role = value.Str
+			case "content":
+				msg.content = value
+			}
+			return true
+		})
+		switch msg.role {
+		case "user":
+			q.lastUser = len(q.messages)
+		case "assistant":
+			q.lastAssistant = len(q.messages)
+		}
+		q.promptTokens += messageTokenOverhead + (messageTextLen(msg.content)+3)/4
+		q.messages = append(q.messages, msg)
+		return true
+	})
+	if len(q.messages) == 0 {
+		return &requestError{param: "messages", code: "empty_messages", msg: "messages must not be empty"}
+	}
+	return nil
+}
+
+// messageText is a message content's text: the string, or the text parts of an array
+// joined with "\n"; anything else (null, tool calls only) has no text.
+func messageText(content gjson.Result) string {
+	switch {
+	case content.Type == gjson.String:
+		return content.Str
+	case content.IsArray():
+		var b strings.Builder
+		n := 0
+		content.ForEach(func(_, part gjson.Result) bool {
+			if part.Get("type").Str != "text" {
+				return true
+			}
+			if n > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(part.Get("text").Str)
+			n++
+			return true
+		})
+		return b.String()
+	default:
+		return ""
+	}
+}
+
+// messageTextLen is len(messageText(content)) without decoding the text.
+func messageTextLen(content gjson.Result) int {
+	switch {
+	case content.Type == gjson.String:
+		return unescapedLen(content.Raw)
+	case content.IsArray():
+		n, parts := 0, 0
+		content.ForEach(func(_, part gjson.Result) bool {
+			if part.Get("type").Str != "text" {
+				return true
+			}
+			if parts > 0 {
+				n++
+			}
+			if t := part.Get("text"); t.Type == gjson.String {
+				n += unescapedLen(t.Raw)
+			}
+			parts++
+			return true
+		})
+		return n
+	default:
+		return 0
+	}
+}
+
+// unescapedLen is the length in bytes of the JSON string literal raw (quotes
+// included) once unescaped the way gjson does it: a lone surrogate becomes U+FFFD.
+func unescapedLen(raw string) int {
+	if len(raw) < 2 {
+		return 0
+	}
+	s := raw[1 : len(raw)-1]
+	n := 0
+	for i := 0; i < len(s); {
+		if s[i] != '\\' {
+			n++
+			i++
+			continue
+		}
+		if i+1 >= len(s) {
+			break
+		}
+		if s[i+1] != 'u' {
+			n++
+			i += 2
+			continue
+		}
+		r, ok := hex4(s, i+2)
+		if !ok {
+			// gjson stops decoding at a broken escape; the text ends there.
+			return n
+		}
+		i += 6
+		if utf16.IsSurrogate(r) {
+			if r2, ok := hex4(s, i+2); ok && i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
+				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+					n += utf8.RuneLen(d)
+					i += 6
+					continue
+				}
+			}
+			r = utf8.RuneError
+		}
+		n += utf8.RuneLen(r)
+	}
+	return n
+}
+
+// hex4 reads four hex digits at s[i:].
+func hex4(s string, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(s[i : i+4]) {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// messageTokenOverhead is what each message adds to prompt_tokens besides its text,
+// like the role and separators of a real tokenizer's chat template.
+const messageTokenOverhead = 4
+
+// Tokens is the mock's token count of a text: ceil(len(text) / 4), counting bytes, so
+// "" is 0 and "hello" is 2. It is deterministic, which is all tests need.
+func Tokens(text string) int { return (len(text) + 3) / 4 }
+
+// PromptTokens is the prompt_tokens the mock reports for a request body: for every
+// message, 4 plus Tokens of its text (a content string, or the text parts of a content
+// array joined with "\n"). It fails on a body that is not a valid chat request.
+func PromptTokens(body []byte) (int, error) {
+	if !gjson.ValidBytes(body) {
+		return 0, errors.New("mock upstream: the request body is not valid JSON")
+	}
+	var q chatRequest
+	if err := parseChatRequest(string(body), &q); err != nil {
+		return 0, fmt.Errorf("mock upstream: %w", err)
+	}
+	return q.promptTokens, nil
+}
+
+// CompletionTokens is the completion_tokens the mock reports for an answer:
+// Tokens(content) + Tokens(reasoning).
+func CompletionTokens(content, reasoning string) int {
+	return Tokens(content) + Tokens(reasoning)
+}
+
+// pick finds the answer for q: the first rule whose match holds, else the default.
+func (cs *compiledScript) pick(q *chatRequest, h http.Header) (*compiledAnswer, string) {
+	for i := range cs.rules {
+		r := &cs.rules[i]
+		if !r.match.holds(q, h) {
+			continue
+		}
+		n := int(r.served.Add(1) - 1)
+		if n >= len(r.answers) {
+			n = len(r.answers) - 1
+		}
+		return r.answers[n], r.name
+	}
+	return cs.def, "default"
+}
+
+// holds reports whether every predicate of m holds for q; cheap ones first.
+func (m *compiledMatch) holds(q *chatRequest, h http.Header) bool {
+	if m.model != "" && q.model != m.model {
+		return false
+	}
+	if m.hasAssistant != nil && *m.hasAssistant != (q.lastAssistant >= 0) {
+		return false
+	}
+	if m.responseFormat != "" && q.responseFormat != m.responseFormat {
+		return false
+	}
+	for _, hm := range m.headers {
+		if !anyMatches(hm, h[hm.name]) {
+			return false
+		}
+	}
+	if !m.needsText {
+		return true
+	}
+	if m.lastUser != nil && (q.lastUser < 0 || !m.lastUser.MatchString(q.text(q.lastUser))) {
+		return false
+	}
+	if m.assistant != nil && (q.lastAssistant < 0 || !m.assistant.MatchString(q.text(q.lastAssistant))) {
+		return false
+	}
+	if m.system != nil {
+		var parts []string
+		for i, msg := range q.messages {
+			if msg.role == "system" || msg.role == "developer" {
+				parts = append(parts, q.text(i))
+			}
+		}
+		if len(parts) == 0 || !m.system.MatchString(strings.Join(parts, "\n")) {
+			return false
+		}
+	}
+	if m.anyMessage != nil {
+		found := false
+		for i := range q.messages {
+			if m.anyMessage.MatchString(q.text(i)) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func anyMatches(hm headerMatch, values []string) bool {
+	for _, v := range values {
+		if hm.re.MatchString(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// bodyPool holds request and response buffers when nothing is recorded.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+var errBodyTooLarge = fmt.Errorf("request body over %d bytes", maxRequestBody)
+
+// readBody reads the whole request body. When recording, the bytes are the
+// recording's own; otherwise they come from a pool and are valid until release.
+func (ex *exchange) readBody() ([]byte, error) {
+	var buf []byte
+	if ex.rec == nil {
+		p := bodyPool.Get().(*[]byte)
+		ex.pooled = append(ex.pooled, p)
+		buf = (*p)[:0]
+	}
+	if n := ex.r.ContentLength; n > maxRequestBody {
+		return nil, errBodyTooLarge
+	} else if n > 0 && int64(cap(buf)) < n {
+		buf = make([]byte, 0, n)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := ex.r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > maxRequestBody {
+			return nil, errBodyTooLarge
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			ex.cancelled = true
+			return nil, fmt.Errorf("reading the request body: %w", err)
+		}
+	}
+	if ex.rec == nil && len(ex.pooled) > 0 {
+		*ex.pooled[len(ex.pooled)-1] = buf
+	}
+	return buf, nil
+}
+
+// buffer returns an empty pooled buffer, valid until release.
+func (ex *exchange) buffer() []byte {
+	p := bodyPool.Get().(*[]byte)
+	ex.pooled = append(ex.pooled, p)
+	return (*p)[:0]
+}
+
+// keep stores b back into the last pooled buffer so a grown buffer is reused.
+func (ex *exchange) keep(b []byte) {
+	if len(ex.pooled) > 0 {
+		*ex.pooled[len(ex.pooled)-1] = b
+	}
+}
+
+// release returns the pooled buffers; nothing read from them may be used afterwards.
+func (ex *exchange) release() {
+	for _, p := range ex.pooled {
+		if cap(*p) <= 1<<20 {
+			*p = (*p)[:0]
+			bodyPool.Put(p)
+		}
+	}
+	ex.pooled = ex.pooled[:0]
+}
+
+// serveChat answers POST /v1/chat/completions.
+func (s *Server) serveChat(ex *exchange) {
+	body, err := ex.readBody()
+	if ex.rec != nil {
+		ex.rec.Body = body
+	}
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			ex.writeError(http.StatusRequestEntityTooLarge, "invalid_request_error", "body_too_large", "", err.Error())
+		}
+		return
+	}
+	if !gjson.ValidBytes(body) {
+		ex.writeError(http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
+			"we could not parse the JSON body of your request")
+		return
+	}
+	sc := scratchPool.Get().(*chatScratch)
+	defer sc.release()
+	q := &sc.q
+	q.messages = sc.msgs[:0]
+	if err := parseChatRequest(unsafeString(body), q); err != nil {
+		var re *requestError
+		errors.As(err, &re)
+		ex.writeError(http.StatusBadRequest, "invalid_request_error", re.code, re.param, re.msg)
+		return
+	}
+	cs := s.script.Load()
+	a, rule := cs.pick(q, ex.r.Header)
+	if ex.rec != nil {
+		ex.rec.Rule = rule
+	}
+
+	latency := a.latency
+	if latency == 0 {
+		latency = s.opts.Latency
+	}
+	if f := a.fault; f != nil {
+		latency += f.SlowFirstByte
+	}
+	if !ex.wait(latency) {
+		return
+	}
+	if f := a.fault; f != nil {
+		switch {
+		case f.Drop:
+			ex.cut()
+			return
+		case f.Status != 0:
+			h := ex.w.Header()
+			h["Content-Type"] = []string{a.faultContentType}
+			for _, kv := range a.faultHeaders {
+				h[kv[0]] = []string{kv[1]}
+			}
+			ex.writeHeader(f.Status)
+			ex.write([]byte(f.Body))
+			return
+		}
+	}
+
+	ans := &sc.ans
+	*ans = renderedAnswer{a: a, id: s.completionSeq.Add(1), created: s.now().Unix()}
+	ans.render(q)
+	h := ex.w.Header()
+	for _, kv := range a.headers {
+		h[kv[0]] = []string{kv[1]}
+	}
+	if q.stream {
+		s.streamAnswer(ex, q, ans)
+		return
+	}
+	s.writeAnswer(ex, q, ans)
+}
+
+// chatScratch is the per-request state of a chat completion, pooled: a request
+// with a few messages then allocates nothing for its parsing.
+type chatScratch struct {
+	q    chatRequest
+	msgs [8]chatMessage
+	ans  renderedAnswer
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(chatScratch) }}
+
+// release clears what points into the request body and returns sc to the pool.
+func (sc *chatScratch) release() {
+	clear(sc.msgs[:])
+	sc.q = chatRequest{}
+	sc.ans = renderedAnswer{}
+	scratchPool.Put(sc)
+}
+
+// renderedAnswer is an answer for one request: templates applied, ids and counts
+// known.
+type renderedAnswer struct {
+	a                          *compiledAnswer
+	id                         uint64
+	created                    int64
+	content, reasoning         string
+	contentJSON, reasoningJSON []byte
+	promptTokens               int
+	completionTokens           int
+}
+
+func (ans *renderedAnswer) render(q *chatRequest) {
+	a := ans.a
+	if a.templated {
+		last := q.lastUserText()
+		ans.content = strings.ReplaceAll(a.content, lastUserPlaceholder, last)
+		ans.reasoning = strings.ReplaceAll(a.reasoning, lastUserPlaceholder, last)
+		ans.contentJSON = appendJSONString(nil, ans.content)
+		if ans.reasoning != "" {
+			ans.reasoningJSON = appendJSONString(nil, ans.reasoning)
+		}
+		ans.completionTokens = CompletionTokens(ans.content, ans.reasoning)
+	} else {
+		ans.content, ans.reasoning = a.content, a.reasoning
+		ans.contentJSON, ans.reasoningJSON = a.contentJSON, a.reasoningJSON
+		ans.completionTokens = a.completionTokens
+	}
+	ans.promptTokens = q.promptTokens
+	if a.promptTokensOverride > 0 {
+		ans.promptTokens = a.promptTokensOverride
+	}
+	if a.completionTokensOverride > 0 {
+		ans.completionTokens = a.completionTokensOverride
+	}
+}
+
+// appendHead appends the members every completion object starts with, up to and
+// including the comma before "choices".
+func (ans *renderedAnswer) appendHead(b []byte, object string, q *chatRequest) []byte {
+	b = append(b, `{"id":"chatcmpl-mock-`...)
+	b = strconv.AppendUint(b, ans.id, 10)
+	b = append(b, `","object":"`...)
+	b = append(b, object...)
+	b = append(b, `","created":`...)
+	b = strconv.AppendInt(b, ans.created, 10)
+	b = append(b, `,"model":`...)
+	b = append(b, q.modelJSON...)
+	b = append(b, `,"system_fingerprint":"`+systemFingerprint+`",`...)
+	return b
+}
+
+func (ans *renderedAnswer) appendUsage(b []byte) []byte {
+	b = append(b, `"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(ans.promptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(ans.completionTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(ans.promptTokens+ans.completionTokens), 10)
+	b = append(b, '}')
+	return b
+}
+
+// appendTail closes a completion object: extra members, then "}", then the extra
+// values that replace the mock's own members.
+func (ans *renderedAnswer) appendTail(b []byte, start int) []byte {
+	b = append(b, ans.a.extraMembers...)
+	b = append(b, '}')
+	if len(ans.a.extraOverrides) == 0 {
+		return b
+	}
+	obj := b[start:]
+	for k, v := range ans.a.extraOverrides {
+		// Keys are plain member names; sjson paths need their specials escaped.
+		obj, _ = sjson.SetRawBytes(obj, escapePathKey(k), v)
+	}
+	return append(b[:start], obj...)
+}
+
+// writeAnswer sends a non-stream chat.completion.
+func (s *Server) writeAnswer(ex *exchange, q *chatRequest, ans *renderedAnswer) {
+	b := ex.buffer()
+	b = ans.appendHead(b, "chat.completion", q)
+	b = append(b, `"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	b = append(b, ans.contentJSON...)
+	if ans.reasoningJSON != nil {
+		b = append(b, `,"reasoning_content":`...)
+		b = append(b, ans.reasoningJSON...)
+	}
+	b = append(b, `},"logprobs":null,"finish_reason":`...)
+	b = append(b, ans.a.finishJSON...)
+	b = append(b, `}],`...)
+	b = ans.appendUsage(b)
+	b = ans.appendTail(b, 0)
+	ex.keep(b)
+
+	h := ex.w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	f := ans.a.fault
+	switch {
+	case f != nil && f.Malformed:
+		// Cut in the middle of the object: a complete HTTP response whose JSON is not.
+		b = b[:len(b)/2]
+		h["Content-Length"] = []string{strconv.Itoa(len(b))}
+		ex.writeHeader(http.StatusOK)
+		ex.write(b)
+	case f != nil && f.DisconnectAfter > 0:
+		ex.writeHeader(http.StatusOK)
+		ex.write(b[:len(b)/2])
+		ex.cut()
+	default:
+		ex.writeHeader(http.StatusOK)
+		ex.write(b)
+	}
+}
+
+// streamAnswer sends the answer as server-sent chat.completion.chunk events: a role
+// chunk, reasoning pieces, content pieces, a finish chunk, a usage chunk when asked
+// for, then [DONE]. It flushes after every event.
+func (s *Server) streamAnswer(ex *exchange, q *chatRequest, ans *renderedAnswer) {
+	h := ex.w.Header()
+	h["Content-Type"] = contentTypeSSE
+	h["Cache-Control"] = noCache
+	ex.writeHeader(http.StatusOK)
+
+	a := ans.a
+	flusher, _ := ex.w.(http.Flusher)
+	st := sseStream{ex: ex, ans: ans, q: q, delay: a.chunkDelay, flusher: flusher}
+	if st.delay == 0 {
+		st.delay = s.opts.ChunkDelay
+	}
+	if f := a.fault; f != nil {
+		st.disconnectAfter = f.DisconnectAfter
+	}
+	size := a.chunkSize
+	if size == 0 {
+		size = s.chunkSize
+	}
+	st.buf = ex.buffer()
+	defer func() { ex.keep(st.buf) }()
+
+	if !st.event(`{"role":"assistant","content":""}`, nil, "null", false) {
+		return
+	}
+	if f := a.fault; f != nil && f.Malformed {
+		ev := append([]byte(nil), st.chunk(`{"content":`, ans.contentJSON, "null", false)...)
+		// Drop the closing of the JSON: the data line is invalid.
+		ev = ev[:len(ev)/2]
+		if !st.emit(ev) {
+			return
+		}
+		st.done()
+		return
+	}
+	if !st.pieces(ans.reasoning, `{"reasoning_content":`, size) {
+		return
+	}
+	if !st.pieces(ans.content, `{"content":`, size) {
+		return
+	}
+	if !st.event(`{}`, nil, string(a.finishJSON), false) {
+		return
+	}
+	if q.includeUsage && !st.event("", nil, "", true) {
+		return
+	}
+	st.done()
+}
+
+// sseStream writes the events of one streamed answer.
+type sseStream struct {
+	ex              *exchange
+	ans             *renderedAnswer
+	q               *chatRequest
+	delay           time.Duration
+	disconnectAfter int
+	events          int
+	buf             []byte
+	piece           []byte
+	flusher         http.Flusher
+}
+
+// chunk builds one chat.completion.chunk object. delta is the delta object's opening
+// (or the whole delta when value is nil); usage builds the usage chunk with empty
+// choices instead.
+func (st *sseStream) chunk(delta string, value []byte, finish string, usage bool) []byte {
+	ans := st.ans
+	b := ans.appendHead(st.buf[:0], "chat.completion.chunk", st.q)
+	if usage {
+		b = append(b, `"choices":[],`...)
+		b = ans.appendUsage(b)
+	} else {
+		b = append(b, `"choices":[{"index":0,"delta":`...)
+		b = append(b, delta...)
+		if value != nil {
+			b = append(b, value...)
+			b = append(b, '}')
+		}
+		b = append(b, `,"logprobs":null,"finish_reason":`...)
+		b = append(b, finish...)
+		b = append(b, `}]`...)
+		if st.q.includeUsage {
+			b = append(b, `,"usage":null`...)
+		}
+	}
+	b = ans.appendTail(b, 0)
+	st.buf = b
+	return b
+}
+
+// event sends one data event built by chunk.
+func (st *sseStream) event(delta string, value []byte, finish string, usage bool) bool {
+	return st.emit(st.chunk(delta, value, finish, usage))
+}
+
+// pieces sends text in events of size runes each; a rune is never split.
+func (st *sseStream) pieces(text, delta string, size int) bool {
+	for len(text) > 0 {
+		end, n := 0, 0
+		for end < len(text) && n < size {
+			_, w := utf8.DecodeRuneInString(text[end:])
+			end += w
+			n++
+		}
+		st.piece = appendJSONString(st.piece[:0], text[:end])
+		if !st.event(delta, st.piece, "null", false) {
+			return false
+		}
+		text = text[end:]
+	}
+	return true
+}
+
+var (
+	dataPrefix = []byte("data: ")
+	eventEnd   = []byte("\n\n")
+	doneEvent  = []byte("data: [DONE]\n\n")
+)
+
+// emit writes one "data:" event and flushes it, after the chunk delay when it is not
+// the first event; it cuts the connection once disconnectAfter events are out. It
+// reports whether streaming goes on.
+func (st *sseStream) emit(data []byte) bool {
+	ex := st.ex
+	if st.events > 0 && !ex.wait(st.delay) {
+		return false
+	}
+	if !ex.write(dataPrefix) || !ex.write(data) || !ex.write(eventEnd) {
+		return false
+	}
+	st.flush()
+	st.events++
+	if st.disconnectAfter > 0 && st.events >= st.disconnectAfter {
+		ex.cut()
+		return false
+	}
+	return true
+}
+
+// done ends the stream with [DONE], unless a disconnect fault is pending: then the
+// connection is cut instead.
+func (st *sseStream) done() {
+	ex := st.ex
+	if st.disconnectAfter > 0 {
+		ex.cut()
+		return
+	}
+	if !ex.wait(st.delay) {
+		return
+	}
+	if ex.write(doneEvent) {
+		st.flush()
+	}
+}
+
+// flush pushes the written events to the client. net/http's writer is always a
+// Flusher; a wrapper that is not one only delays delivery.
+func (st *sseStream) flush() {
+	if st.flusher != nil {
+		st.flusher.Flush()
+	}
+}
+
+// unsafeString views b as a string without copying; b must not change while the
+// string is used.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// escapePathKey escapes the characters sjson gives a meaning in a path.
+func escapePathKey(k string) string {
+	if !strings.ContainsAny(k, `.*?|#@!\:`) {
+		return k
+	}
+	var b strings.Builder
+	for _, r := range k {
+		if strings.ContainsRune(`.*?|#@!\:`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,544 @@
+package mockupstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Script tells the mock what to answer. Rules are tried in order and the first whose
+// Match holds answers; when none holds, Default answers, and when Default is nil the
+// built-in answer "mock answer: {{last_user}}" does. A nil *Script behaves like an empty
+// one. The zero Script is valid.
+//
+// A Script is plain data: the server compiles it (regular expressions, content files,
+// pre-encoded JSON) when it is installed with [Server.SetScript] or [New], so changing
+// the struct afterwards has no effect until it is installed again.
+type Script struct {
+	// Rules are tried in order; the first match wins.
+	Rules []Rule `yaml:"rules"`
+	// Default answers requests no rule matches. Nil means the built-in echo answer.
+	Default *Answer `yaml:"default"`
+	// Dir is the directory content_file paths are relative to. LoadScript sets it to
+	// the script file's directory; empty means the process's working directory.
+	Dir string `yaml:"-"`
+	// source names the script in errors (its file, or "script" when built in Go).
+	source string
+}
+
+// Rule maps a match on the request to an answer.
+type Rule struct {
+	// Name labels the rule in errors and in [Recorded.Rule]. Empty means the rule is
+	// named by its position ("rules[2]").
+	Name string `yaml:"name"`
+	// Match must hold for the rule to answer. The zero Match holds for every request.
+	Match Match `yaml:"match"`
+	// Answer is the rule's answer. Exactly one of Answer and Answers is set.
+	Answer *Answer `yaml:"answer"`
+	// Answers is a sequence: the rule's n-th match gets Answers[n-1], and once the
+	// sequence is used up the last answer repeats. [Server.Reset] restarts sequences.
+	Answers []Answer `yaml:"answers"`
+}
+
+// Match is a conjunction of predicates on a chat completion request: every field that
+// is set must hold. Regular expressions use Go's RE2 syntax and match anywhere in the
+// text unless anchored. A message's text is its content string, or the text parts of
+// a content array joined with "\n".
+type Match struct {
+	// LastUser is a regexp on the last user message. Empty means any.
+	LastUser string `yaml:"last_user"`
+	// System is a regexp on the system (and developer) messages joined with "\n".
+	// Empty means any.
+	System string `yaml:"system"`
+	// AnyMessage is a regexp that must match at least one message of any role.
+	// Empty means any.
+	AnyMessage string `yaml:"any_message"`
+	// Model must equal the request's model exactly. Empty means any.
+	Model string `yaml:"model"`
+	// HasAssistant, when set, requires that the conversation has (true) or has not
+	// (false) an assistant turn. A hidden revision request has one. Nil means either.
+	HasAssistant *bool `yaml:"has_assistant"`
+	// Assistant is a regexp on the last assistant message. A request without an
+	// assistant turn never matches a non-empty Assistant.
+	Assistant string `yaml:"assistant"`
+	// ResponseFormat must equal the request's response_format.type ("json_schema",
+	// "json_object", "text"). Empty means any; a request without response_format never
+	// matches a non-empty ResponseFormat.
+	ResponseFormat string `yaml:"response_format"`
+	// Header maps a request header name to a regexp that at least one of its values
+	// must match. An absent header never matches. Nil means no header condition.
+	Header map[string]string `yaml:"header"`
+}
+
+// Answer is one scripted response. The zero Answer is an empty assistant message with
+// finish_reason "stop".
+type Answer struct {
+	// Content is the assistant message. "{{last_user}}" in it is replaced by the last
+	// user message's text.
+	Content string `yaml:"content"`
+	// ContentFile names a file whose text is the content, relative to the script's Dir.
+	// At most one of Content and ContentFile is set.
+	ContentFile string `yaml:"content_file"`
+	// Reasoning, when non-empty, is sent as reasoning_content (DeepSeek style): in the
+	// message for non-stream answers, as pieces before the content when streaming.
+	// "{{last_user}}" is replaced as in Content.
+	Reasoning string `yaml:"reasoning"`
+	// FinishReason is the choice's finish_reason. Empty means "stop".
+	FinishReason string `yaml:"finish_reason"`
+	// Usage overrides the computed token counts. Nil, or a zero field, means computed
+	// (see [PromptTokens] and [CompletionTokens]).
+	Usage *Usage `yaml:"usage"`
+	// Latency is waited before the response starts. Zero means the server's default
+	// ([Options.Latency]).
+	Latency time.Duration `yaml:"latency"`
+	// ChunkSize is the number of runes per streamed content or reasoning event. Zero
+	// means the server's default ([Options.ChunkSize]).
+	ChunkSize int `yaml:"chunk_size"`
+	// ChunkDelay is waited between streamed events. Zero means the server's default
+	// ([Options.ChunkDelay]).
+	ChunkDelay time.Duration `yaml:"chunk_delay"`
+	// Headers are extra response headers sent with the answer (e.g. x-request-id), for
+	// testing that upstream headers reach the client. Nil means none.
+	Headers map[string]string `yaml:"headers"`
+	// Extra is a JSON object merged into the top level of the response object and of
+	// every stream chunk, to test that unknown response fields reach the client. A key
+	// the mock also writes ("model", "system_fingerprint") is replaced by Extra's value.
+	// Nil means nothing is merged.
+	Extra map[string]any `yaml:"extra"`
+	// Fault, when set, replaces the normal answer by a failure. Nil means no fault.
+	Fault *Fault `yaml:"fault"`
+}
+
+// Usage overrides token counts. A zero field means the count is computed.
+type Usage struct {
+	PromptTokens     int `yaml:"prompt_tokens"`
+	CompletionTokens int `yaml:"completion_tokens"`
+}
+
+// Fault makes an answer fail. SlowFirstByte combines with any other field; of Status,
+// DisconnectAfter, Malformed and Drop at most one is set. A Fault with only
+// SlowFirstByte delays a normal answer.
+type Fault struct {
+	// Status, when non-zero, is sent as the response status with Body and Headers
+	// verbatim (e.g. 429 with a Retry-After header, 500 with an error envelope).
+	Status int `yaml:"status"`
+	// Body is the response body of a Status fault. Without a Content-Type in Headers it
+	// is sent as application/json when it is valid JSON, text/plain otherwise.
+	Body string `yaml:"body"`
+	// Headers are the response headers of a Status fault.
+	Headers map[string]string `yaml:"headers"`
+	// SlowFirstByte is waited before any byte of the response (after the latency). A
+	// client that gives up meanwhile ends the wait; the request is then recorded as
+	// cancelled.
+	SlowFirstByte time.Duration `yaml:"slow_first_byte"`
+	// DisconnectAfter, when positive, cuts the connection without a [DONE] after that
+	// many stream events (the role chunk is event 1). For a non-stream request the
+	// response announces its full Content-Length, sends the first half of the body and
+	// then cuts the connection.
+	DisconnectAfter int `yaml:"disconnect_after"`
+	// Malformed sends a 200 whose body is truncated, invalid JSON; when streaming, the
+	// role chunk is followed by one event whose data is invalid JSON and then [DONE].
+	Malformed bool `yaml:"malformed"`
+	// Drop closes the connection without sending anything, as a crashed upstream does.
+	Drop bool `yaml:"drop"`
+}
+
+// LoadScript reads a script from a YAML file and checks it: decoding is strict (an
+// unknown key is an error naming the key, its line and the file), regular
+// expressions must compile and content files must be readable. The returned script's
+// Dir is the file's directory.
+func LoadScript(path string) (*Script, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("mock script: %w", err)
+	}
+	s, err := ParseScript(data, path)
+	if err != nil {
+		return nil, err
+	}
+	s.Dir = filepath.Dir(path)
+	if _, err := compileScript(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ParseScript decodes a script from YAML strictly; source names it in errors (a file
+// name, or anything that helps the reader). It does not resolve content files: Dir is
+// left empty, so use LoadScript for a script on disk.
+func ParseScript(data []byte, source string) (*Script, error) {
+	if source == "" {
+		source = "script"
+	}
+	var s Script
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	// An empty document (io.EOF) is a valid, empty script.
+	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("mock script %s: %s", source, describeYAMLError(err))
+	}
+	s.source = source
+	return &s, nil
+}
+
+// yamlUnknownField matches yaml's strict-decoding message so it can be said in the
+// script's own terms.
+var yamlUnknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type [\w.]*?(\w+)$`)
+
+// sectionNames maps the Go types of a script to the names a script author knows.
+var sectionNames = map[string]string{
+	"Script": "the script", "Rule": "a rule", "Match": "match", "Answer": "an answer",
+	"Usage": "usage", "Fault": "fault",
+}
+
+// describeYAMLError rewrites yaml's type errors into one line per problem that names
+// the unknown key and the section it was found in.
+func describeYAMLError(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	lines := make([]string, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		if m := yamlUnknownField.FindStringSubmatch(e); m != nil {
+			section := sectionNames[m[3]]
+			if section == "" {
+				section = m[3]
+			}
+			lines = append(lines, fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], section))
+			continue
+		}
+		lines = append(lines, e)
+	}
+	return strings.Join(lines, "; ")
+}
+
+// compiledScript is a Script ready to serve: regexps compiled, content files read,
+// JSON fragments pre-encoded, sequence counters allocated.
+type compiledScript struct {
+	rules []compiledRule
+	def   *compiledAnswer
+}
+
+type compiledRule struct {
+	name    string
+	match   compiledMatch
+	answers []*compiledAnswer
+	// served counts the rule's matches since the last Reset, for sequences.
+	served atomic.Int64
+}
+
+type compiledMatch struct {
+	lastUser, system, anyMessage, assistant *regexp.Regexp
+	model, responseFormat                   string
+	hasAssistant                            *bool
+	headers                                 []headerMatch
+	// needsText says whether any predicate reads message texts.
+	needsText bool
+}
+
+type headerMatch struct {
+	name string // canonical
+	re   *regexp.Regexp
+}
+
+// builtinDefault answers when a script has no rule for a request and no default.
+var builtinDefault = &Answer{Content: "mock answer: " + lastUserPlaceholder}
+
+// compileScript checks s and prepares it for serving. Errors name the script, the rule
+// and the field.
+func compileScript(s *Script) (*compiledScript, error) {
+	if s == nil {
+		s = &Script{}
+	}
+	src := s.source
+	if src == "" {
+		src = "script"
+	}
+	cs := &compiledScript{rules: make([]compiledRule, len(s.Rules))}
+	for i := range s.Rules {
+		r := &s.Rules[i]
+		where := fmt.Sprintf("rules[%d]", i)
+		if r.Name != "" {
+			where += fmt.Sprintf(" (%q)", r.Name)
+		}
+		cr := &cs.rules[i]
+		cr.name = r.Name
+		if cr.name == "" {
+			cr.name = fmt.Sprintf("rules[%d]", i)
+		}
+		m, err := compileMatch(&r.Match)
+		if err != nil {
+			return nil, fmt.Errorf("mock script %s: %s: %w", src, where, err)
+		}
+		cr.match = m
+		switch {
+		case r.Answer != nil && len(r.Answers) > 0:
+			return nil, fmt.Errorf("mock script %s: %s: both answer and answers are set; use one", src, where)
+		case r.Answer != nil:
+			a, err := compileAnswer(r.Answer, s.Dir)
+			if err != nil {
+				return nil, fmt.Errorf("mock script %s: %s: answer: %w", src, where, err)
+			}
+			cr.answers = []*compiledAnswer{a}
+		case len(r.Answers) > 0:
+			for j := range r.Answers {
+				a, err := compileAnswer(&r.Answers[j], s.Dir)
+				if err != nil {
+					return nil, fmt.Errorf("mock script %s: %s: answers[%d]: %w", src, where, j, err)
+				}
+				cr.answers = append(cr.answers, a)
+			}
+		default:
+			return nil, fmt.Errorf("mock script %s: %s: has no answer; set answer or answers", src, where)
+		}
+	}
+	def := s.Default
+	if def == nil {
+		def = builtinDefault
+	}
+	a, err := compileAnswer(def, s.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("mock script %s: default: %w", src, err)
+	}
+	cs.def = a
+	return cs, nil
+}
+
+func compileMatch(m *Match) (compiledMatch, error) {
+	var cm compiledMatch
+	for _, f := range []struct {
+		name string
+		expr string
+		dst  **regexp.Regexp
+	}{
+		{"last_user", m.LastUser, &cm.lastUser},
+		{"system", m.System, &cm.system},
+		{"any_message", m.AnyMessage, &cm.anyMessage},
+		{"assistant", m.Assistant, &cm.assistant},
+	} {
+		if f.expr == "" {
+			continue
+		}
+		re, err := regexp.Compile(f.expr)
+		if err != nil {
+			return cm, fmt.Errorf("match.%s: %w", f.name, err)
+		}
+		*f.dst = re
+		cm.needsText = true
+	}
+	cm.model = m.Model
+	cm.responseFormat = m.ResponseFormat
+	cm.hasAssistant = m.HasAssistant
+	names := make([]string, 0, len(m.Header))
+	for name := range m.Header {
+		names = append(names, name)
+	}
+	// Sorted so that the first failing predicate, and so the cost, is deterministic.
+	slices.Sort(names)
+	for _, name := range names {
+		re, err := regexp.Compile(m.Header[name])
+		if err != nil {
+			return cm, fmt.Errorf("match.header[%q]: %w", name, err)
+		}
+		cm.headers = append(cm.headers, headerMatch{name: textproto.CanonicalMIMEHeaderKey(name), re: re})
+	}
+	return cm, nil
+}
+
+// lastUserPlaceholder is the one template an answer's text may use.
+const lastUserPlaceholder = "{{last_user}}"
+
+// compiledAnswer is an Answer with its JSON fragments encoded once, so the hot path
+// only appends bytes.
+type compiledAnswer struct {
+	content, reasoning string
+	// contentJSON and reasoningJSON are the quoted JSON strings; nil when templated.
+	contentJSON, reasoningJSON []byte
+	templated                  bool
+	finishJSON                 []byte
+	// completionTokens is computed from the untemplated text; -1 when templated.
+	completionTokens          int
+	promptTokensOverride      int
+	completionTokensOverride  int
+	latency, chunkDelay       time.Duration
+	chunkSize                 int
+	headers                   [][2]string
+	extraMembers              []byte            // ,"k":v,... for keys the mock does not write
+	extraOverrides            map[string][]byte // keys the mock writes too, set with sjson
+	fault                     *Fault
+	faultHeaders              [][2]string
+	faultContentType          string
+	hasStatusFault, hasDetour bool
+}
+
+// reservedKeys are the top-level keys the mock writes itself.
+var reservedKeys = map[string]bool{
+	"id": true, "object": true, "created": true, "model": true, "choices": true,
+	"usage": true, "system_fingerprint": true,
+}
+
+func compileAnswer(a *Answer, dir string) (*compiledAnswer, error) {
+	content := a.Content
+	if a.ContentFile != "" {
+		if a.Content != "" {
+			return nil, errors.New("both content and content_file are set; use one")
+		}
+		p := a.ContentFile
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("content_file: %w", err)
+		}
+		content = string(b)
+	}
+	if a.ChunkSize < 0 {
+		return nil, fmt.Errorf("chunk_size %d is negative", a.ChunkSize)
+	}
+	if a.Latency < 0 || a.ChunkDelay < 0 {
+		return nil, errors.New("latency and chunk_delay must not be negative")
+	}
+	finish := a.FinishReason
+	if finish == "" {
+		finish = "stop"
+	}
+	ca := &compiledAnswer{
+		content:    content,
+		reasoning:  a.Reasoning,
+		templated:  strings.Contains(content, lastUserPlaceholder) || strings.Contains(a.Reasoning, lastUserPlaceholder),
+		finishJSON: appendJSONString(nil, finish),
+		latency:    a.Latency,
+		chunkSize:  a.ChunkSize,
+		chunkDelay: a.ChunkDelay,
+	}
+	if !ca.templated {
+		ca.contentJSON = appendJSONString(nil, content)
+		if a.Reasoning != "" {
+			ca.reasoningJSON = appendJSONString(nil, a.Reasoning)
+		}
+		ca.completionTokens = CompletionTokens(content, a.Reasoning)
+	} else {
+		ca.completionTokens = -1
+	}
+	if a.Usage != nil {
+		if a.Usage.PromptTokens < 0 || a.Usage.CompletionTokens < 0 {
+			return nil, errors.New("usage counts must not be negative")
+		}
+		ca.promptTokensOverride = a.Usage.PromptTokens
+		ca.completionTokensOverride = a.Usage.CompletionTokens
+	}
+	ca.headers = sortedHeaders(a.Headers)
+	if len(a.Extra) > 0 {
+		keys := make([]string, 0, len(a.Extra))
+		for k := range a.Extra {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v, err := json.Marshal(jsonable(a.Extra[k]))
+			if err != nil {
+				return nil, fmt.Errorf("extra[%q]: %w", k, err)
+			}
+			if reservedKeys[k] {
+				if ca.extraOverrides == nil {
+					ca.extraOverrides = map[string][]byte{}
+				}
+				ca.extraOverrides[k] = v
+				continue
+			}
+			ca.extraMembers = append(ca.extraMembers, ',')
+			ca.extraMembers = appendJSONString(ca.extraMembers, k)
+			ca.extraMembers = append(ca.extraMembers, ':')
+			ca.extraMembers = append(ca.extraMembers, v...)
+		}
+	}
+	if f := a.Fault; f != nil {
+		if err := checkFault(f); err != nil {
+			return nil, fmt.Errorf("fault: %w", err)
+		}
+		ca.fault = f
+		ca.hasStatusFault = f.Status != 0
+		ca.hasDetour = f.Status != 0 || f.DisconnectAfter > 0 || f.Malformed || f.Drop
+		ca.faultHeaders = sortedHeaders(f.Headers)
+		ca.faultContentType = "text/plain; charset=utf-8"
+		if json.Valid([]byte(f.Body)) {
+			ca.faultContentType = "application/json"
+		}
+	}
+	return ca, nil
+}
+
+func checkFault(f *Fault) error {
+	kinds := 0
+	for _, on := range []bool{f.Status != 0, f.DisconnectAfter != 0, f.Malformed, f.Drop} {
+		if on {
+			kinds++
+		}
+	}
+	switch {
+	case kinds > 1:
+		return errors.New("set at most one of status, disconnect_after, malformed and drop")
+	case f.Status != 0 && (f.Status < 100 || f.Status > 599):
+		return fmt.Errorf("status %d is not an HTTP status", f.Status)
+	case f.Status == 0 && (f.Body != "" || len(f.Headers) > 0):
+		return errors.New("body and headers need a status")
+	case f.DisconnectAfter < 0:
+		return fmt.Errorf("disconnect_after %d is negative", f.DisconnectAfter)
+	case f.SlowFirstByte < 0:
+		return errors.New("slow_first_byte must not be negative")
+	}
+	return nil
+}
+
+// jsonable turns the map[string]interface{} / []interface{} trees YAML produces into
+// something encoding/json accepts (YAML may also produce map[interface{}]interface{}).
+func jsonable(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = jsonable(e)
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[fmt.Sprint(k)] = jsonable(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = jsonable(e)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+func sortedHeaders(m map[string]string) [][2]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([][2]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, [2]string{textproto.CanonicalMIMEHeaderKey(k), v})
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	return out
+}
