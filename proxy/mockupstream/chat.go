@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
@@ -38,8 +37,9 @@ type chatRequest struct {
 // chatMessage is one message. Its text is decoded only when a rule or a template
 // reads it: unescaping a long log costs more than the rest of the answer.
 type chatMessage struct {
-	role    string
-	content gjson.Result
+	role string
+	// content is the raw JSON value of the message's content.
+	content string
 	text    string
 	decoded bool
 }
@@ -100,10 +100,10 @@ func parseChatRequest(body string, q *chatRequest) error {
 	}
 	messages.ForEach(func(_, m gjson.Result) bool {
 		var msg chatMessage
-		m.ForEach(func(key, value gjson.Result) bool {
-			switch key.Str {
+		forEachMember(m.Raw, func(key, value string) bool {
+			switch jsonStringValue(key) {
 			case "role":
-				msg.role = value.Str
+				msg.role = jsonStringValue(value)
 			case "content":
 				msg.content = value
 			}
@@ -126,24 +126,21 @@ func parseChatRequest(body string, q *chatRequest) error {
 }
 
 // messageText is a message content's text: the string, or the text parts of an array
-// joined with "\n"; anything else (null, tool calls only) has no text.
-func messageText(content gjson.Result) string {
+// joined with "\n"; anything else (null, tool calls only) has no text. content is
+// the raw JSON value.
+func messageText(content string) string {
 	switch {
-	case content.Type == gjson.String:
-		return content.Str
-	case content.IsArray():
+	case strings.HasPrefix(content, `"`):
+		return gjson.Parse(content).Str
+	case strings.HasPrefix(content, "["):
 		var b strings.Builder
 		n := 0
-		content.ForEach(func(_, part gjson.Result) bool {
-			if part.Get("type").Str != "text" {
-				return true
-			}
+		forEachTextPart(content, func(text string) {
 			if n > 0 {
 				b.WriteByte('\n')
 			}
-			b.WriteString(part.Get("text").Str)
+			b.WriteString(gjson.Parse(text).Str)
 			n++
-			return true
 		})
 		return b.String()
 	default:
@@ -152,24 +149,18 @@ func messageText(content gjson.Result) string {
 }
 
 // messageTextLen is len(messageText(content)) without decoding the text.
-func messageTextLen(content gjson.Result) int {
+func messageTextLen(content string) int {
 	switch {
-	case content.Type == gjson.String:
-		return unescapedLen(content.Raw)
-	case content.IsArray():
+	case strings.HasPrefix(content, `"`):
+		return unescapedLen(content)
+	case strings.HasPrefix(content, "["):
 		n, parts := 0, 0
-		content.ForEach(func(_, part gjson.Result) bool {
-			if part.Get("type").Str != "text" {
-				return true
-			}
+		forEachTextPart(content, func(text string) {
 			if parts > 0 {
 				n++
 			}
-			if t := part.Get("text"); t.Type == gjson.String {
-				n += unescapedLen(t.Raw)
-			}
+			n += unescapedLen(text)
 			parts++
-			return true
 		})
 		return n
 	default:
@@ -177,68 +168,25 @@ func messageTextLen(content gjson.Result) int {
 	}
 }
 
-// unescapedLen is the length in bytes of the JSON string literal raw (quotes
-// included) once unescaped the way gjson does it: a lone surrogate becomes U+FFFD.
-func unescapedLen(raw string) int {
-	if len(raw) < 2 {
-		return 0
-	}
-	s := raw[1 : len(raw)-1]
-	n := 0
-	for i := 0; i < len(s); {
-		if s[i] != '\\' {
-			n++
-			i++
-			continue
-		}
-		if i+1 >= len(s) {
-			break
-		}
-		if s[i+1] != 'u' {
-			n++
-			i += 2
-			continue
-		}
-		r, ok := hex4(s, i+2)
-		if !ok {
-			// gjson stops decoding at a broken escape; the text ends there.
-			return n
-		}
-		i += 6
-		if utf16.IsSurrogate(r) {
-			if r2, ok := hex4(s, i+2); ok && i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-					n += utf8.RuneLen(d)
-					i += 6
-					continue
-				}
+// forEachTextPart calls fn with the raw JSON string of every {"type":"text","text":...}
+// part of a content array.
+func forEachTextPart(content string, fn func(text string)) {
+	gjson.Parse(content).ForEach(func(_, part gjson.Result) bool {
+		var typ, text string
+		forEachMember(part.Raw, func(key, value string) bool {
+			switch jsonStringValue(key) {
+			case "type":
+				typ = jsonStringValue(value)
+			case "text":
+				text = value
 			}
-			r = utf8.RuneError
+			return true
+		})
+		if typ == "text" && strings.HasPrefix(text, `"`) {
+			fn(text)
 		}
-		n += utf8.RuneLen(r)
-	}
-	return n
-}
-
-// hex4 reads four hex digits at s[i:].
-func hex4(s string, i int) (rune, bool) {
-	if i+4 > len(s) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range []byte(s[i : i+4]) {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
+		return true
+	})
 }
 
 // messageTokenOverhead is what each message adds to prompt_tokens besides its text,

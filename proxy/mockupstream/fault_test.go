@@ -99,32 +99,47 @@ func TestStatusFaultIsSentVerbatim(t *testing.T) {
 	}
 }
 
+// TestSlowFirstByteEndsWhenTheClientGivesUp covers every wait before the first byte:
+// each is a minute long, and the handler must end as soon as the client leaves.
 func TestSlowFirstByteEndsWhenTheClientGivesUp(t *testing.T) {
 	t.Parallel()
-	for _, stream := range []bool{false, true} {
-		t.Run(map[bool]string{false: "non-stream", true: "stream"}[stream], func(t *testing.T) {
-			t.Parallel()
-			s := startMock(t, mustParse(t, faultScript), Options{})
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(chatBody("m", "slow", stream)))
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				resp.Body.Close()
-				t.Fatalf("a 1m slow first byte answered within 100ms: %d", resp.StatusCode)
-			}
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("client error %v, want its deadline", err)
-			}
-			// The fault waits a minute; the handler must notice the client left long before.
-			recs, err := s.WaitFor(1, 10*time.Second)
-			if err != nil {
-				t.Fatalf("the handler kept waiting after the client left: %v", err)
-			}
-			if !recs[0].Cancelled || recs[0].Status != 0 {
-				t.Errorf("recorded cancelled %v status %d, want cancelled before any status", recs[0].Cancelled, recs[0].Status)
-			}
-		})
+	cases := []struct {
+		name string
+		user string
+		opts Options
+	}{
+		{name: "slow_first_byte fault", user: "slow"},
+		{name: "server latency", user: "plain answer", opts: Options{Latency: time.Minute}},
+		{name: "answer latency", user: "late"},
+	}
+	script := mustParse(t, faultScript)
+	script.Rules = append(script.Rules, Rule{Match: Match{LastUser: "^late$"}, Answer: &Answer{Content: "x", Latency: time.Minute}})
+	for _, c := range cases {
+		for _, stream := range []bool{false, true} {
+			t.Run(c.name+map[bool]string{false: " non-stream", true: " stream"}[stream], func(t *testing.T) {
+				t.Parallel()
+				s := startMock(t, script, c.opts)
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer cancel()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(chatBody("m", c.user, stream)))
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("a minute's wait answered within 100ms: %d", resp.StatusCode)
+				}
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("client error %v, want its deadline", err)
+				}
+				// The fault waits a minute; the handler must notice the client left long before.
+				recs, err := s.WaitFor(1, 10*time.Second)
+				if err != nil {
+					t.Fatalf("the handler kept waiting after the client left: %v", err)
+				}
+				if !recs[0].Cancelled || recs[0].Status != 0 {
+					t.Errorf("recorded cancelled %v status %d, want cancelled before any status", recs[0].Cancelled, recs[0].Status)
+				}
+			})
+		}
 	}
 }
 

@@ -58,3 +58,37 @@ func FuzzUnescapedLen(f *testing.F) {
 		}
 	})
 }
+
+// FuzzForEachMember checks the allocation-free member scanner against gjson on
+// valid JSON objects.
+func FuzzForEachMember(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `{"role":"user","content":"hi"}`, ` { "a" : [1, {"b":"]}"}] , "c":null,"d":-1.5e3 ,"e":{"f":"\"}"}} `,
+		`{"content":[{"type":"text","text":"x\ny"}],"z":true}`, `{"\u0072ole":"x"}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, obj string) {
+		root := gjson.Parse(obj)
+		if !gjson.Valid(obj) || !root.IsObject() {
+			return
+		}
+		var want, got []string
+		root.ForEach(func(k, v gjson.Result) bool {
+			want = append(want, k.Str, v.Raw)
+			return true
+		})
+		forEachMember(obj, func(k, v string) bool {
+			got = append(got, jsonStringValue(k), v)
+			return true
+		})
+		if len(got) != len(want) {
+			t.Fatalf("%s: scanner %q, gjson %q", obj, got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: scanner %q, gjson %q", obj, got, want)
+			}
+		}
+	})
+}

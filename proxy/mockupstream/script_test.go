@@ -117,3 +117,19 @@ func TestExampleConfigScript(t *testing.T) {
 func quote(s string) string {
 	return string(appendJSONString(nil, s))
 }
+
+func TestInvalidScriptInOptionsStopsStart(t *testing.T) {
+	t.Parallel()
+	s := New(Options{Script: &Script{Rules: []Rule{{Name: "r", Match: Match{System: "*"}, Answer: &Answer{}}}}})
+	err := s.Start("127.0.0.1:0")
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("Start served an invalid script")
+	}
+	if !strings.Contains(err.Error(), `rules[0] ("r"): match.system`) {
+		t.Errorf("error %q does not name the rule and field", err)
+	}
+	if s.URL() != "" {
+		t.Errorf("URL %q set although nothing listens", s.URL())
+	}
+}

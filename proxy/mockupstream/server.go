@@ -127,6 +127,7 @@ func (s *Server) SetScript(script *Script) error {
 
 // Start listens on addr ("127.0.0.1:0" picks a free port) and serves in the
 // background until Close. It returns once the listener is open, so URL is valid.
+// Call Start or Serve once per Server.
 func (s *Server) Start(addr string) error {
 	if s.scriptErr != nil {
 		return s.scriptErr
@@ -189,11 +190,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Recorded is one request the server answered (or failed to).
 type Recorded struct {
 	Method string
-	Path   string
+	// Path is the URL path, e.g. "/v1/chat/completions".
+	Path string
 	// Query is the raw query string, without "?".
-	Query  string
+	Query string
+	// Header is a copy of the request headers.
 	Header http.Header
-	Body   []byte
+	// Body is the request body as received; empty when there was none.
+	Body []byte
 	// Rule names the script rule that answered a chat completion: the rule's name,
 	// "rules[i]" for an unnamed one, "default" for the script's default answer, or
 	// empty for other endpoints and requests rejected before matching.
@@ -294,7 +298,7 @@ func (s *Server) wake() {
 // ServeHTTP routes a request: chat completions, models, echo; anything else is a 404
 // with the OpenAI error envelope.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ex := exchange{w: w, r: r, srv: s}
+	ex := exchange{w: w, r: r}
 	defer ex.release()
 	if s.opts.Record {
 		ex.rec = &Recorded{
@@ -340,7 +344,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type exchange struct {
 	w   http.ResponseWriter
 	r   *http.Request
-	srv *Server
 	rec *Recorded // nil when not recording
 
 	status    int

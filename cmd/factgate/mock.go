@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/factgate/factgate/proxy/mockupstream"
+)
+
+func init() {
+	register("mock-upstream", "run the scripted OpenAI-compatible mock upstream (for tests, demos, benchmarks)", runMockUpstream)
+}
+
+// mockShutdownGrace bounds how long in-flight answers may take to finish on SIGTERM.
+const mockShutdownGrace = 10 * time.Second
+
+// runMockUpstream serves the mock upstream until ctx is cancelled, then shuts down
+// gracefully.
+func runMockUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mock-upstream", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:9090", "address to listen on (host:port; port 0 picks a free one)")
+	scriptPath := fs.String("script", "", "YAML script of rules and answers (see docs/mock-upstream.md); empty: echo the last user message")
+	latency := fs.Duration("latency", 0, "wait before every answer starts, unless the script's answer sets its own (e.g. 200ms)")
+	chunkSize := fs.Int("chunk-size", mockupstream.DefaultChunkSize, "runes per streamed event, unless the answer sets its own")
+	chunkDelay := fs.Duration("chunk-delay", 0, "wait between streamed events, unless the answer sets its own (e.g. 20ms)")
+	models := fs.String("models", mockupstream.DefaultModel, "comma-separated model ids that /v1/models lists")
+	usage := func(w io.Writer) {
+		fs.SetOutput(w)
+		fmt.Fprintf(w, "Usage: factgate mock-upstream [flags]\n\n"+
+			"Serves an OpenAI-compatible API on loopback: POST /v1/chat/completions (stream and\n"+
+			"non-stream), GET /v1/models, and /echo/... (answers with the request it received).\n"+
+			"Answers come from --script; see docs/mock-upstream.md. Runs until SIGINT or SIGTERM.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	// The flag package's own printing is silenced so that --help goes to stdout and a
+	// mistake is said once, on stderr.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return 0
+		}
+		fmt.Fprintf(stderr, "factgate mock-upstream: %v (run \"factgate mock-upstream --help\")\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "factgate mock-upstream: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *chunkSize <= 0 {
+		fmt.Fprintf(stderr, "factgate mock-upstream: --chunk-size %d must be positive\n", *chunkSize)
+		return 2
+	}
+	if *latency < 0 || *chunkDelay < 0 {
+		fmt.Fprintln(stderr, "factgate mock-upstream: --latency and --chunk-delay must not be negative")
+		return 2
+	}
+	var script *mockupstream.Script
+	if *scriptPath != "" {
+		s, err := mockupstream.LoadScript(*scriptPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "factgate mock-upstream: %v\n", err)
+			return 1
+		}
+		script = s
+	}
+	var ids []string
+	for _, m := range strings.Split(*models, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			ids = append(ids, m)
+		}
+	}
+
+	srv := mockupstream.New(mockupstream.Options{
+		Script:     script,
+		Models:     ids,
+		Latency:    *latency,
+		ChunkSize:  *chunkSize,
+		ChunkDelay: *chunkDelay,
+	})
+	if err := srv.Start(*listen); err != nil {
+		fmt.Fprintf(stderr, "factgate mock-upstream: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "mock upstream listening: base URL %s\n", srv.URL())
+
+	<-ctx.Done()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), mockShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "factgate mock-upstream: shutting down: %v\n", err)
+		_ = srv.Close()
+		return 1
+	}
+	fmt.Fprintln(stdout, "mock upstream stopped")
+	return 0
+}
