@@ -1,0 +1,481 @@
+package facts
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"slices"
+	"time"
+)
+
+// The binary encoding of an index (for the shared cache). Layout, integers as
+// unsigned varints unless said otherwise, "zig" = zig-zag signed varint:
+//
+//	magic "FGFX", format version byte
+//	flags byte (1 truncated, 2 has stated duration); stated ns; lines; unparsed
+//	strings: count, then each length + bytes (kind names, evidence fields,
+//	  players, assets, powers; referenced by position)
+//	kinds: count, then each name string, roles byte, evidence flag byte,
+//	  [field count, field strings]
+//	ops: count; the op texts concatenated (total length + bytes); then each op:
+//	  kind, zig time delta, zig line delta, text length, player/asset/power
+//	  (string position + 1, 0 = none), unit count + zig deltas, pos flag byte
+//	  [+ 3 little-endian float64]
+//	CRC-32C of everything before, 4 bytes little-endian
+//
+// The derived lookup tables are rebuilt on decode, not stored.
+const (
+	encodingMagic   = "FGFX"
+	encodingVersion = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// MarshalBinary encodes the index compactly for the shared cache; UnmarshalIndex
+// decodes it. The encoding carries a format version and a checksum. A nil index
+// encodes as an empty one. The error is always nil (the method satisfies
+// encoding.BinaryMarshaler).
+func (ix *Index) MarshalBinary() ([]byte, error) {
+	if ix == nil {
+		ix = Merge()
+	}
+	strs := map[string]uint64{}
+	var table []string
+	intern := func(s string) uint64 {
+		id, ok := strs[s]
+		if !ok {
+			id = uint64(len(table))
+			strs[s] = id
+			table = append(table, s)
+		}
+		return id
+	}
+	for _, k := range ix.schema.kinds {
+		intern(k.name)
+		for _, f := range k.evidence {
+			intern(f)
+		}
+	}
+	textLen := 0
+	for i := range ix.ops {
+		op := &ix.ops[i]
+		textLen += len(op.Text)
+		for _, s := range [...]string{op.Player, op.Asset, op.Power} {
+			if s != "" {
+				intern(s)
+			}
+		}
+	}
+
+	b := make([]byte, 0, 64+textLen+len(ix.ops)*16)
+	b = append(b, encodingMagic...)
+	b = append(b, encodingVersion)
+	var flags byte
+	if ix.truncated {
+		flags |= 1
+	}
+	if ix.hasStated {
+		flags |= 2
+	}
+	b = append(b, flags)
+	b = binary.AppendUvarint(b, uint64(ix.stated))
+	b = binary.AppendUvarint(b, uint64(ix.lines))
+	b = binary.AppendUvarint(b, uint64(ix.unparsed))
+
+	b = binary.AppendUvarint(b, uint64(len(table)))
+	for _, s := range table {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(ix.schema.kinds)))
+	for _, k := range ix.schema.kinds {
+		b = binary.AppendUvarint(b, strs[k.name])
+		b = append(b, byte(k.roles))
+		if !k.hasEvidence {
+			b = append(b, 0)
+			continue
+		}
+		b = append(b, 1)
+		b = binary.AppendUvarint(b, uint64(len(k.evidence)))
+		for _, f := range k.evidence {
+			b = binary.AppendUvarint(b, strs[f])
+		}
+	}
+
+	b = binary.AppendUvarint(b, uint64(len(ix.ops)))
+	b = binary.AppendUvarint(b, uint64(textLen))
+	for i := range ix.ops {
+		b = append(b, ix.ops[i].Text...)
+	}
+	ref := func(s string) uint64 {
+		if s == "" {
+			return 0
+		}
+		return strs[s] + 1
+	}
+	var prevAt time.Duration
+	prevLine := 0
+	for i := range ix.ops {
+		op := &ix.ops[i]
+		b = binary.AppendUvarint(b, uint64(op.kind))
+		b = binary.AppendVarint(b, int64(op.At-prevAt))
+		b = binary.AppendVarint(b, int64(op.Line-prevLine))
+		prevAt, prevLine = op.At, op.Line
+		b = binary.AppendUvarint(b, uint64(len(op.Text)))
+		b = binary.AppendUvarint(b, ref(op.Player))
+		b = binary.AppendUvarint(b, ref(op.Asset))
+		b = binary.AppendUvarint(b, ref(op.Power))
+		b = binary.AppendUvarint(b, uint64(len(op.Units)))
+		var prevUnit int64
+		for _, u := range op.Units {
+			b = binary.AppendVarint(b, u-prevUnit)
+			prevUnit = u
+		}
+		if !op.HasPos {
+			b = append(b, 0)
+			continue
+		}
+		b = append(b, 1)
+		for _, c := range op.Pos {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c))
+		}
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+}
+
+// ErrCorruptIndex is wrapped by every UnmarshalIndex error about the blob's
+// content (as opposed to its format version).
+var ErrCorruptIndex = errors.New("corrupt fact index encoding")
+
+// UnmarshalIndex decodes an index encoded by MarshalBinary; the result answers
+// every lookup as the original did. A blob of another format version, a truncated
+// or corrupt one (checksum, bounds, ids, order) is an error naming the problem and
+// its byte offset — never a panic. The caller treats an error as a cache miss.
+func UnmarshalIndex(data []byte) (*Index, error) {
+	const minLen = len(encodingMagic) + 1 + 4
+	if len(data) < minLen {
+		return nil, fmt.Errorf("facts: decoding index: %d bytes, shorter than the smallest encoding: %w", len(data), ErrCorruptIndex)
+	}
+	if string(data[:len(encodingMagic)]) != encodingMagic {
+		return nil, fmt.Errorf("facts: decoding index: bad magic %q: %w", data[:len(encodingMagic)], ErrCorruptIndex)
+	}
+	if v := data[len(encodingMagic)]; v != encodingVersion {
+		return nil, fmt.Errorf("facts: decoding index: format version %d, want %d", v, encodingVersion)
+	}
+	body := data[:len(data)-4]
+	if want, got := binary.LittleEndian.Uint32(data[len(data)-4:]), crc32.Checksum(body, castagnoli); want != got {
+		return nil, fmt.Errorf("facts: decoding index: checksum %08x, want %08x: %w", got, want, ErrCorruptIndex)
+	}
+	// One copy of the whole blob; every string of the index is a piece of it.
+	d := decoder{s: string(body), off: len(encodingMagic) + 1}
+	ix, err := d.index()
+	if err != nil {
+		return nil, fmt.Errorf("facts: decoding index at byte %d: %w: %w", d.off, err, ErrCorruptIndex)
+	}
+	return ix, nil
+}
+
+type decoder struct {
+	s   string
+	off int
+}
+
+var errShort = errors.New("unexpected end of data")
+
+func (d *decoder) readByte() (byte, error) {
+	if d.off >= len(d.s) {
+		return 0, errShort
+	}
+	c := d.s[d.off]
+	d.off++
+	return c, nil
+}
+
+func (d *decoder) uvarint() (uint64, error) {
+	var x uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		c, err := d.readByte()
+		if err != nil {
+			return 0, err
+		}
+		if shift == 63 && c > 1 {
+			return 0, errors.New("varint overflows 64 bits")
+		}
+		x |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return x, nil
+		}
+	}
+	return 0, errors.New("varint overflows 64 bits")
+}
+
+func (d *decoder) varint() (int64, error) {
+	ux, err := d.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
+	}
+	return x, err
+}
+
+// count reads a count of items that take at least minSize bytes each, rejecting
+// counts the remaining data cannot hold (no huge allocations from a corrupt blob).
+func (d *decoder) count(what string, minSize int) (int, error) {
+	n, err := d.uvarint()
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64(len(d.s)-d.off)/uint64(minSize) {
+		return 0, fmt.Errorf("%s count %d exceeds the remaining %d bytes", what, n, len(d.s)-d.off)
+	}
+	return int(n), nil
+}
+
+func (d *decoder) str(n int) (string, error) {
+	if n < 0 || n > len(d.s)-d.off {
+		return "", errShort
+	}
+	s := d.s[d.off : d.off+n]
+	d.off += n
+	return s, nil
+}
+
+func (d *decoder) nonNeg(what string) (int, error) {
+	v, err := d.uvarint()
+	if err != nil {
+		return 0, err
+	}
+	if v > math.MaxInt64 {
+		return 0, fmt.Errorf("%s %d out of range", what, v)
+	}
+	return int(v), nil
+}
+
+func (d *decoder) index() (*Index, error) {
+	ix := &Index{schema: &schema{}}
+	flags, err := d.readByte()
+	if err != nil {
+		return nil, err
+	}
+	if flags&^3 != 0 {
+		return nil, fmt.Errorf("unknown flags %#x", flags)
+	}
+	ix.truncated, ix.hasStated = flags&1 != 0, flags&2 != 0
+	stated, err := d.nonNeg("stated duration")
+	if err != nil {
+		return nil, err
+	}
+	ix.stated = time.Duration(stated)
+	if ix.lines, err = d.nonNeg("line count"); err != nil {
+		return nil, err
+	}
+	if ix.unparsed, err = d.nonNeg("unparsed count"); err != nil {
+		return nil, err
+	}
+
+	n, err := d.count("string", 1)
+	if err != nil {
+		return nil, err
+	}
+	table := make([]string, n)
+	for i := range table {
+		l, err := d.nonNeg("string length")
+		if err != nil {
+			return nil, err
+		}
+		if table[i], err = d.str(l); err != nil {
+			return nil, err
+		}
+	}
+	strAt := func(id uint64, what string) (string, error) {
+		if id >= uint64(len(table)) {
+			return "", fmt.Errorf("%s string %d of %d", what, id, len(table))
+		}
+		return table[id], nil
+	}
+
+	nk, err := d.count("kind", 3)
+	if err != nil {
+		return nil, err
+	}
+	ix.schema.kinds = make([]kindInfo, nk)
+	var allRoles roleSet = 1<<len(knownRoles) - 1
+	for k := range ix.schema.kinds {
+		kd := &ix.schema.kinds[k]
+		id, err := d.uvarint()
+		if err != nil {
+			return nil, err
+		}
+		if kd.name, err = strAt(id, "kind name"); err != nil {
+			return nil, err
+		}
+		r, err := d.readByte()
+		if err != nil {
+			return nil, err
+		}
+		if kd.roles = roleSet(r); kd.roles&^allRoles != 0 {
+			return nil, fmt.Errorf("kind %q: unknown roles %#x", kd.name, r)
+		}
+		has, err := d.readByte()
+		if err != nil {
+			return nil, err
+		}
+		if has > 1 {
+			return nil, fmt.Errorf("kind %q: evidence flag %d", kd.name, has)
+		}
+		if has == 0 {
+			continue
+		}
+		kd.hasEvidence = true
+		nf, err := d.count("evidence field", 1)
+		if err != nil {
+			return nil, err
+		}
+		kd.evidence = make([]string, nf)
+		for f := range kd.evidence {
+			id, err := d.uvarint()
+			if err != nil {
+				return nil, err
+			}
+			if kd.evidence[f], err = strAt(id, "evidence field"); err != nil {
+				return nil, err
+			}
+			if !slices.Contains(knownGroups, kd.evidence[f]) || kd.evidence[f] == fieldTime {
+				return nil, fmt.Errorf("kind %q: unknown evidence field %q", kd.name, kd.evidence[f])
+			}
+		}
+	}
+	ix.schema.finish()
+	if len(ix.schema.byFold) != len(ix.schema.kinds) {
+		return nil, errors.New("duplicate kind names")
+	}
+
+	nops, err := d.count("op", 8)
+	if err != nil {
+		return nil, err
+	}
+	textLen, err := d.nonNeg("text length")
+	if err != nil {
+		return nil, err
+	}
+	texts, err := d.str(textLen)
+	if err != nil {
+		return nil, err
+	}
+	ix.ops = make([]Op, nops)
+	type unitRange struct{ start, end int }
+	ranges := make([]unitRange, nops)
+	var units []int64
+	textOff := 0
+	var at time.Duration
+	line := 0
+	ref := func(what string) (string, error) {
+		id, err := d.uvarint()
+		if err != nil || id == 0 {
+			return "", err
+		}
+		return strAt(id-1, what)
+	}
+	for i := range ix.ops {
+		op := &ix.ops[i]
+		kind, err := d.uvarint()
+		if err != nil {
+			return nil, err
+		}
+		if kind >= uint64(nk) {
+			return nil, fmt.Errorf("op %d: kind %d of %d", i, kind, nk)
+		}
+		op.kind = int32(kind)
+		op.Kind = ix.schema.kinds[kind].name
+		dAt, err := d.varint()
+		if err != nil {
+			return nil, err
+		}
+		if dAt < 0 || time.Duration(dAt) > math.MaxInt64-at {
+			return nil, fmt.Errorf("op %d: time out of order", i)
+		}
+		at += time.Duration(dAt)
+		op.At = at
+		dLine, err := d.varint()
+		if err != nil {
+			return nil, err
+		}
+		if line += int(dLine); line < 0 {
+			return nil, fmt.Errorf("op %d: negative line", i)
+		}
+		op.Line = line
+		tl, err := d.nonNeg("op text length")
+		if err != nil {
+			return nil, err
+		}
+		if tl > len(texts)-textOff {
+			return nil, fmt.Errorf("op %d: text length %d beyond the texts", i, tl)
+		}
+		op.Text = texts[textOff : textOff+tl]
+		textOff += tl
+		if op.Player, err = ref("player"); err != nil {
+			return nil, err
+		}
+		if op.Asset, err = ref("asset"); err != nil {
+			return nil, err
+		}
+		if op.Power, err = ref("power"); err != nil {
+			return nil, err
+		}
+		nu, err := d.count("unit", 1)
+		if err != nil {
+			return nil, err
+		}
+		ranges[i].start = len(units)
+		var u int64
+		for range nu {
+			du, err := d.varint()
+			if err != nil {
+				return nil, err
+			}
+			u += du
+			units = append(units, u)
+		}
+		ranges[i].end = len(units)
+		hasPos, err := d.readByte()
+		if err != nil {
+			return nil, err
+		}
+		switch hasPos {
+		case 0:
+		case 1:
+			raw, err := d.str(24)
+			if err != nil {
+				return nil, err
+			}
+			for c := range 3 {
+				op.Pos[c] = math.Float64frombits(le64(raw[8*c : 8*c+8]))
+			}
+			op.HasPos = true
+		default:
+			return nil, fmt.Errorf("op %d: position flag %d", i, hasPos)
+		}
+	}
+	if textOff != len(texts) {
+		return nil, fmt.Errorf("%d bytes of op text unused", len(texts)-textOff)
+	}
+	if d.off != len(d.s) {
+		return nil, fmt.Errorf("%d trailing bytes", len(d.s)-d.off)
+	}
+	for i, r := range ranges {
+		if r.end > r.start {
+			ix.ops[i].Units = units[r.start:r.end:r.end]
+		}
+	}
+	ix.derive()
+	return ix, nil
+}
+
+// le64 reads a little-endian uint64 from the first 8 bytes of s.
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}

@@ -1,0 +1,405 @@
+package facts
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/factgate/factgate/interceptors"
+)
+
+// Extract reads one text (a user message) into a fact index. See ExtractTexts.
+func (x *Extractor) Extract(text string) (*Index, error) {
+	return x.ExtractTexts(text)
+}
+
+// ExtractTexts reads several texts — the user messages of one request, in order —
+// into one fact index, as if they were one text with a line break between them:
+// line numbers (Op.Line, 1-based) continue from one text to the next.
+//
+// Each line is read with CRLF/LF endings and surrounding ASCII white space removed;
+// the op rules are tried in order and the first whose regex matches makes it an
+// operation. A line matching no rule is ignored (prose around the log is fine); a
+// line matching a rule whose captured values do not parse (a time that is not a
+// game clock, a UnitId that is not an integer, a position that is not three
+// numbers) is not an operation and is counted in Unparsed. Lines matching the
+// Duration rule set the stated duration (the latest, when several do).
+//
+// Bounds, applied in line order so the result is a pure function of the texts:
+// at most the rules' MaxLines lines (default 1,000,000) and at most the extractor's
+// byte bound (WithMaxBytes; the trimmed lines' lengths plus one each) are read; the
+// first line past either bound and everything after it are ignored and the index
+// reports Truncated. Lines longer than MaxLineBytes are read but never operations.
+//
+// The index keeps one copy of the operation lines, never the texts. The error is
+// non-nil only when x was not made by NewExtractor.
+func (x *Extractor) ExtractTexts(texts ...string) (*Index, error) {
+	if x == nil || x.schema == nil {
+		return nil, errors.New("facts: extractor not made by NewExtractor")
+	}
+	st := extraction{x: x}
+	st.presize(texts)
+	st.run(texts)
+	return st.finish(), nil
+}
+
+// span is a [start, end) byte range into the extraction's line arena.
+type span struct{ start, end int32 }
+
+// rawOp is an operation before its strings are cut from the finished arena. It
+// holds no pointers, so growing the slice of them costs the collector nothing.
+type rawOp struct {
+	at                         time.Duration
+	pos                        [3]float64
+	line                       int
+	text, player, asset, power span
+	unitsStart, unitsEnd       int32
+	kind                       int32
+	hasPos                     bool
+}
+
+type extraction struct {
+	x         *Extractor
+	arena     strings.Builder
+	raw       []rawOp
+	units     []int64
+	lines     int
+	bytes     int
+	unparsed  int
+	truncated bool
+	stated    time.Duration
+	hasStated bool
+}
+
+// presize reserves room for the operations and their lines, assuming the texts
+// are mostly log (the common case), within the extractor's bounds and at most
+// 64Ki operations ahead: prose-heavy texts grow the buffers only as needed.
+func (st *extraction) presize(texts []string) {
+	size, lines := 0, 0
+	for _, t := range texts {
+		size += len(t)
+		lines += strings.Count(t, "\n") + 1
+	}
+	lines = min(lines, st.x.maxLines, 1<<16)
+	st.raw = make([]rawOp, 0, lines)
+	st.units = make([]int64, 0, lines)
+	st.arena.Grow(min(size, st.x.maxBytes, 1<<16*64))
+}
+
+func (st *extraction) run(texts []string) {
+	x := st.x
+	for _, text := range texts {
+		for len(text) > 0 {
+			var line string
+			if i := strings.IndexByte(text, '\n'); i >= 0 {
+				line, text = text[:i], text[i+1:]
+			} else {
+				line, text = text, ""
+			}
+			line = trimSpace(line)
+			if st.lines >= x.maxLines || st.bytes+len(line)+1 > x.maxBytes {
+				st.truncated = true
+				return
+			}
+			st.lines++
+			st.bytes += len(line) + 1
+			if len(line) == 0 || len(line) > MaxLineBytes {
+				continue
+			}
+			st.line(line)
+		}
+	}
+}
+
+// line tries the op rules, then the duration rule, on one trimmed line.
+func (st *extraction) line(line string) {
+	x := st.x
+	for k := range x.ops {
+		m := &x.ops[k]
+		if !m.mayMatch(line) {
+			continue
+		}
+		sub := m.re.FindStringSubmatchIndex(line)
+		if sub == nil {
+			continue
+		}
+		if !st.addOp(m, line, sub) {
+			st.unparsed++
+		}
+		return
+	}
+	if d := x.duration; d != nil && d.mayMatch(line) {
+		sub := d.re.FindStringSubmatchIndex(line)
+		if sub == nil {
+			return
+		}
+		at, ok := group(line, sub, d.gTime)
+		if !ok {
+			st.unparsed++
+			return
+		}
+		t, ok := interceptors.ParseClock(at)
+		if !ok {
+			st.unparsed++
+			return
+		}
+		if !st.hasStated || t > st.stated {
+			st.stated, st.hasStated = t, true
+		}
+	}
+}
+
+// addOp parses a matched line's groups into an operation. It reports false (and
+// adds nothing) when a value does not parse.
+func (st *extraction) addOp(m *opMatcher, line string, sub []int) bool {
+	at, _ := group(line, sub, m.gTime)
+	t, ok := interceptors.ParseClock(at)
+	if !ok {
+		return false
+	}
+	unitsStart := len(st.units)
+	if s, ok := group(line, sub, m.gUnit); ok {
+		u, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return false
+		}
+		st.units = append(st.units, u)
+	}
+	if s, ok := group(line, sub, m.gUnits); ok {
+		var ok bool
+		if st.units, ok = m.splitUnits(st.units, s); !ok {
+			st.units = st.units[:unitsStart]
+			return false
+		}
+	}
+	r := rawOp{at: t, line: st.lines, kind: int32(m.kindID)}
+	if s, ok := group(line, sub, m.gPos); ok {
+		p, ok := parsePos(s)
+		if !ok {
+			st.units = st.units[:unitsStart]
+			return false
+		}
+		r.pos, r.hasPos = p, true
+	}
+	base := int32(st.arena.Len())
+	r.text = span{base, base + int32(len(line))}
+	r.player = groupSpan(sub, m.gPlayer, base)
+	r.asset = groupSpan(sub, m.gAsset, base)
+	r.power = groupSpan(sub, m.gPower, base)
+	r.unitsStart, r.unitsEnd = int32(unitsStart), int32(len(st.units))
+	st.arena.WriteString(line)
+	st.arena.WriteByte('\n')
+	st.raw = append(st.raw, r)
+	return true
+}
+
+// splitUnits appends the UnitIds of a "units" group (group 1 of each match of the
+// units regex, leftmost first) to units. It reports false when one is not an
+// integer.
+func (m *opMatcher) splitUnits(units []int64, s string) ([]int64, bool) {
+	if m.unitsPrefix == "" {
+		for _, um := range m.unitsRe.FindAllStringSubmatchIndex(s, -1) {
+			if um[2] < 0 {
+				continue
+			}
+			u, err := strconv.ParseInt(s[um[2]:um[3]], 10, 64)
+			if err != nil {
+				return units, false
+			}
+			units = append(units, u)
+		}
+		return units, true
+	}
+	for {
+		i := strings.Index(s, m.unitsPrefix)
+		if i < 0 {
+			return units, true
+		}
+		d := i + len(m.unitsPrefix)
+		n := d
+		for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+			n++
+		}
+		if n == d {
+			s = s[i+1:] // no match here; like the regexp, try the next position
+			continue
+		}
+		u, err := strconv.ParseInt(s[d:n], 10, 64)
+		if err != nil {
+			return units, false
+		}
+		units = append(units, u)
+		s = s[n:]
+	}
+}
+
+func (st *extraction) finish() *Index {
+	arena := st.arena.String()
+	cut := func(s span) string { return arena[s.start:s.end] }
+	kinds := st.x.schema.kinds
+	ops := make([]Op, len(st.raw))
+	for i := range st.raw {
+		r := &st.raw[i]
+		op := &ops[i]
+		op.Kind = kinds[r.kind].name
+		op.kind = r.kind
+		op.At = r.at
+		op.Line = r.line
+		op.Pos, op.HasPos = r.pos, r.hasPos
+		op.Text = cut(r.text)
+		op.Player = cut(r.player)
+		op.Asset = cut(r.asset)
+		op.Power = cut(r.power)
+		if r.unitsEnd > r.unitsStart {
+			op.Units = st.units[r.unitsStart:r.unitsEnd:r.unitsEnd]
+		}
+	}
+	ix := &Index{
+		ops:       ops,
+		schema:    st.x.schema,
+		stated:    st.stated,
+		hasStated: st.hasStated,
+		lines:     st.lines,
+		unparsed:  st.unparsed,
+		truncated: st.truncated,
+	}
+	ix.sortOps()
+	ix.derive()
+	return ix
+}
+
+// sortOps orders the operations by time, keeping line order among equal times.
+// Logs are written in time order, so the check usually spares the sort.
+func (ix *Index) sortOps() {
+	if slices.IsSortedFunc(ix.ops, cmpOpTime) {
+		return
+	}
+	slices.SortStableFunc(ix.ops, cmpOpTime)
+}
+
+func cmpOpTime(a, b Op) int {
+	switch {
+	case a.At < b.At:
+		return -1
+	case a.At > b.At:
+		return 1
+	}
+	return 0
+}
+
+// group returns submatch g of line ("", false when the group is absent from the
+// rule or did not participate in the match).
+func group(line string, sub []int, g int) (string, bool) {
+	if g < 0 || sub[2*g] < 0 {
+		return "", false
+	}
+	return line[sub[2*g]:sub[2*g+1]], true
+}
+
+func groupSpan(sub []int, g int, base int32) span {
+	if g < 0 || sub[2*g] < 0 {
+		return span{}
+	}
+	return span{base + int32(sub[2*g]), base + int32(sub[2*g+1])}
+}
+
+// parsePos reads "x,y,z" (white space around numbers allowed, parentheses around
+// the whole allowed) as three finite numbers.
+func parsePos(s string) ([3]float64, bool) {
+	var p [3]float64
+	s = strings.TrimSpace(s)
+	if len(s) >= 2 && s[0] == '(' && s[len(s)-1] == ')' {
+		s = s[1 : len(s)-1]
+	}
+	for i := range 3 {
+		var part string
+		if i < 2 {
+			j := strings.IndexByte(s, ',')
+			if j < 0 {
+				return p, false
+			}
+			part, s = s[:j], s[j+1:]
+		} else {
+			if strings.IndexByte(s, ',') >= 0 {
+				return p, false
+			}
+			part = s
+		}
+		v, ok := parseNumber(strings.TrimSpace(part))
+		if !ok {
+			return p, false
+		}
+		p[i] = v
+	}
+	return p, true
+}
+
+// pow10 holds the powers of ten that float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// parseNumber reads a finite decimal number. Plain decimals of up to 15 digits
+// ("-1204.5") take an exact fast path — an integer mantissa divided by an exact
+// power of ten rounds once, as strconv does — and everything else goes to
+// strconv.ParseFloat.
+func parseNumber(s string) (float64, bool) {
+	i, neg := 0, false
+	if i < len(s) && (s[i] == '-' || s[i] == '+') {
+		neg = s[i] == '-'
+		i++
+	}
+	var mant uint64
+	digits, frac := 0, -1
+	for ; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			mant = mant*10 + uint64(c-'0')
+			digits++
+			if frac >= 0 {
+				frac++
+			}
+		case c == '.' && frac < 0:
+			frac = 0
+		default:
+			digits = 99 // not a plain decimal
+		}
+		if digits > 15 {
+			break
+		}
+	}
+	if digits == 0 || digits > 15 {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, false
+		}
+		return v, true
+	}
+	v := float64(mant)
+	if frac > 0 {
+		v /= pow10[frac]
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// trimSpace removes ASCII white space (including the CR of CRLF) around s.
+func trimSpace(s string) string {
+	start, end := 0, len(s)
+	for start < end && isSpace(s[start]) {
+		start++
+	}
+	for end > start && isSpace(s[end-1]) {
+		end--
+	}
+	return s[start:end]
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
+}

@@ -1,0 +1,173 @@
+package facts
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Evidence is one structured evidence item ("type|time|p1|p2...") as a validator
+// hands it to Match. The claims parser has its own type; the validator converts.
+type Evidence struct {
+	// Type is the evidence type, compared with operation kinds in any case.
+	Type string
+	// At is the cited time.
+	At time.Duration
+	// Params are the parameters after the time, compared in order with the op
+	// fields the rules' Evidence declares for Type.
+	Params []string
+}
+
+// PosEpsilon is how far apart two position coordinates may be and still be the
+// same position: positions compare as numbers ("1204.5,880,12" equals
+// "1204.50,880.0,12.0"), and the log writes one decimal.
+const PosEpsilon = 1e-3
+
+// paramWant is one parsed evidence parameter.
+type paramWant struct {
+	field string
+	text  string
+	unit  int64
+	pos   [3]float64
+}
+
+// Match finds the operation an evidence item cites, for evidence.not_in_replay.
+// An operation matches when its kind equals e.Type (any case), its time differs
+// from e.At by at most tolerance (inclusive; a negative tolerance is zero), and
+// every parameter equals the op field the rules' Evidence names for it:
+// UnitIds as integers (an operation naming several units — a selection — matches
+// any of them), positions as numbers within PosEpsilon, names exactly (white space
+// around a parameter is ignored). When several operations match, the one closest in
+// time is returned (the earliest among equally close ones).
+//
+// It reports false when nothing matches, when the rules declare no evidence for the
+// type, or when the number of parameters differs from the declared one. The *Op is
+// shared with the index: do not modify it.
+func (ix *Index) Match(e Evidence, tolerance time.Duration) (*Op, bool) {
+	if ix == nil {
+		return nil, false
+	}
+	id, ok := ix.schema.kindID(e.Type)
+	if !ok {
+		return nil, false
+	}
+	k := &ix.schema.kinds[id]
+	if !k.hasEvidence || len(e.Params) != len(k.evidence) {
+		return nil, false
+	}
+	var buf [6]paramWant
+	wants := buf[:0]
+	for i, p := range e.Params {
+		w, ok := parseParam(k.evidence[i], strings.TrimSpace(p))
+		if !ok {
+			return nil, false
+		}
+		wants = append(wants, w)
+	}
+	tolerance = max(tolerance, 0)
+	lo, hi := satSub(e.At, tolerance), satAdd(e.At, tolerance)
+
+	list := ix.byKind[id]
+	// First op at or after lo (binary search by hand: no closure on the hot path).
+	i, j := 0, len(list)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if ix.ops[list[h]].At < lo {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	var best *Op
+	var bestDiff time.Duration
+	for ; i < len(list); i++ {
+		op := &ix.ops[list[i]]
+		if op.At > hi {
+			break
+		}
+		if !opMatches(op, wants) {
+			continue
+		}
+		diff := op.At - e.At
+		if diff < 0 {
+			diff = -diff
+		}
+		if best == nil || diff < bestDiff {
+			best, bestDiff = op, diff
+		}
+		if op.At >= e.At {
+			break // later matches are farther away
+		}
+	}
+	return best, best != nil
+}
+
+func parseParam(field, p string) (paramWant, bool) {
+	w := paramWant{field: field, text: p}
+	switch field {
+	case fieldUnit, fieldUnits:
+		u, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return w, false
+		}
+		w.unit = u
+	case fieldPos:
+		pos, ok := parsePos(p)
+		if !ok {
+			return w, false
+		}
+		w.pos = pos
+	}
+	return w, true
+}
+
+func opMatches(op *Op, wants []paramWant) bool {
+	for i := range wants {
+		w := &wants[i]
+		switch w.field {
+		case fieldUnit, fieldUnits:
+			if !op.names(w.unit) {
+				return false
+			}
+		case fieldPos:
+			if !op.HasPos {
+				return false
+			}
+			for c := range 3 {
+				if math.Abs(op.Pos[c]-w.pos[c]) > PosEpsilon {
+					return false
+				}
+			}
+		case fieldPlayer:
+			if op.Player != w.text {
+				return false
+			}
+		case fieldAsset:
+			if op.Asset != w.text {
+				return false
+			}
+		case fieldPower:
+			if op.Power != w.text {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func satSub(a, b time.Duration) time.Duration {
+	if a < math.MinInt64+b {
+		return math.MinInt64
+	}
+	return a - b
+}
+
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
