@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/factgate/factgate/proxy"
 	"github.com/factgate/factgate/proxy/mockupstream"
 )
 
@@ -51,6 +53,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	modes := fs.String("modes", "passthrough,stream", "comma-separated: passthrough, stream, validate")
 	maxTime := fs.Duration("max-time", 2*time.Minute, "stop a measurement after this long")
 	accessLog := fs.Bool("access-log", false, "keep the proxy's per-request access log on")
+	inProcess := fs.Bool("in-process", false, "run the proxy in this process instead of as a child (no memory figure)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: factgate bench [flags]")
 		fmt.Fprintln(stderr, "\nStarts the mock upstream in this process and the proxy as a child process")
@@ -83,16 +86,33 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer mock.Close()
 
-	child, proxyAddr, err := startBenchProxy(ctx, mock.URL(), *accessLog, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "factgate bench:", err)
-		return 1
+	var child *benchChild
+	var proxyAddr string
+	if *inProcess {
+		addr, stop, err := startInProcessProxy(mock.URL(), *accessLog)
+		if err != nil {
+			fmt.Fprintln(stderr, "factgate bench:", err)
+			return 1
+		}
+		defer stop()
+		proxyAddr = addr
+	} else {
+		c, addr, err := startBenchProxy(ctx, mock.URL(), *accessLog, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "factgate bench:", err)
+			return 1
+		}
+		defer c.stop()
+		child, proxyAddr = c, addr
 	}
-	defer child.stop()
 
 	fmt.Fprintf(stdout, "factgate bench: %d requests x %d rounds per target, concurrency %d, body %d bytes\n",
 		*requests, *rounds, *concurrency, *bodySize)
-	fmt.Fprintf(stdout, "mock upstream %s (in this process), proxy %s (pid %d)\n\n", mock.Addr(), proxyAddr, child.cmd.Process.Pid)
+	if child != nil {
+		fmt.Fprintf(stdout, "mock upstream %s (in this process), proxy %s (pid %d)\n\n", mock.Addr(), proxyAddr, child.cmd.Process.Pid)
+	} else {
+		fmt.Fprintf(stdout, "mock upstream %s and proxy %s, both in this process\n\n", mock.Addr(), proxyAddr)
+	}
 	fmt.Fprintf(stdout, "%-12s %-7s %10s %9s %9s %9s %8s\n", "mode", "target", "req/s", "p50", "p90", "p99", "errors")
 
 	for _, m := range selected {
@@ -126,6 +146,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if rps[0] > 0 {
 			fmt.Fprintf(stdout, "%-12s ratio proxy/direct: %.2fx\n\n", m.name, rps[1]/rps[0])
 		}
+	}
+	if child == nil {
+		return 0
 	}
 	if rss, hwm, err := processRSS(child.cmd.Process.Pid); err == nil {
 		fmt.Fprintf(stdout, "proxy memory after the run: RSS %s, peak RSS %s\n", rss, hwm)
@@ -277,6 +300,32 @@ func (c *benchChild) stop() {
 		_ = c.cmd.Process.Kill()
 	}
 	_ = os.RemoveAll(c.dir)
+}
+
+// startInProcessProxy serves the bench config in this process.
+func startInProcessProxy(mockURL string, accessLog bool) (string, func(), error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	cfg, err := proxy.ParseConfig([]byte(fmt.Sprintf(benchConfig, addr, accessLog, mockURL)), "bench")
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := proxy.New(cfg, proxy.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, err
+	}
+	go func() { _ = srv.Serve(ln) }()
+	return addr, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // startBenchProxy writes a bench config and starts "factgate serve" on it.

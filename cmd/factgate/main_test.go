@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func runMain(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestEveryCommandHasHelp(t *testing.T) {
+	for name := range commands {
+		args := append(strings.Fields(name), "--help")
+		code, out, errOut := runMain(t, args...)
+		if code != 0 {
+			t.Errorf("%s --help: exit %d", name, code)
+		}
+		if !strings.Contains(out+errOut, "Usage: factgate "+strings.Fields(name)[0]) {
+			t.Errorf("%s --help printed no usage:\n%s%s", name, out, errOut)
+		}
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	code, _, errOut := runMain(t, "frobnicate")
+	if code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	code, _, errOut = runMain(t, "config")
+	if code != 2 || !strings.Contains(errOut, "config check") {
+		t.Fatalf("a group without its subcommand: exit %d: %s", code, errOut)
+	}
+}
+
+func TestDemoRunsWithNothingInstalled(t *testing.T) {
+	code, out, errOut := runMain(t, "demo")
+	if code != 0 {
+		t.Fatalf("demo exit %d:\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"content equals the non-streamed answer: true", `received model "deepseek-chat"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	code, out, _ := runMain(t, "config", "check", "../../configs/factgate.yaml", "../../configs/minimal.yaml")
+	if code != 0 || strings.Count(out, ": ok") != 2 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	code, out, _ = runMain(t, "config", "check", "testdata/does-not-exist.yaml")
+	if code != 1 || !strings.Contains(out, "does-not-exist.yaml") {
+		t.Fatalf("missing file: exit %d:\n%s", code, out)
+	}
+}
+
+func TestBenchInProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench drives real traffic")
+	}
+	code, out, errOut := runMain(t, "bench", "--in-process", "--requests", "300", "--rounds", "1", "--concurrency", "8", "--modes", "passthrough,stream")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"passthrough  direct", "passthrough  proxy", "ratio proxy/direct", "stream       proxy"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "first error") {
+		t.Fatalf("bench saw errors:\n%s", out)
+	}
+}

@@ -1,0 +1,3 @@
+// Package configs holds factgate's example configuration files; its test decodes
+// every one of them.
+package configs
