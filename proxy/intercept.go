@@ -359,6 +359,7 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 		return ex.Response.Status, "upstream_status_" + strconv.Itoa(ex.Response.Status)
 	}
 	body := s.finalBody(ex)
+	s.debugBodyLog("response body", ex.Route, body)
 	for _, h := range ex.Response.Header {
 		if stream && equalFold(h[0], "Content-Type") {
 			continue

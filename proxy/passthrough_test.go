@@ -369,3 +369,28 @@ func TestHealthReadyAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestDebugBodiesAreRedacted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `default: {content: "the secret answer"}`, `
+log: {level: debug, debug_bodies: true}
+upstreams:
+  mock: {base_url: "%MOCK%"}
+routes:
+  - {name: held, models: [held], upstream: mock}
+  - {name: default, default: true, upstream: mock}
+`, WithChain("held", holdChain{}))
+	status, _, _ := h.post("/v1/chat/completions", `{"model":"held","messages":[{"role":"user","content":"my private replay"}]}`, "Authorization", "Bearer sk-never-logged")
+	if status != 200 {
+		t.Fatalf("status %d", status)
+	}
+	logs := h.logs.String()
+	for _, secret := range []string{"my private replay", "the secret answer", "sk-never-logged"} {
+		if strings.Contains(logs, secret) {
+			t.Fatalf("%q reached the logs:\n%s", secret, logs)
+		}
+	}
+	if !strings.Contains(logs, "[redacted ") || !strings.Contains(logs, `request body`) || !strings.Contains(logs, `response body`) {
+		t.Fatalf("no redacted bodies logged:\n%s", logs)
+	}
+}

@@ -493,6 +493,7 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 			Param: "model", Message: "request has no model (a string naming the model or route alias)"})
 		return
 	}
+	s.debugBodyLog("request body", model.Str, body)
 	rt := s.routes[model.Str]
 	if rt == nil {
 		rt = s.defaultRoute
