@@ -5,7 +5,7 @@
 package proxy
 
 import (
-		"bytes"
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -15,7 +15,7 @@ import (
 	"net"
 	"os"
 	"strconv"
-		"sync/atomic"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
