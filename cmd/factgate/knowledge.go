@@ -10,12 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/factgate/factgate/interceptors/inject"
 	"github.com/factgate/factgate/knowledge"
 )
 
 func init() {
 	register("knowledge lint", "check knowledge set, overlay and pack files (FILE... ; exit 1 on errors)", runKnowledgeLint)
-	register("knowledge render", "print the knowledge prompt for a set and scopes (--set ra3-corona --factions 神州,盟军 --map ID)", runKnowledgeRender)
+	register("knowledge render", "print the system prompt factgate injects for a set and scopes (--set ra3-corona --factions 神州,盟军 --map ID)", runKnowledgeRender)
 	register("knowledge export", "print a knowledge set as JSON, a starting point for an overlay (--set ra3)", runKnowledgeExport)
 	register("knowledge list", "list the packs, their knowledge sets and scope values", runKnowledgeList)
 }
@@ -146,13 +147,16 @@ func (s *scopeFlag) String() string     { return strings.Join(*s, " ") }
 func (s *scopeFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func runKnowledgeRender(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newKnowledgeFlags("render", "[--set NAME] [--factions A,B] [--map ID] [--scope DIM=V1,V2]... [--replay FILE] [--overlay FILE]",
-		`Prints exactly the knowledge text factgate renders into the system prompt:
-global entries, then each dimension in the set's order — factions in the order
-given (player order), then maps. Scope values the set does not know are skipped.
+	fs := newKnowledgeFlags("render", "[--set NAME] [--factions A,B] [--map ID] [--scope DIM=V1,V2]... [--replay FILE] [--overlay FILE] [--no-contract] [--rules TEXT | --rules-file FILE] [--custom-prompt-file FILE] [--knowledge-only]",
+		`Prints exactly the system prompt factgate injects (a route's inject block):
+the rendered knowledge — global entries, then each dimension in the set's order,
+factions in the order given (player order), then maps; scope values the set does
+not know are skipped — then the pack's contract (as on a route that validates;
+--no-contract for one that does not), then the additional rules.
 
 --replay reads the set and scopes from an operation log with the pack's header
-rules, as the proxy does for a request; explicit flags override what it reads.`, stderr)
+rules, as the proxy does for a request; explicit flags override what it reads.
+--knowledge-only prints the rendered knowledge alone.`, stderr)
 	setName := fs.String("set", "", "knowledge set to render (ra3, ra3-corona, dnd...); default: from --replay, else the pack's default")
 	factions := fs.String("factions", "", "comma-separated faction scope values in player order (same as --scope factions=...)")
 	mapID := fs.String("map", "", "map scope value (same as --scope maps=...)")
@@ -162,11 +166,20 @@ rules, as the proxy does for a request; explicit flags override what it reads.`,
 	packName := fs.String("pack", "ra3", "pack whose header rules read --replay (when --set is not given)")
 	overlay := fs.String("overlay", "", "apply this user overlay file before rendering")
 	packs := fs.String("packs", "", "folder of user packs to load besides the built-in ones")
+	noContract := fs.Bool("no-contract", false, "leave out the pack's contract (a route that does not validate, or contract: never)")
+	rules := fs.String("rules", "", "additional rules, as the route's additional_rules")
+	rulesFile := fs.String("rules-file", "", "read the additional rules from this file (additional_rules_file)")
+	customFile := fs.String("custom-prompt-file", "", "replace the rendered knowledge with this file (use_custom_system_prompt)")
+	knowledgeOnly := fs.Bool("knowledge-only", false, "print only the rendered knowledge")
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "factgate knowledge render: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *rules != "" && *rulesFile != "" {
+		fmt.Fprintln(stderr, "factgate knowledge render: --rules and --rules-file are exclusive")
 		return 2
 	}
 	reg, err := knowledge.LoadRegistry(*packs)
@@ -224,7 +237,30 @@ rules, as the proxy does for a request; explicit flags override what it reads.`,
 	if set == nil {
 		return code
 	}
-	fmt.Fprint(stdout, knowledge.Render(set, sc))
+	parts := inject.Parts{Knowledge: knowledge.Render(set, sc), AdditionalRules: *rules}
+	if *knowledgeOnly {
+		fmt.Fprint(stdout, parts.Knowledge)
+		return 0
+	}
+	for _, f := range []struct {
+		path string
+		into *string
+	}{{*customFile, &parts.Knowledge}, {*rulesFile, &parts.AdditionalRules}} {
+		if f.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			fmt.Fprintf(stderr, "factgate knowledge render: %v\n", err)
+			return 1
+		}
+		*f.into = string(b)
+	}
+	if !*noContract {
+		_, p := reg.Set(name)
+		parts.Contract = inject.PackContract(p)
+	}
+	fmt.Fprintln(stdout, inject.Compose(parts))
 	return 0
 }
 

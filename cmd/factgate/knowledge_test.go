@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/factgate/factgate/interceptors/inject"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -90,11 +91,15 @@ func TestKnowledgeRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	corona, _ := reg.Set("ra3-corona")
-	want := knowledge.Render(corona, knowledge.Scopes{"factions": {"神州", "盟军"}, "maps": {"map_mp_2_rao1"}})
+	corona, pack := reg.Set("ra3-corona")
+	knowledgeText := knowledge.Render(corona, knowledge.Scopes{"factions": {"神州", "盟军"}, "maps": {"map_mp_2_rao1"}})
+	// The system prompt the proxy injects on a validating route, and a newline.
+	want := inject.Compose(inject.Parts{Knowledge: knowledgeText, Contract: inject.PackContract(pack)}) + "\n"
 	dir := t.TempDir()
 	replay := writeFile(t, dir, "replay.txt", "Mod: corona\n地图: map_mp_2_rao1\n玩家: 青龙 (神州); Blue (盟军)\n[操作记录]\n0:01.00 青龙 选择 [UnitId]1\n")
 	overlay := writeFile(t, dir, "overlay.json", `{"factions": {"神州": {"entries": [{"id": "CelestialMCV", "tags": ["vehicle", "builder"], "text": "### CelestialMCV\n- 专家修正"}]}}}`)
+	custom := writeFile(t, dir, "custom.md", "你是解说。\n")
+	rules := writeFile(t, dir, "rules.md", "- 规则一。\n")
 
 	tests := []struct {
 		name   string
@@ -109,6 +114,14 @@ func TestKnowledgeRender(t *testing.T) {
 		{"from a replay", []string{"--replay", replay}, 0, want, nil, nil},
 		{"flags override the replay", []string{"--replay", replay, "--factions", "盟军"}, 0, "", []string{"## 阵营：盟军"}, []string{"## 阵营：神州"}},
 		{"with an overlay", []string{"--replay", replay, "--overlay", overlay}, 0, "", []string{"专家修正"}, nil},
+		{"knowledge only", []string{"--set", "ra3-corona", "--factions", "神州,盟军", "--map", "map_mp_2_rao1", "--knowledge-only"}, 0, knowledgeText, nil, nil},
+		{"a route that does not validate", []string{"--replay", replay, "--no-contract", "--rules", "- 只用中文。"}, 0,
+			inject.Compose(inject.Parts{Knowledge: knowledgeText, AdditionalRules: "- 只用中文。"}) + "\n", nil, nil},
+		{"rules and custom prompt files", []string{"--set", "ra3", "--no-contract", "--custom-prompt-file", custom, "--rules-file", rules}, 0,
+			"你是解说。\n\n- 规则一。\n", nil, nil},
+		{"the contract follows the knowledge", []string{"--set", "ra3"}, 0, "", []string{"## 通用规则", "[机器可读声明]"}, nil},
+		{"rules twice", []string{"--set", "ra3", "--rules", "a", "--rules-file", rules}, 2, "", nil, nil},
+		{"a missing rules file", []string{"--set", "ra3", "--rules-file", filepath.Join(dir, "nope.md")}, 1, "", nil, nil},
 		{"unknown scope values are skipped", []string{"--set", "ra3", "--factions", "神州"}, 0, "", []string{"## 通用规则"}, []string{"## 阵营"}},
 		{"unknown set", []string{"--set", "ra9"}, 2, "", nil, nil},
 		{"nothing to render", nil, 2, "", nil, nil},

@@ -1,0 +1,37 @@
+package scope
+
+import (
+	"context"
+	"testing"
+
+	"github.com/factgate/factgate/interceptors"
+)
+
+// BenchmarkResolveLargeReplay measures the context stage on a request carrying the
+// 17,797-line operation log (862 KB): finding the user texts, reading their heads,
+// the pack's header rules, and the resolution.
+func BenchmarkResolveLargeReplay(b *testing.B) {
+	r := newResolver(b, nil)
+	body := chatBody(b, replay(b, "allied_vs_soviet.large.txt"), `"temperature":0.3`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ex := &interceptors.Exchange{Body: body}
+		if err := r.OnRequest(context.Background(), ex); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUserTextsLargeReplay measures collecting the full user texts (what the
+// facts stage needs) from the same request.
+func BenchmarkUserTextsLargeReplay(b *testing.B) {
+	body := chatBody(b, replay(b, "allied_vs_soviet.large.txt"), "")
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(UserTexts(body)) != 1 {
+			b.Fatal("no user text")
+		}
+	}
+}

@@ -1,0 +1,401 @@
+package scope
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge"
+)
+
+// Resolver is the context stage: one request phase that resolves the request
+// context (see the package doc), stores it in the exchange (FromExchange), records
+// it in the trace and strips factgate's metadata keys from the outgoing body.
+//
+// It fails closed only for the client's own mistakes — a knowledge set name the
+// route's pack does not have, a malformed header or metadata value — with a 400 in
+// the OpenAI error envelope that names the field and the known sets. Everything
+// else falls through to the next step: a request without an operation log gets the
+// default set, without error.
+type Resolver struct {
+	pack   *knowledge.Pack
+	lib    *knowledge.Library
+	route  Config
+	dims   []string          // every dimension the pack knows, sorted
+	header map[string]string // dimension -> its X-Factgate-Scope-* header name
+	limit  int               // bytes of each user text the pack's context rules read
+}
+
+// New builds the context stage for a route. cfg holds the route's defaults (nil:
+// none); deps.Pack and deps.Library are required. Errors name the offending key.
+func New(cfg *Config, deps interceptors.Deps) (*Resolver, error) {
+	if deps.Pack == nil {
+		return nil, errors.New("the context stage needs the route's pack (set pack)")
+	}
+	if deps.Library == nil {
+		return nil, errors.New("the context stage needs the knowledge library")
+	}
+	r := &Resolver{pack: deps.Pack, lib: deps.Library, header: map[string]string{}}
+	r.dims = packDimensions(deps.Pack, deps.Library)
+	route, err := cfg.validate(deps.Pack, deps.Library, r.dims)
+	if err != nil {
+		return nil, err
+	}
+	r.route = route
+	for _, d := range r.dims {
+		r.header[d] = HeaderScopePrefix + strings.ToUpper(d[:1]) + d[1:]
+	}
+	r.limit = deps.Pack.Context.MaxBytes
+	if r.limit <= 0 {
+		r.limit = knowledge.DefaultContextMaxBytes
+	}
+	r.limit += len("\uFEFF") // the rules trim a byte-order mark before cutting
+	return r, nil
+}
+
+// Name implements interceptors.Interceptor.
+func (r *Resolver) Name() string { return "context" }
+
+// metaItem is one factgate.* metadata member.
+type metaItem struct {
+	key   string // the key as sent, unescaped ("factgate.Factions")
+	name  string // the key without the prefix ("Factions")
+	value string // raw JSON of the value
+}
+
+// OnRequest implements interceptors.RequestPhase.
+func (r *Resolver) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
+	c, meta, notes, err := r.resolve(ex)
+	if err != nil {
+		return err
+	}
+	if len(meta) > 0 {
+		ex.Body = stripMetadata(ex.Body, meta)
+	}
+	Store(ex, c)
+	ex.Trace.Do(func(t *interceptors.Trace) {
+		t.KnowledgeSet = c.KnowledgeSet
+		t.Scopes = c.Scopes
+		t.Session = c.Session
+		t.Notes = append(t.Notes, c.describe())
+		t.Notes = append(t.Notes, notes...)
+	})
+	return nil
+}
+
+// resolve reads the request context and returns it with the factgate.* metadata
+// members (to strip) and remarks for the trace. The context's strings are copies:
+// the body is edited afterwards.
+func (r *Resolver) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
+	body := bytesView(ex.Body)
+	meta := factgateMetadata(body)
+	ext := knowledge.ExtractContextTexts(r.pack, userTextHeads(body, r.limit))
+	c := &Context{Players: ext.Players}
+	var notes []string
+
+	// The knowledge set.
+	if v, ok, err := headerValue(ex.Header, HeaderKnowledgeSet); err != nil {
+		return nil, nil, nil, err
+	} else if ok {
+		if err := r.checkSet(v, HeaderKnowledgeSet, "header "+HeaderKnowledgeSet); err != nil {
+			return nil, nil, nil, err
+		}
+		c.KnowledgeSet, c.SetSource = v, SourceHeader
+	}
+	if c.SetSource == "" {
+		if m, ok := findMeta(meta, "knowledge_set"); ok {
+			v, ok := stringValue(m.value)
+			if !ok {
+				return nil, nil, nil, badMetadata(m.key, "must be a string naming a knowledge set")
+			}
+			if v = strings.TrimSpace(v); v != "" {
+				if err := r.checkSet(v, "metadata."+m.key, "metadata key "+m.key); err != nil {
+					return nil, nil, nil, err
+				}
+				c.KnowledgeSet, c.SetSource = strings.Clone(v), SourceMetadata
+			}
+		}
+	}
+	if c.SetSource == "" && ex.Overrides.KnowledgeSet != "" {
+		if r.pack.Set(ex.Overrides.KnowledgeSet) != nil {
+			c.KnowledgeSet, c.SetSource = ex.Overrides.KnowledgeSet, SourceRoute
+		} else {
+			notes = append(notes, fmt.Sprintf("variant %s's knowledge set %q is not in pack %s; ignored", ex.Overrides.Variant, ex.Overrides.KnowledgeSet, r.pack.Name))
+		}
+	}
+	if c.SetSource == "" && r.route.KnowledgeSet != "" {
+		c.KnowledgeSet, c.SetSource = r.route.KnowledgeSet, SourceRoute
+	}
+	if c.SetSource == "" && ext.SetMatched {
+		if r.pack.Set(ext.KnowledgeSet) != nil {
+			c.KnowledgeSet, c.SetSource = ext.KnowledgeSet, SourceExtracted
+		} else {
+			notes = append(notes, fmt.Sprintf("the request text selects knowledge set %q, which pack %s does not have; using the default", ext.KnowledgeSet, r.pack.Name))
+		}
+	}
+	if c.SetSource == "" {
+		c.KnowledgeSet, c.SetSource = r.pack.DefaultSet, SourceDefault
+		if !ext.SetMatched && ext.KnowledgeSet != "" && r.pack.Set(ext.KnowledgeSet) != nil {
+			c.KnowledgeSet = ext.KnowledgeSet // the set rule's own default
+		}
+	}
+	if c.KnowledgeSet != "" {
+		c.Set, _ = r.lib.Set(c.KnowledgeSet)
+	}
+
+	// The scopes, per dimension.
+	for _, dim := range r.dims {
+		var values []string
+		var src Source
+		if v, ok, err := headerList(ex.Header, r.header[dim]); err != nil {
+			return nil, nil, nil, err
+		} else if ok {
+			values, src = v, SourceHeader
+		} else if m, ok := findMeta(meta, dim); ok {
+			v, ok := listValue(m.value)
+			if !ok {
+				return nil, nil, nil, badMetadata(m.key, "must be a comma-separated string or an array of strings")
+			}
+			if len(v) > 0 {
+				values, src = v, SourceMetadata
+			}
+		}
+		if src == "" {
+			if v := r.route.Scopes[dim]; len(v) > 0 {
+				values, src = v, SourceRoute
+			} else if v := ext.Scopes[dim]; len(v) > 0 {
+				values, src = v, SourceExtracted
+			}
+		}
+		if src == "" {
+			continue
+		}
+		if c.Scopes == nil {
+			c.Scopes, c.ScopeSources = knowledge.Scopes{}, map[string]Source{}
+		}
+		c.Scopes[dim], c.ScopeSources[dim] = values, src
+		if c.Set != nil && (src == SourceHeader || src == SourceMetadata) {
+			for _, v := range values {
+				if !c.Set.HasScope(dim, v) {
+					notes = append(notes, fmt.Sprintf("%s value %q (from the %s) is not in knowledge set %s; it selects no entries", dim, v, src, c.KnowledgeSet))
+				}
+			}
+		}
+	}
+
+	// The session.
+	if v, ok, err := headerValue(ex.Header, HeaderSession); err != nil {
+		return nil, nil, nil, err
+	} else if ok {
+		c.Session = v
+	} else if m, ok := findMeta(meta, "session"); ok {
+		v, ok := stringValue(m.value)
+		if !ok {
+			return nil, nil, nil, badMetadata(m.key, "must be a string")
+		}
+		c.Session = strings.Clone(strings.TrimSpace(v))
+	}
+	for _, m := range meta {
+		if !strings.EqualFold(m.name, "knowledge_set") && !strings.EqualFold(m.name, "session") {
+			if _, ok := findFold(r.dims, m.name); !ok {
+				notes = append(notes, fmt.Sprintf("metadata key %s names no scope dimension of pack %s (have: %s); stripped and ignored", m.key, r.pack.Name, strings.Join(r.dims, ", ")))
+			}
+		}
+	}
+	return c, meta, notes, nil
+}
+
+// checkSet fails with a 400 when name is not a knowledge set of the route's pack.
+func (r *Resolver) checkSet(name, param, where string) error {
+	if r.pack.Set(name) != nil {
+		return nil
+	}
+	known := r.pack.SetNames()
+	e := interceptors.Errorf(400, "invalid_request_error", "unknown_knowledge_set",
+		"unknown knowledge set %q in %s: this route (pack %s) has %s", name, where, r.pack.Name, strings.Join(known, ", "))
+	if len(known) == 0 {
+		e.Message = fmt.Sprintf("unknown knowledge set %q in %s: this route's pack %s has no knowledge sets", name, where, r.pack.Name)
+	}
+	e.Param = param
+	return e
+}
+
+// describe renders the context for the trace: where each item came from.
+func (c *Context) describe() string {
+	var b strings.Builder
+	b.WriteString("context: knowledge set ")
+	b.WriteString(c.KnowledgeSet)
+	b.WriteString(" (")
+	b.WriteString(string(c.SetSource))
+	b.WriteString(")")
+	if c.Set != nil && c.Set.Version > 0 {
+		fmt.Fprintf(&b, " overlay v%d", c.Set.Version)
+	}
+	for _, dim := range slices.Sorted(maps.Keys(c.Scopes)) {
+		fmt.Fprintf(&b, "; %s %s (%s)", dim, strings.Join(c.Scopes[dim], ","), c.ScopeSources[dim])
+	}
+	if len(c.Players) > 0 {
+		b.WriteString("; players")
+		for i, p := range c.Players {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " %s (%s)", p.Name, p.Scope)
+		}
+	}
+	if c.Session != "" {
+		b.WriteString("; session ")
+		b.WriteString(c.Session)
+	}
+	return b.String()
+}
+
+// headerValue reads one percent-encoded header value; ok is false when the header is
+// absent or blank.
+func headerValue(h interceptors.HeaderReader, name string) (string, bool, error) {
+	if h == nil {
+		return "", false, nil
+	}
+	raw := h.Peek(name)
+	if len(raw) == 0 {
+		return "", false, nil
+	}
+	v, err := unescapeHeader(name, string(raw))
+	if err != nil {
+		return "", false, err
+	}
+	v = strings.TrimSpace(v)
+	return v, v != "", nil
+}
+
+// headerList reads a comma-separated list of percent-encoded values (a comma inside
+// a value is sent as %2C); ok is false when it holds no value.
+func headerList(h interceptors.HeaderReader, name string) ([]string, bool, error) {
+	if h == nil {
+		return nil, false, nil
+	}
+	raw := h.Peek(name)
+	if len(raw) == 0 {
+		return nil, false, nil
+	}
+	parts := strings.Split(string(raw), ",")
+	for i, p := range parts {
+		v, err := unescapeHeader(name, p)
+		if err != nil {
+			return nil, false, err
+		}
+		parts[i] = v
+	}
+	values := dedupe(parts)
+	return values, len(values) > 0, nil
+}
+
+// unescapeHeader decodes a percent-encoded header value, which must decode to UTF-8.
+func unescapeHeader(name, v string) (string, error) {
+	d, err := url.PathUnescape(v)
+	if err == nil && !utf8.ValidString(d) {
+		err = fmt.Errorf("%q does not decode to UTF-8", v)
+	}
+	if err != nil {
+		e := interceptors.Errorf(400, "invalid_request_error", "invalid_factgate_header",
+			"header %s: the value is not valid percent-encoding (%v); send non-ASCII values as percent-escaped UTF-8, e.g. %%E7%%9B%%9F%%E5%%86%%9B for 盟军", name, err)
+		e.Param = name
+		return "", e
+	}
+	return d, nil
+}
+
+func badMetadata(key, want string) error {
+	e := interceptors.Errorf(400, "invalid_request_error", "invalid_factgate_metadata", "metadata key %s %s", key, want)
+	e.Param = "metadata." + key
+	return e
+}
+
+// factgateMetadata returns the members of the body's metadata object whose keys
+// start with "factgate." (any case), in order.
+func factgateMetadata(body string) []metaItem {
+	m, ok := member(body, "metadata")
+	if !ok {
+		return nil
+	}
+	var out []metaItem
+	eachMember(m.raw, func(k string, v span) bool {
+		key := jsonKey(k)
+		if len(key) >= len(MetadataPrefix) && strings.EqualFold(key[:len(MetadataPrefix)], MetadataPrefix) {
+			key = strings.Clone(key)
+			out = append(out, metaItem{key: key, name: key[len(MetadataPrefix):], value: v.raw})
+		}
+		return true
+	})
+	return out
+}
+
+// findMeta returns the factgate.<name> member, name in any case; the last one
+// when the key is repeated (as a JSON decoder would read it).
+func findMeta(meta []metaItem, name string) (metaItem, bool) {
+	for i := len(meta) - 1; i >= 0; i-- {
+		if strings.EqualFold(meta[i].name, name) {
+			return meta[i], true
+		}
+	}
+	return metaItem{}, false
+}
+
+// listValue reads a scope list: a comma-separated string or an array of strings.
+// The strings are copies.
+func listValue(raw string) ([]string, bool) {
+	if s, ok := stringValue(raw); ok {
+		return dedupe(strings.Split(strings.Clone(s), ",")), true
+	}
+	if raw == "" || raw[0] != '[' {
+		return nil, false
+	}
+	var out []string
+	valid := true
+	eachElement(raw, func(v span) bool {
+		s, ok := stringValue(v.raw)
+		if !ok {
+			valid = false
+			return false
+		}
+		out = append(out, strings.Clone(s))
+		return true
+	})
+	if !valid {
+		return nil, false
+	}
+	return dedupe(out), true
+}
+
+// stripMetadata removes the factgate.* members from the body's metadata object,
+// and the metadata object itself when nothing else is left in it. Every other byte
+// of the body is kept.
+func stripMetadata(body []byte, meta []metaItem) []byte {
+	for _, m := range meta {
+		if b, err := sjson.DeleteBytes(body, "metadata."+gjson.Escape(m.key)); err == nil {
+			body = b
+		}
+	}
+	if md, ok := member(bytesView(body), "metadata"); ok {
+		empty := true
+		eachMember(md.raw, func(string, span) bool { empty = false; return false })
+		if empty && strings.HasPrefix(md.raw, "{") {
+			if b, err := sjson.DeleteBytes(body, "metadata"); err == nil {
+				body = b
+			}
+		}
+	}
+	return body
+}
+
+// Interface guard.
+var _ interceptors.RequestPhase = (*Resolver)(nil)

@@ -1,0 +1,86 @@
+package scope
+
+import "strings"
+
+// UserTexts returns the texts of the request's user messages, in order: a string
+// content is one text; an array content gives one text per part of type "text".
+// Other roles, other part types and non-string texts are skipped. The strings are
+// copies: they do not alias body. A body without messages gives nil.
+//
+// It reads the body with a raw scanner (no decode into structs, no unescaping of
+// anything but the texts returned), so interceptors that need the user's text (the
+// facts, the context rules) can call it on every request.
+func UserTexts(body []byte) []string {
+	var out []string
+	eachUserText(bytesView(body), func(raw string) bool {
+		s, _ := stringValue(raw)
+		if len(s) > 0 && strings.IndexByte(raw, '\\') < 0 {
+			s = strings.Clone(s) // s aliases body
+		}
+		out = append(out, s)
+		return true
+	})
+	return out
+}
+
+// userTextHeads returns the first limit bytes (at least; the context rules cut
+// again) of each user text, decoded. The strings may alias body, so they must not
+// outlive the request phase; knowledge.ExtractContextTexts copies what it keeps.
+func userTextHeads(body string, limit int) []string {
+	var out []string
+	eachUserText(body, func(raw string) bool {
+		inner := raw[1 : len(raw)-1]
+		head := inner
+		if len(head) > limit {
+			head = head[:limit]
+		}
+		if strings.IndexByte(head, '\\') < 0 {
+			out = append(out, head)
+		} else {
+			out = append(out, unescape(inner, limit))
+		}
+		return true
+	})
+	return out
+}
+
+// eachUserText calls fn with the raw JSON string of each user text, in order.
+func eachUserText(body string, fn func(raw string) bool) {
+	ml, ok := findMessages(body)
+	if !ok {
+		return
+	}
+	for _, m := range ml.Items {
+		if m.Role != "user" || m.ContentEnd == 0 {
+			continue
+		}
+		content := body[m.ContentStart:m.ContentEnd]
+		switch content[0] {
+		case '"':
+			if !fn(content) {
+				return
+			}
+		case '[':
+			more := true
+			eachElement(content, func(part span) bool {
+				var typ, text span
+				eachMember(part.raw, func(k string, v span) bool {
+					switch {
+					case jsonKeyIs(k, "type"):
+						typ = v
+					case jsonKeyIs(k, "text"):
+						text = v
+					}
+					return true
+				})
+				if t, _ := stringValue(typ.raw); t == "text" && len(text.raw) >= 2 && text.raw[0] == '"' {
+					more = fn(text.raw)
+				}
+				return more
+			})
+			if !more {
+				return
+			}
+		}
+	}
+}

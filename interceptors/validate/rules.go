@@ -1,0 +1,338 @@
+package validate
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/claims"
+	"github.com/factgate/factgate/interceptors/facts"
+	"github.com/factgate/factgate/knowledge"
+)
+
+// The op fields an evidence parameter can compare with (knowledge.FactRules.Evidence).
+const (
+	fieldUnit  = "unit"
+	fieldUnits = "units"
+	fieldAsset = "asset"
+	fieldPower = "power"
+)
+
+// The levels recommendations name (canonical spellings claims.ParseLevel reads).
+var (
+	levelPossible  = claims.Possible.String()
+	levelUncertain = claims.Uncertain.String()
+	levelRuledOut  = claims.RuledOut.String()
+)
+
+// unitClaim applies every rule to one unit claim: its evidence items first (one
+// issue per item), then the claim-level rules.
+func (r *run) unitClaim(u *claims.UnitClaim) {
+	r.evidenceItems(u.Evidence)
+	confident := u.Level.AtLeastHighlyLikely()
+	if confident && len(u.Evidence) == 0 {
+		r.add(finding{issue: newIssue(CodeNoEvidence, interceptors.WeakEvidence, u.Path,
+			interceptors.Recommendation{EvidenceLevel: levelPossible},
+			"claim", u.Claim, "level", u.Level.String(), "unit", unitText(u)),
+			units: unitList(u)})
+	}
+	if u.Level.Hedged() && len(u.Alternatives) == 0 && len(u.NeedsConfirmation) == 0 {
+		r.add(finding{issue: newIssue(CodeNoAlternatives, interceptors.Warning, u.Path,
+			interceptors.Recommendation{},
+			"unit", unitText(u), "claim", u.Claim, "level", u.Level.String()),
+			units: unitList(u)})
+	}
+	if !u.HasUnitID {
+		return
+	}
+	id := u.UnitID
+	unit := strconv.FormatInt(id, 10)
+	var owners []string
+	observed := false
+	if r.hasFacts {
+		observed = r.ix.Observed(id)
+		owners = r.ix.UnitPlayers(id)
+		if !observed {
+			r.add(finding{issue: newIssue(CodeUnitNotObserved, interceptors.Warning, u.Path,
+				interceptors.Recommendation{EvidenceLevel: levelUncertain},
+				"unit", unit, "player", u.Player, "claim", u.Claim),
+				assets: nonEmpty(u.Claim)})
+		}
+		if u.Player != "" {
+			known := r.knownPlayer(u.Player)
+			if !known || (len(owners) > 0 && !slices.Contains(owners, u.Player)) {
+				owner := ""
+				if known {
+					owner = strings.Join(owners, r.c.sep)
+				}
+				r.add(finding{issue: newIssue(CodePlayerMismatch, interceptors.Contradiction, u.Path,
+					interceptors.Recommendation{EvidenceLevel: levelUncertain},
+					"unit", unit, "player", u.Player, "owner", owner, "claim", u.Claim),
+					units: []int64{id}})
+			}
+		}
+	}
+	if u.Claim == "" {
+		return
+	}
+	// The player whose faction and productions the identity rules look at: the one
+	// the claim names, else the one on whose lines the unit appears.
+	player := u.Player
+	if player == "" && len(owners) == 1 {
+		player = owners[0]
+	}
+	scope := r.scopeOf(player)
+	judged := scope != "" && r.set != nil && r.set.HasScope(r.c.dim, scope)
+	known := judged && r.set.Has(r.c.dim, scope, u.Claim)
+	if judged && !known {
+		r.add(finding{issue: newIssue(CodeAssetUnknown, interceptors.Warning, u.Path,
+			interceptors.Recommendation{},
+			"asset", u.Claim, "player", player, "scope", scope, "unit", unit),
+			units: []int64{id}})
+	}
+	ruledOut := u.Level.RulesOut()
+	if r.hasFacts && known && !ruledOut {
+		r.powerMismatch(u, id, unit, scope)
+	}
+	if r.hasFacts && !ruledOut && player != "" {
+		r.beforeProduction(u, id, unit, player)
+	}
+	if !confident || !r.hasFacts {
+		return
+	}
+	if r.isBuilder(u.Claim, scope, judged) && !r.ix.ActedAs(id, facts.RoleBuilder) {
+		r.add(finding{issue: newIssue(CodeBuilderNotObserved, interceptors.WeakEvidence, u.Path,
+			interceptors.Recommendation{EvidenceLevel: levelPossible},
+			"unit", unit, "asset", u.Claim, "player", player),
+			units: []int64{id}})
+	}
+	if known {
+		r.ambiguous(u, id, unit, scope)
+	}
+}
+
+// claim applies the rules of event and timeline claims: their evidence items and
+// claim.no_evidence.
+func (r *run) claim(c *claims.Claim) {
+	r.evidenceItems(c.Evidence)
+	if c.Level.AtLeastHighlyLikely() && len(c.Evidence) == 0 {
+		r.add(finding{issue: newIssue(CodeNoEvidence, interceptors.WeakEvidence, c.Path,
+			interceptors.Recommendation{EvidenceLevel: levelPossible},
+			"claim", c.Claim, "level", c.Level.String())})
+	}
+}
+
+// evidenceItems checks each structured item against the facts — at every level: a
+// false citation is false whatever the claim concludes — and records in r.matched
+// which items matched. One issue per item, the first that applies:
+// evidence.out_of_range, power.not_used, evidence.not_in_replay.
+func (r *run) evidenceItems(items []claims.Evidence) {
+	r.matched = r.matched[:0]
+	for i := range items {
+		r.matched = append(r.matched, r.evidenceItem(&items[i]))
+	}
+}
+
+func (r *run) evidenceItem(ev *claims.Evidence) bool {
+	if !ev.Structured || !r.hasFacts {
+		return false
+	}
+	fields, _ := r.ix.EvidenceFields(ev.Type)
+	rec := interceptors.Recommendation{EvidenceLevel: levelUncertain}
+	if ev.Time-r.end > r.tol {
+		r.addItem(ev, fields, newIssue(CodeOutOfRange, interceptors.Contradiction, ev.Path, rec,
+			"evidence", ev.Raw, "type", ev.Type, "time", interceptors.FormatClock(ev.Time), "end", interceptors.FormatClock(r.end)))
+		return false
+	}
+	if r.ix.HasRole(ev.Type, facts.RolePower) {
+		unit, uok := unitParam(ev, fields)
+		power := param(ev, fields, fieldPower)
+		if uok && power != "" && !r.ix.UsedPower(unit, power) {
+			r.addItem(ev, fields, newIssue(CodePowerNotUsed, interceptors.Contradiction, ev.Path, rec,
+				"unit", strconv.FormatInt(unit, 10), "power", power, "evidence", ev.Raw,
+				"used", strings.Join(r.ix.UnitPowers(unit), r.c.sep), "time", interceptors.FormatClock(ev.Time)))
+			return false
+		}
+	}
+	if _, ok := r.ix.Match(facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}, r.tol); !ok {
+		r.addItem(ev, fields, newIssue(CodeNotInReplay, interceptors.Contradiction, ev.Path, rec,
+			"evidence", ev.Raw, "type", ev.Type, "time", interceptors.FormatClock(ev.Time)))
+		return false
+	}
+	return true
+}
+
+// addItem adds an evidence item's issue; its related facts are about the units,
+// assets and powers the item names.
+func (r *run) addItem(ev *claims.Evidence, fields []string, is interceptors.Issue) {
+	f := finding{issue: is}
+	f.units, f.assets, f.powers = itemSubjects(ev, fields)
+	r.add(f)
+}
+
+// itemSubjects returns the units, assets and powers an evidence item names, for its
+// related facts.
+func itemSubjects(ev *claims.Evidence, fields []string) (units []int64, assets, powers []string) {
+	for i, f := range fields {
+		if i >= len(ev.Params) {
+			break
+		}
+		switch f {
+		case fieldUnit, fieldUnits:
+			if u, err := strconv.ParseInt(ev.Params[i], 10, 64); err == nil {
+				units = append(units, u)
+			}
+		case fieldAsset:
+			assets = append(assets, ev.Params[i])
+		case fieldPower:
+			powers = append(powers, ev.Params[i])
+		}
+	}
+	return units, assets, powers
+}
+
+// powerMismatch: the unit used a power that some asset of the player's faction
+// carries and the claimed asset does not. Knowledge of other factions is never
+// consulted, so an incomplete faction cannot produce a false Contradiction.
+func (r *run) powerMismatch(u *claims.UnitClaim, id int64, unit, scope string) {
+	for _, power := range r.ix.UnitPowers(id) {
+		tag := knowledge.SpecialPowerTag(power)
+		carriers := r.set.AssetsWithTag(r.c.dim, scope, tag)
+		if len(carriers) == 0 || r.set.HasTag(r.c.dim, scope, u.Claim, tag) {
+			continue
+		}
+		r.add(finding{issue: newIssue(CodePowerMismatch, interceptors.Contradiction, u.Path,
+			interceptors.Recommendation{EvidenceLevel: levelRuledOut, Alternatives: slices.Clone(carriers)},
+			"unit", unit, "asset", u.Claim, "power", power, "alternatives", strings.Join(carriers, r.c.sep), "scope", scope),
+			units: []int64{id}, powers: []string{power}})
+		return
+	}
+}
+
+// beforeProduction: the player produced the claimed asset (producer operations;
+// structures are built, not produced), and the unit was observed strictly before
+// the first such production.
+func (r *run) beforeProduction(u *claims.UnitClaim, id int64, unit, player string) {
+	produced, ok := r.ix.FirstProduction(player, u.Claim)
+	if !ok {
+		return
+	}
+	first, ok := r.ix.FirstObserved(id)
+	if !ok || first >= produced {
+		return
+	}
+	r.add(finding{issue: newIssue(CodeBeforeProduction, interceptors.Contradiction, u.Path,
+		interceptors.Recommendation{EvidenceLevel: levelRuledOut},
+		"unit", unit, "asset", u.Claim, "player", player,
+		"time", interceptors.FormatClock(first), "produced", interceptors.FormatClock(produced)),
+		units: []int64{id}, assets: []string{u.Claim}})
+}
+
+// isBuilder reports whether the claimed asset carries the builder tag: in the
+// player's faction when it is known (judged), else in any scope of the set.
+func (r *run) isBuilder(asset, scope string, judged bool) bool {
+	if r.set == nil {
+		return false
+	}
+	if judged {
+		return r.set.HasTag(r.c.dim, scope, asset, builderTag)
+	}
+	for _, e := range r.set.Lookup(asset) {
+		if e.Entry.HasTag(builderTag) {
+			return true
+		}
+	}
+	return false
+}
+
+// ambiguous: among the evidence items about the claimed unit itself that matched
+// the facts, one is a power that two or more assets of the faction carry (the
+// claimed asset among them — otherwise asset.power_mismatch speaks), and none
+// identifies the unit (it built, placed, produced or was sold).
+func (r *run) ambiguous(u *claims.UnitClaim, id int64, unit, scope string) {
+	var shared string
+	var carriers []string
+	for i := range u.Evidence {
+		ev := &u.Evidence[i]
+		if !r.matched[i] {
+			continue
+		}
+		fields, _ := r.ix.EvidenceFields(ev.Type)
+		if n, ok := unitParam(ev, fields); !ok || n != id {
+			continue
+		}
+		if r.ix.HasRole(ev.Type, facts.RoleBuilder) || r.ix.HasRole(ev.Type, facts.RoleProducer) || r.ix.HasRole(ev.Type, facts.RoleSell) {
+			return
+		}
+		if shared != "" || !r.ix.HasRole(ev.Type, facts.RolePower) {
+			continue
+		}
+		power := param(ev, fields, fieldPower)
+		if power == "" {
+			continue
+		}
+		tag := knowledge.SpecialPowerTag(power)
+		cs := r.set.AssetsWithTag(r.c.dim, scope, tag)
+		if len(cs) >= 2 && slices.Contains(cs, u.Claim) {
+			shared, carriers = power, cs
+		}
+	}
+	if shared == "" {
+		return
+	}
+	others := make([]string, 0, len(carriers)-1)
+	for _, a := range carriers {
+		if a != u.Claim {
+			others = append(others, a)
+		}
+	}
+	r.add(finding{issue: newIssue(CodeAmbiguous, interceptors.WeakEvidence, u.Path,
+		interceptors.Recommendation{EvidenceLevel: levelPossible, Alternatives: others},
+		"unit", unit, "asset", u.Claim, "power", shared, "level", u.Level.String(),
+		"alternatives", strings.Join(others, r.c.sep)),
+		units: []int64{id}, powers: []string{shared}})
+}
+
+// unitParam returns the item's UnitId parameter (the first "unit" or "units"
+// field), and false when it has none or it is not an integer.
+func unitParam(ev *claims.Evidence, fields []string) (int64, bool) {
+	for i, f := range fields {
+		if (f == fieldUnit || f == fieldUnits) && i < len(ev.Params) {
+			n, err := strconv.ParseInt(ev.Params[i], 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// param returns the item's parameter compared with field, or "".
+func param(ev *claims.Evidence, fields []string, field string) string {
+	for i, f := range fields {
+		if f == field && i < len(ev.Params) {
+			return ev.Params[i]
+		}
+	}
+	return ""
+}
+
+func unitText(u *claims.UnitClaim) string {
+	if u.HasUnitID {
+		return strconv.FormatInt(u.UnitID, 10)
+	}
+	return u.UnitIDRaw
+}
+
+func unitList(u *claims.UnitClaim) []int64 {
+	if u.HasUnitID {
+		return []int64{u.UnitID}
+	}
+	return nil
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
