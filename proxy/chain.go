@@ -5,6 +5,11 @@ import (
 	"sort"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/facts"
+	"github.com/factgate/factgate/interceptors/inject"
+	"github.com/factgate/factgate/interceptors/revise"
+	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -24,6 +29,31 @@ type RouteInterceptors struct {
 	Pack string `yaml:"pack"`
 
 	// --- interceptor blocks (each owned by its package) ---
+
+	// Context sets the route's request-context defaults: knowledge_set and scopes
+	// ({maps: [map_mp_2_rao1]}), below the client's X-Factgate-* headers and
+	// metadata, above what the pack's rules read from the request. The context
+	// stage runs on every route with a pack, with or without this block.
+	Context *scope.Config `yaml:"context"`
+
+	// Inject puts the rendered knowledge, the pack's contract (when the route
+	// validates) and additional rules into one system message at the front of the
+	// request. Present (even empty: `inject: {}`) turns injection on.
+	Inject *inject.Config `yaml:"inject"`
+
+	// Facts tunes the fact index of the request's operation log (tiers, session
+	// merge, bounds). The facts stage runs on every route whose pack has fact rules
+	// and that validates or has this block; absent means the defaults.
+	Facts *facts.Config `yaml:"facts"`
+
+	// Revise is the hidden revision (PRODUCT.md §9): threshold, max_revisions,
+	// budget, relevant_facts_lines. A route with a validate block gets the revision
+	// step even without this block, with the defaults.
+	Revise *revise.Config `yaml:"revise"`
+
+	// Validate checks answers against the request's facts and the knowledge set
+	// (PRODUCT.md §8). Present (even empty: `validate: {}`) turns validation on.
+	Validate *validate.Config `yaml:"validate"`
 }
 
 // stage builds one interceptor of a route's chain; it returns nil when the route
@@ -37,6 +67,40 @@ var stages = []struct {
 	build stage
 }{
 	// --- stages (in chain order) ---
+	// context resolves the knowledge set, scopes, players and session first: every
+	// later stage reads it (scope.FromExchange).
+	{"context", buildContext},
+	// facts comes right after context (it reads the session) and starts the
+	// index in the background, so it overlaps the upstream call.
+	{"facts", buildFacts},
+	// inject edits the outgoing system prompt once the context is known.
+	{"inject", buildInject},
+	// revise runs its response phase after semantic and validate: it sees the
+	// draft's issues and may replace the answer.
+	{"revise", buildRevise},
+	// validate stays last: its response phase runs first, so every later response
+	// phase (semantic, revise, experiment) sees the draft's issues.
+	{"validate", func(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
+		if rc.Interceptors.Validate == nil {
+			return nil, nil
+		}
+		return validate.New(*rc.Interceptors.Validate, deps)
+	}},
+}
+
+// buildFacts builds the facts stage: on for a route whose pack has fact rules and
+// that validates or has a facts block. A facts block on a route without fact
+// rules is a config error.
+func buildFacts(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
+	cfg := rc.Interceptors.Facts
+	hasRules := deps.Pack != nil && deps.Pack.Facts != nil
+	switch {
+	case cfg == nil && (rc.Interceptors.Validate == nil || !hasRules):
+		return nil, nil
+	case cfg == nil:
+		cfg = &facts.Config{}
+	}
+	return facts.New(*cfg, deps)
 }
 
 // buildChains builds every route's chain from its config.
@@ -106,4 +170,45 @@ func (s *Server) newLibrary() (*knowledge.Library, error) {
 		return nil, fmt.Errorf("knowledge.overlays: %w", err)
 	}
 	return lib, nil
+}
+
+// buildRevise builds the revision step: on for a route with a revise or a validate
+// block (a validating route revises with the defaults). The claims block is
+// stripped per the validate block's strip_claims, judged by whether inject put the
+// contract into the request.
+func buildRevise(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
+	v := rc.Interceptors.Validate
+	if rc.Interceptors.Revise == nil && v == nil {
+		return nil, nil
+	}
+	opts := revise.Options{ContractInjected: inject.ContractInjected}
+	if v != nil {
+		opts.Strip = revise.StripMode(v.StripClaims)
+	}
+	return revise.New(rc.Interceptors.Revise, deps, opts)
+}
+
+// buildContext builds the context stage: on for every route with a pack. A context
+// block on a route without a pack is a config error.
+func buildContext(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
+	if deps.Pack == nil {
+		if rc.Interceptors.Context != nil {
+			return nil, fmt.Errorf("a context block needs the route's pack (set pack)")
+		}
+		return nil, nil
+	}
+	return scope.New(rc.Interceptors.Context, deps)
+}
+
+// buildInject builds the inject stage: on for a route with an inject block. The
+// contract's auto mode follows whether the route validates (has a validate block
+// that is not switched off with enabled: false).
+func buildInject(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
+	if rc.Interceptors.Inject == nil {
+		return nil, nil
+	}
+	cfg := *rc.Interceptors.Inject
+	v := rc.Interceptors.Validate
+	cfg.RouteValidates = v != nil && v.Settings().Enabled
+	return inject.New(&cfg, deps)
 }

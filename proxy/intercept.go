@@ -27,6 +27,9 @@ type routeCaller struct {
 	header   *fasthttp.RequestHeader // the client's headers, copied
 	maxBody  int
 	waitedNs *atomic.Int64 // shared by every caller of one request
+	// live, when set, makes the exchange's first upstream call stream and forward
+	// its reasoning to the client (stream_reasoning); later calls never stream.
+	live *liveEvents
 }
 
 // Complete implements interceptors.Upstream.
@@ -123,6 +126,9 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		s.saveTrace(ex)
 	}
 
+	if stream && rt.streamReason {
+		caller.live = newLiveEvents()
+	}
 	if !stream {
 		o := s.runChain(ctx, rt, ex)
 		status, code := s.writeOutcome(rc, o, caller, start, false, includeUsage)
@@ -135,14 +141,17 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	done := make(chan outcome, 1)
 	go func() { done <- s.runChain(ctx, rt, ex) }()
 	interval := time.Duration(s.cfg.Server.KeepaliveInterval)
-	timer := time.NewTimer(interval)
-	select {
-	case o := <-done:
-		timer.Stop()
-		status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
-		finish(status, code)
-		return
-	case <-timer.C:
+	// With live reasoning the stream is committed at once, so reasoning can flow.
+	if caller.live == nil {
+		timer := time.NewTimer(interval)
+		select {
+		case o := <-done:
+			timer.Stop()
+			status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
+			finish(status, code)
+			return
+		case <-timer.C:
+		}
 	}
 	rc.SetStatusCode(200)
 	rc.SetContentType("text/event-stream")
@@ -153,8 +162,9 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		done:    done,
 		ticker:  time.NewTicker(interval),
 		pending: []byte(keepAlive),
+		live:    caller.live,
 		render: func(o outcome) ([]byte, int, string) {
-			return s.renderHeldOutcome(rt, o, includeUsage)
+			return s.renderHeldOutcome(rt, o, includeUsage, caller.live != nil)
 		},
 	}
 	hs.finish = func(clientGone bool) {
@@ -178,6 +188,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 type heldStream struct {
 	done     <-chan outcome
 	ticker   *time.Ticker
+	live     *liveEvents // reasoning forwarded live; nil without stream_reasoning
 	pending  []byte
 	render   func(outcome) ([]byte, int, string)
 	finish   func(clientGone bool)
@@ -192,10 +203,22 @@ func (h *heldStream) Read(p []byte) (int, error) {
 		if h.finished {
 			return 0, io.EOF
 		}
+		var liveReady <-chan struct{}
+		if h.live != nil {
+			liveReady = h.live.ready
+		}
 		select {
 		case o := <-h.done:
-			h.pending, h.status, h.code = h.render(o)
+			var rendered []byte
+			rendered, h.status, h.code = h.render(o)
+			if h.live != nil {
+				// Reasoning still queued goes out before the answer.
+				h.pending = h.live.drain(h.pending[:0])
+			}
+			h.pending = append(h.pending, rendered...)
 			h.finished = true
+		case <-liveReady:
+			h.pending = h.live.drain(h.pending[:0])
 		case <-h.ticker.C:
 			h.pending = append(h.pending[:0], keepAlive...)
 		}
@@ -218,7 +241,8 @@ func (h *heldStream) CloseWithError(werr error) error {
 
 // renderHeldOutcome renders a finished chain as the rest of an event stream whose
 // headers are already sent: the answer's chunks, or an error event.
-func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage bool) ([]byte, int, string) {
+// With liveReasoning the reasoning already went out and is not repeated.
+func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReasoning bool) ([]byte, int, string) {
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
 	status, code := 200, ""
@@ -235,7 +259,11 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage bool) ([]b
 		}
 		_ = writeStreamError(w, env)
 	default:
-		_ = writeCompletionStream(w, s.finalBody(o.ex), includeUsage, s.cfg.Server.StreamChunkRunes)
+		body := s.finalBody(o.ex)
+		if liveReasoning {
+			body = withoutReasoning(body)
+		}
+		_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes)
 	}
 	_ = w.Flush()
 	return buf.Bytes(), status, code
@@ -271,7 +299,13 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 			body, _ = sjson.SetBytes(body, "stream", false)
 			body, _ = sjson.DeleteBytes(body, "stream_options")
 		}
-		resp, err := ex.Upstream.Complete(ctx, body)
+		var resp *interceptors.Response
+		var err error
+		if c, ok := ex.Upstream.(*routeCaller); ok && c.live != nil {
+			resp, err = c.completeForwardingReasoning(ctx, body, c.live)
+		} else {
+			resp, err = ex.Upstream.Complete(ctx, body)
+		}
 		ex.Response, ex.UpstreamErr = resp, err
 		if resp.OK() {
 			ex.Usage = ex.Usage.Add(resp.Usage())

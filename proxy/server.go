@@ -278,6 +278,7 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		s.traces = cacheTraces{c: s.cache, ttl: time.Duration(cfg.Traces.TTL), content: cfg.Traces.Content == nil || *cfg.Traces.Content}
 	}
 	s.apiPrefix["/factgate/v1/traces/"] = s.handleTrace
+	s.HandleAPI("/factgate/v1/check", s.checkHandler())
 	for _, o := range s.late {
 		if err := o(s); err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
+	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/proxy"
 	"github.com/factgate/factgate/proxy/mockupstream"
@@ -37,7 +39,13 @@ routes:
     models: [ra3-analyst]
     upstream: mock
     upstream_model: deepseek-chat
-  - name: default
+  - name: ra3-knowledge
+    models: [ra3-knowledge]
+    upstream: mock
+    upstream_model: deepseek-chat
+    pack: ra3
+    inject: {}
+%REVISION_ROUTE%  - name: default
     default: true
     upstream: mock
 `
@@ -87,11 +95,12 @@ func startDemo() (*demo, error) {
 	if err != nil {
 		return nil, err
 	}
+	script.Rules = append(demoRevisionRules(), script.Rules...)
 	mock := mockupstream.New(mockupstream.Options{Script: script, Record: true})
 	if err := mock.Start("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("starting the mock upstream: %w", err)
 	}
-	cfg, err := proxy.ParseConfig([]byte(strings.ReplaceAll(demoConfig, "%MOCK%", mock.URL())), "demo")
+	cfg, err := proxy.ParseConfig([]byte(strings.NewReplacer("%MOCK%", mock.URL(), "%REVISION_ROUTE%", demoRevisionRoute).Replace(demoConfig)), "demo")
 	if err != nil {
 		mock.Close()
 		return nil, err
@@ -184,6 +193,13 @@ func (d *demo) run(ctx context.Context, w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(w, "   %d events, content equals the non-streamed answer: %v\n", events, content.String() == resp.Choices[0].Message.Content)
+
+	if err := d.runInjection(ctx, w); err != nil {
+		return err
+	}
+	if err := d.runRevision(ctx, w); err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "\nPoint any OpenAI client at the proxy's /v1 and nothing else changes.")
 	return nil
 }
@@ -199,4 +215,96 @@ func modelOf(body []byte) string {
 		return rest[:j]
 	}
 	return ""
+}
+
+// --- knowledge injection ---
+
+// demoReplay is the sample operation log the demo sends (a copy of the project's
+// fixture ra3/replays/allied_vs_soviet.txt).
+//
+//go:embed demodata/allied_vs_soviet.txt
+var demoReplay string
+
+// runInjection sends the sample replay through a route with the ra3 pack and an
+// inject block, then shows what the proxy resolved (from the request's trace) and
+// the system prompt the upstream received (from the mock's record).
+func (d *demo) runInjection(ctx context.Context, w io.Writer) error {
+	fmt.Fprintf(w, "\n3. Knowledge injection: the sample replay (%d lines) through route \"ra3-knowledge\" (pack ra3, inject):\n", strings.Count(demoReplay, "\n"))
+	req := goopenai.ChatCompletionRequest{
+		Model: "ra3-knowledge",
+		Messages: []goopenai.ChatCompletionMessage{
+			{Role: "system", Content: "你是红警 3 录像分析助手。"},
+			{Role: "user", Content: "请分析这局录像。\n" + demoReplay},
+		},
+	}
+	if _, err := d.client().CreateChatCompletion(ctx, req); err != nil {
+		return fmt.Errorf("chat completion with the replay: %w", err)
+	}
+	tr, err := d.trace(ctx, d.hdrs.Get("X-Factgate-Trace-Id"))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "   resolved from the log's header lines: knowledge set %s, factions %s (player order), map %s\n",
+		gjson.GetBytes(tr, "knowledge_set").Str, joinJSON(gjson.GetBytes(tr, "scopes.factions")), joinJSON(gjson.GetBytes(tr, "scopes.maps")))
+	recs := d.mock.Requests()
+	if len(recs) == 0 {
+		return errors.New("the mock upstream recorded no request")
+	}
+	msgs := gjson.GetBytes(recs[len(recs)-1].Body, "messages").Array()
+	if len(msgs) == 0 || msgs[0].Get("role").Str != "system" {
+		return errors.New("the upstream request has no injected system message")
+	}
+	prompt := msgs[0].Get("content").Str
+	fmt.Fprintf(w, "   the upstream received %d messages; the first is the injected system prompt, %d bytes, %d lines:\n", len(msgs), len(prompt), strings.Count(prompt, "\n")+1)
+	lines := strings.Split(prompt, "\n")
+	for _, line := range lines[:min(6, len(lines))] {
+		fmt.Fprintf(w, "     | %s\n", line)
+	}
+	fmt.Fprintln(w, "     | ...")
+	var sections []string
+	for _, line := range lines {
+		if strings.HasPrefix(line, "## ") {
+			sections = append(sections, strings.TrimPrefix(line, "## "))
+		}
+	}
+	fmt.Fprintf(w, "   its sections: %s\n", strings.Join(sections, " · "))
+	if i := strings.Index(prompt, "## 应用的补充要求"); i >= 0 {
+		fmt.Fprintf(w, "   the app's own system message is merged at the end: %q\n", strings.TrimSpace(prompt[i:]))
+	}
+	fmt.Fprintln(w, "   (factgate knowledge render --replay FILE --no-contract prints the same prompt, without the app's part)")
+	return nil
+}
+
+// trace fetches a request's trace from the proxy (traces are stored just after the
+// answer, so it waits a moment for it).
+func (d *demo) trace(ctx context.Context, id string) ([]byte, error) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.base+"/factgate/v1/traces/"+id, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("fetching trace %s: %w", id, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode == http.StatusOK {
+			return b, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("fetching trace %s: status %d: %s", id, resp.StatusCode, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// joinJSON joins a JSON array of strings with ", ".
+func joinJSON(r gjson.Result) string {
+	var out []string
+	for _, v := range r.Array() {
+		out = append(out, v.Str)
+	}
+	return strings.Join(out, ", ")
 }

@@ -1,0 +1,40 @@
+// Package revise is the hidden revision (PRODUCT.md §9, seed 001's "Validation
+// Philosophy"): a response phase that runs after validation and, when the draft
+// has an issue at or above the route's threshold, silently has the model revise
+// its answer before the client sees anything.
+//
+// # What it does
+//
+//   - Repair: when the draft has no claims block (Fatal claims.missing), one
+//     request asks only for the block (the pack's repair template); the block is
+//     appended to the draft after the marker and the combined answer is validated.
+//   - Revision: a request built from the original outgoing request (which already
+//     carries the injected system prompt) plus the latest eligible attempt as the
+//     assistant turn and one user turn rendered from the pack's revision template:
+//     the numbered issues (most severe first; every issue from WeakEvidence up,
+//     or from the threshold when it is lower) with their recommendations, and the
+//     relevant facts (RelevantFacts). No history grows: each revision is built from
+//     the original messages and one answer.
+//   - Bounds: max_revisions calls (the repair is not counted), a wall-clock budget
+//     for all hidden calls, and an early stop when a revision has the same issues
+//     (Issue.Key) as the answer it revised.
+//   - Best attempt: an attempt that adds contradictions the draft did not have, or
+//     drops a claim nobody flagged (unitId+claim, or the claim text), may not win;
+//     then a revision that leaks (revision.leak: a pack leak phrase its prose holds
+//     more often than the draft's) loses to any that does not; then the fewest
+//     issues by severity, most severe first; the earlier attempt on a tie.
+//   - Downgrade: when flags remain in the returned attempt, each flagged claim (see
+//     Downgraded) gets the recommended evidence level (never a higher one) and
+//     alternatives, edited into the claims JSON with sjson; the prose is untouched.
+//   - Finalize: the claims block is stripped when the proxy injected the contract
+//     (strip_claims auto), always or never; the revision calls' usage is added to
+//     the exchange's; headers X-Factgate-Revisions and X-Factgate-Issues; the
+//     trace's attempts, final outcome and downgrades; metrics.
+//
+// # Failure
+//
+// It fails open. A hidden call that times out, fails, answers non-2xx or with a
+// body that is not JSON or has no content ends the loop; the best attempt so far
+// is returned (downgraded), with status 200, and the trace says why. A client that
+// goes away cancels the call in flight (the proxy's context) and the request ends.
+package revise

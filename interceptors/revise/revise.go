@@ -1,0 +1,617 @@
+package revise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/claims"
+	"github.com/factgate/factgate/knowledge"
+)
+
+// The attempt kinds recorded in the trace.
+const (
+	KindDraft    = "draft"
+	KindRevision = "revision"
+	KindRepair   = "repair"
+)
+
+// The final outcomes recorded in the trace (Final.Outcome) and in
+// factgate_revisions_total.
+const (
+	// OutcomeAccepted: the draft had no issue at or above the threshold; no hidden
+	// call was made and the draft was returned as it was (claims block aside).
+	OutcomeAccepted = "accepted"
+	// OutcomeResolved: a revision or repair left no issue at or above the threshold.
+	OutcomeResolved = "resolved"
+	// OutcomeImproved: the returned revision has fewer severe issues than the draft,
+	// but some remain; its flagged claims were downgraded.
+	OutcomeImproved = "improved"
+	// OutcomeDowngraded: no attempt beat the draft (or revisions are off); the
+	// draft's flagged claims were downgraded.
+	OutcomeDowngraded = "downgraded"
+	// OutcomeFailed: a hidden call failed (timeout, non-2xx, malformed or empty
+	// answer); the best attempt so far was returned, downgraded.
+	OutcomeFailed = "failed"
+)
+
+// CodeLeak is the issue a revised answer gets when it betrays the revision or
+// apologises (PRODUCT.md §8).
+const CodeLeak = "revision.leak"
+
+// ValidatorName is the Validator of the issues this package reports.
+const ValidatorName = "revise"
+
+// Header names set on the client's response.
+const (
+	HeaderRevisions = "X-Factgate-Revisions"
+	HeaderIssues    = "X-Factgate-Issues"
+)
+
+// Options wire the revision step to the rest of the route's chain.
+type Options struct {
+	// Strip is the route's strip_claims mode (from the validate block). "" means
+	// StripAuto.
+	Strip StripMode
+	// ContractInjected reports whether the proxy injected the claims contract into
+	// the exchange's request (inject.ContractInjected). Nil means "never", so under
+	// StripAuto the claims block is always kept.
+	ContractInjected func(ex *interceptors.Exchange) bool
+}
+
+// Revise is the hidden revision (PRODUCT.md §9): a response phase that runs after
+// validation, sees the draft's issues in ex.Issues and, when one reaches the
+// threshold, has the model revise its answer — bounded in calls and time — then
+// returns the best attempt, downgraded where flags remain, as if it were the first.
+//
+// It fails open: no failure of a hidden call (timeout, non-2xx status, malformed
+// or empty answer) fails the client's request; the best attempt so far is returned
+// and the trace says why. Only a client that went away (ctx cancelled) ends the
+// request with the context's error. It is safe for concurrent use.
+type Revise struct {
+	route    string
+	pack     *knowledge.Pack
+	parser   *claims.Parser // nil when the pack has no claims contract
+	cfg      settings
+	strip    StripMode
+	injected func(*interceptors.Exchange) bool
+	leaks    []string // lower-cased leak phrases
+	// leakIndex maps leaks to the pack's LeakPhrases (as written).
+	leakIndex []int
+	metrics   *metrics
+	log       *slog.Logger
+}
+
+// New builds the revision step of a route from its config (nil: every default)
+// and the route's pack, which must have a revision template; the pack's claims
+// contract, when it has one, is what downgrades and stripping edit. Metrics are
+// registered on deps.Metrics (nil: none).
+func New(cfg *Config, deps interceptors.Deps, opts Options) (*Revise, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Pack == nil {
+		return nil, errors.New("the hidden revision needs the route's pack (set pack:)")
+	}
+	if deps.Pack.Revision == nil || deps.Pack.Revision.Tmpl == nil {
+		return nil, fmt.Errorf("pack %s has no revision template (revision.template in its pack.yaml)", deps.Pack.Name)
+	}
+	if !opts.Strip.valid() {
+		return nil, fmt.Errorf("strip_claims: unknown mode %q (want auto, always or never)", string(opts.Strip))
+	}
+	r := &Revise{
+		route:    deps.Route,
+		pack:     deps.Pack,
+		cfg:      cfg.settings(),
+		strip:    opts.Strip,
+		injected: opts.ContractInjected,
+		metrics:  newMetrics(deps.Metrics),
+		log:      deps.Log,
+	}
+	if r.strip == "" {
+		r.strip = StripAuto
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if deps.Pack.Claims != nil {
+		var evidence map[string][]string
+		if deps.Pack.Facts != nil {
+			evidence = deps.Pack.Facts.Evidence
+		}
+		p, err := claims.NewParser(deps.Pack.Claims, evidence)
+		if err != nil {
+			return nil, fmt.Errorf("pack %s: %w", deps.Pack.Name, err)
+		}
+		r.parser = p
+	}
+	for i, ph := range deps.Pack.Revision.LeakPhrases {
+		if ph = strings.ToLower(strings.TrimSpace(ph)); ph != "" {
+			r.leaks = append(r.leaks, ph)
+			r.leakIndex = append(r.leakIndex, i)
+		}
+	}
+	return r, nil
+}
+
+// Name implements interceptors.Interceptor.
+func (r *Revise) Name() string { return "revise" }
+
+// attempt is one answer of the request: the draft, a revision or the repair.
+type attempt struct {
+	kind    string
+	content string
+	issues  []interceptors.Issue
+	counts  interceptors.SeverityCounts
+	leaked  bool
+	// trace is the attempt's index in the trace's attempts.
+	trace int
+	// excluded says why the attempt may not win ("" when it may): it introduced
+	// new contradictions or dropped claims that were not flagged.
+	excluded string
+	// finish is the attempt's finish_reason ("" for the draft: kept as it is).
+	finish string
+}
+
+// run is the state of one request's revision.
+type run struct {
+	r        *Revise
+	ex       *interceptors.Exchange
+	cfg      settings
+	deadline time.Time
+	// reference is what later attempts are compared with: the draft, or the
+	// repaired draft when the draft had no claims block.
+	reference *attempt
+	// flagged are the claims (paths) of the reference the revision requests name;
+	// the other claims must survive a revision.
+	flagged map[string]bool
+	// kept are the identities of the reference's unflagged claims.
+	kept     []claimIdentity
+	attempts []*attempt
+	calls    int   // hidden calls made
+	tokens   int64 // tokens of the hidden calls
+	failure  string
+}
+
+// OnResponse implements interceptors.ResponsePhase.
+func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) error {
+	if ex.Response == nil || !ex.Response.OK() || len(ex.Validators) == 0 {
+		return nil
+	}
+	cfg := r.cfg
+	if t := ex.Overrides.Threshold; t != nil {
+		cfg.threshold = *t
+	}
+	if m := ex.Overrides.MaxRevisions; m != nil {
+		cfg.maxRevisions = max(0, min(*m, MaxRevisionsLimit))
+	}
+	ru := &run{r: r, ex: ex, cfg: cfg, deadline: time.Now().Add(cfg.budget)}
+	draftIssues := ex.DraftIssues
+	if draftIssues == nil {
+		draftIssues = ex.Issues
+		ex.DraftIssues = draftIssues
+	}
+	draft := ru.draft(ex.Response.Content(), draftIssues)
+	if ru.triggered(draft) {
+		ru.setReference(draft)
+		if err := ru.loop(ctx); err != nil {
+			return err
+		}
+	}
+	ru.finish(draft)
+	return nil
+}
+
+// triggered reports an issue at or above the threshold. (A revision that leaks is
+// revised again too, see loop, but a leak alone never triggers the first one: the
+// draft cannot leak.)
+func (ru *run) triggered(a *attempt) bool { return a.counts.AtLeast(ru.cfg.threshold) > 0 }
+
+// loop makes the hidden calls: the repair when the claims block is missing, then
+// revisions until one resolves every flag, max_revisions is reached, the budget is
+// spent, the issues repeat or a call fails. It returns an error only when the
+// client went away.
+func (ru *run) loop(ctx context.Context) error {
+	if ru.cfg.maxRevisions == 0 || ru.ex.Upstream == nil {
+		reason := "max_revisions is 0"
+		if ru.ex.Upstream == nil {
+			reason = "no upstream to call"
+		}
+		ru.ex.Trace.Note("revise: no hidden call (" + reason + "); flagged claims are downgraded")
+		return nil
+	}
+	basis := ru.reference
+	if missingClaims(basis) {
+		if ru.r.pack.Revision.RepairTmpl == nil {
+			ru.ex.Trace.Note("revise: the claims block is missing and pack " + ru.r.pack.Name + " has no repair template; revising instead")
+		} else {
+			a, err := ru.repair(ctx, basis)
+			if err != nil {
+				return err
+			}
+			if a == nil {
+				return nil
+			}
+			if a.excluded == "" && !missingClaims(a) {
+				ru.setReference(a)
+				basis = a
+			}
+		}
+	}
+	for revisions := 0; revisions < ru.cfg.maxRevisions && (ru.triggered(basis) || basis.leaked); revisions++ {
+		if !time.Now().Before(ru.deadline) {
+			ru.ex.Trace.Note(fmt.Sprintf("revise: the budget of %s is spent; no further revision", ru.cfg.budget))
+			return nil
+		}
+		a, err := ru.revise(ctx, basis)
+		if err != nil {
+			return err
+		}
+		if a == nil {
+			return nil
+		}
+		if sameKeys(ru.listed(a), ru.listed(basis)) {
+			ru.ex.Trace.Note("revise: the revision has the same issues as the answer it revised; stopping")
+			return nil
+		}
+		// Building on an attempt that dropped claims or added contradictions would
+		// compound the loss: the next revision starts again from the last good one.
+		if a.excluded == "" {
+			basis = a
+		}
+	}
+	return nil
+}
+
+// missingClaims reports a Fatal claims.missing issue: the answer has no claims block.
+func missingClaims(a *attempt) bool {
+	for _, is := range a.issues {
+		if is.Code == claims.CodeMissing && is.Severity == interceptors.Fatal {
+			return true
+		}
+	}
+	return false
+}
+
+// draft records the first answer.
+func (ru *run) draft(content string, issues []interceptors.Issue) *attempt {
+	a := &attempt{kind: KindDraft, content: content, issues: issues, counts: interceptors.CountSeverities(issues), trace: -1}
+	ex := ru.ex
+	ex.Trace.Do(func(t *interceptors.Trace) {
+		// The validator may have recorded the draft already.
+		if len(t.Attempts) > 0 && t.Attempts[0].Kind == KindDraft {
+			a.trace = 0
+			return
+		}
+		t.Attempts = append(t.Attempts, interceptors.Attempt{
+			Kind:         KindDraft,
+			Issues:       issues,
+			Counts:       a.counts.String(),
+			RequestBytes: len(ex.Body),
+			Duration:     interceptors.Duration(ex.Response.Duration),
+			Usage:        ex.Response.Usage(),
+			Content:      content,
+		})
+		a.trace = len(t.Attempts) - 1
+	})
+	ru.attempts = append(ru.attempts, a)
+	return a
+}
+
+// setReference makes a the attempt later ones are compared with.
+func (ru *run) setReference(a *attempt) {
+	ru.reference = a
+	ru.flagged = map[string]bool{}
+	for _, is := range ru.listed(a) {
+		if p := claims.ClaimPath(is.Path); p != "" {
+			ru.flagged[p] = true
+		}
+	}
+	ru.kept = ru.r.identities(a.content, ru.flagged)
+}
+
+// listFloor is the least severe issue a revision request lists: WeakEvidence
+// (Info issues are diagnostics only), or the threshold when it is lower.
+func (ru *run) listFloor() interceptors.Severity {
+	return min(ru.cfg.threshold, interceptors.WeakEvidence)
+}
+
+// listed returns the issues of a that a revision request names, most severe
+// first (in the validator's order within one severity).
+func (ru *run) listed(a *attempt) []interceptors.Issue {
+	floor := ru.listFloor()
+	out := make([]interceptors.Issue, 0, len(a.issues))
+	for s := interceptors.Fatal; s >= floor; s-- {
+		for _, is := range a.issues {
+			if is.Severity == s {
+				out = append(out, is)
+			}
+		}
+	}
+	return out
+}
+
+// sameKeys reports two issue lists with the same set of keys.
+func sameKeys(a, b []interceptors.Issue) bool {
+	set := make(map[string]int, len(a))
+	for _, is := range a {
+		set[is.Key()] |= 1
+	}
+	for _, is := range b {
+		set[is.Key()] |= 2
+	}
+	for _, v := range set {
+		if v != 3 {
+			return false
+		}
+	}
+	return true
+}
+
+// revise makes one revision call built from the original request and basis. It
+// returns nil (and records why) when the call failed, and an error only when the
+// client went away.
+func (ru *run) revise(ctx context.Context, basis *attempt) (*attempt, error) {
+	data := ru.revisionData(basis)
+	turn, err := ru.r.pack.RenderRevision(data)
+	if err != nil {
+		ru.fail(fmt.Sprintf("rendering the revision request: %v", err))
+		return nil, nil
+	}
+	body, err := revisionBody(ru.ex.Body, basis.content, turn)
+	if err != nil {
+		ru.fail(fmt.Sprintf("building the revision request: %v", err))
+		return nil, nil
+	}
+	content, resp, ok, err := ru.call(ctx, KindRevision, body)
+	if !ok {
+		return nil, err
+	}
+	return ru.record(ctx, KindRevision, content, resp, len(body))
+}
+
+// repair asks only for the missing claims block of basis and appends it.
+func (ru *run) repair(ctx context.Context, basis *attempt) (*attempt, error) {
+	turn, err := ru.r.pack.RenderRepair(knowledge.RevisionData{Marker: ru.marker()})
+	if err != nil {
+		ru.fail(fmt.Sprintf("rendering the repair request: %v", err))
+		return nil, nil
+	}
+	body, err := revisionBody(ru.ex.Body, basis.content, turn)
+	if err != nil {
+		ru.fail(fmt.Sprintf("building the repair request: %v", err))
+		return nil, nil
+	}
+	reply, resp, ok, err := ru.call(ctx, KindRepair, body)
+	if !ok {
+		return nil, err
+	}
+	combined, found := ru.r.appendClaims(basis.content, reply)
+	if !found {
+		ru.ex.Trace.Note("revise: the repair answer holds no claims block; the draft is kept")
+	}
+	return ru.record(ctx, KindRepair, combined, resp, len(body))
+}
+
+func (ru *run) marker() string {
+	if ru.r.parser == nil {
+		return ""
+	}
+	return ru.r.parser.Marker()
+}
+
+// call sends one hidden request within the budget. ok is false when it failed;
+// err is non-nil only when the client went away.
+func (ru *run) call(ctx context.Context, kind string, body []byte) (content string, resp *interceptors.Response, ok bool, err error) {
+	ex := ru.ex
+	ru.calls++
+	ex.Revisions++
+	callCtx, cancel := context.WithDeadline(ctx, ru.deadline)
+	defer cancel()
+	start := time.Now()
+	resp, err = ex.Upstream.Complete(callCtx, body)
+	elapsed := time.Since(start)
+	failed := func(why string) (string, *interceptors.Response, bool, error) {
+		a := interceptors.Attempt{Kind: kind, RequestBytes: len(body), Duration: interceptors.Duration(elapsed), Error: why, Counts: "-"}
+		if resp != nil && resp.OK() {
+			a.Usage = resp.Usage()
+		}
+		ex.Trace.AddAttempt(a)
+		ru.fail(kind + " call failed: " + why)
+		return "", nil, false, nil
+	}
+	switch {
+	case ctx.Err() != nil:
+		ex.Trace.AddAttempt(interceptors.Attempt{Kind: kind, RequestBytes: len(body), Duration: interceptors.Duration(elapsed), Error: "the client went away", Counts: "-"})
+		ex.Trace.Note("revise: the client went away during the " + kind + "; every call was cancelled")
+		return "", nil, false, ctx.Err()
+	case err != nil && (errors.Is(err, context.DeadlineExceeded) || callCtx.Err() != nil):
+		return failed(fmt.Sprintf("the revision budget of %s was spent waiting for the upstream", ru.cfg.budget))
+	case err != nil:
+		return failed(err.Error())
+	case !resp.OK():
+		return failed("the upstream answered with status " + strconv.Itoa(resp.Status))
+	case !gjson.ValidBytes(resp.Body):
+		return failed("the upstream's answer is not valid JSON")
+	}
+	ru.addUsage(resp.Usage())
+	content = resp.Content()
+	if strings.TrimSpace(content) == "" {
+		return failed("the upstream's answer has no content")
+	}
+	return content, resp, true, nil
+}
+
+func (ru *run) addUsage(u interceptors.Usage) {
+	ru.ex.Usage = ru.ex.Usage.Add(u)
+	ru.tokens += int64(u.TotalTokens)
+}
+
+// fail records why the loop stopped on a failure.
+func (ru *run) fail(why string) {
+	if ru.failure == "" {
+		ru.failure = why
+	}
+	ru.ex.Trace.Note("revise: " + why)
+}
+
+// record validates a new attempt, checks it for leaks and against the reference,
+// and adds it to the trace.
+func (ru *run) record(ctx context.Context, kind, content string, resp *interceptors.Response, requestBytes int) (*attempt, error) {
+	ex := ru.ex
+	issues, errs := ex.ValidateAnswer(ctx, content)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if len(errs) > 0 {
+		ex.Trace.Do(func(t *interceptors.Trace) { t.ValidationIncomplete = true })
+		for _, err := range errs {
+			ex.Trace.Note("revise: validating the " + kind + ": " + err.Error())
+		}
+	}
+	a := &attempt{kind: kind, content: content, finish: gjson.GetBytes(resp.Body, "choices.0.finish_reason").Str}
+	if kind == KindRevision {
+		if phrase, ok := ru.r.leak(ru.attempts[0].content, content); ok {
+			a.leaked = true
+			issues = append(issues, ru.r.leakIssue(phrase))
+		}
+	}
+	a.issues = issues
+	a.counts = interceptors.CountSeverities(issues)
+	a.excluded = ru.exclusion(a)
+	a.trace = ex.Trace.AddAttempt(interceptors.Attempt{
+		Kind:         kind,
+		Issues:       issues,
+		Counts:       a.counts.String(),
+		RequestBytes: requestBytes,
+		Duration:     interceptors.Duration(resp.Duration),
+		Usage:        resp.Usage(),
+		Leaked:       a.leaked,
+		Content:      content,
+		Error:        a.excluded,
+	})
+	ru.attempts = append(ru.attempts, a)
+	return a, nil
+}
+
+// exclusion says why a may not win: it introduced contradictions the reference
+// did not have, or dropped claims the reference had and nobody flagged.
+func (ru *run) exclusion(a *attempt) string {
+	if a.kind == KindRepair {
+		return ""
+	}
+	had := map[string]bool{}
+	for _, is := range ru.reference.issues {
+		had[is.Key()] = true
+	}
+	var added []string
+	for _, is := range a.issues {
+		if is.Severity >= interceptors.Contradiction && !had[is.Key()] {
+			added = append(added, is.Code+" at "+is.Path)
+		}
+	}
+	if len(added) > 0 {
+		return "not eligible: new contradictions (" + strings.Join(added, ", ") + ")"
+	}
+	if lost := ru.r.dropped(ru.kept, a.content); len(lost) > 0 {
+		return "not eligible: dropped unflagged claims (" + strings.Join(lost, ", ") + ")"
+	}
+	return ""
+}
+
+// best returns the attempt to return: an eligible one before an excluded one, a
+// non-leaking one before a leaking one, then the fewest issues by severity (most
+// severe first); the earlier attempt on a tie. The draft is always eligible and
+// never leaks, so an excluded or leaking attempt never beats it.
+func (ru *run) best() *attempt {
+	b := ru.attempts[0]
+	for _, a := range ru.attempts[1:] {
+		if better(a, b) {
+			b = a
+		}
+	}
+	return b
+}
+
+func better(a, b *attempt) bool {
+	if (a.excluded == "") != (b.excluded == "") {
+		return a.excluded == ""
+	}
+	if a.leaked != b.leaked {
+		return !a.leaked
+	}
+	return a.counts.Compare(b.counts) < 0
+}
+
+// finish picks the returned attempt, downgrades what remains flagged, strips the
+// claims block when the client did not ask for it, and sets the headers, the trace's
+// outcome and the metrics.
+func (ru *run) finish(draft *attempt) {
+	ex := ru.ex
+	best := ru.best()
+	outcome := OutcomeAccepted
+	switch {
+	case !ru.triggered(draft):
+	case !ru.triggered(best):
+		outcome = OutcomeResolved
+	case ru.failure != "":
+		outcome = OutcomeFailed
+	case best != draft && best.counts.Compare(draft.counts) < 0:
+		outcome = OutcomeImproved
+	default:
+		outcome = OutcomeDowngraded
+	}
+	content := best.content
+	var downgrades []interceptors.Downgrade
+	if outcome != OutcomeAccepted {
+		var notes []string
+		content, downgrades, notes = ru.r.downgrade(content, best.issues, ru.cfg.threshold)
+		for _, n := range notes {
+			ex.Trace.Note("revise: " + n)
+		}
+	}
+	if ru.stripClaims() {
+		content = ru.r.stripClaims(content)
+	}
+	if content != draft.content || best != draft {
+		if err := ex.Response.SetContent(content); err != nil {
+			ex.Trace.Note("revise: replacing the answer failed: " + err.Error())
+		} else if best.finish != "" {
+			if b, err := sjson.SetBytes(ex.Response.Body, "choices.0.finish_reason", best.finish); err == nil {
+				ex.Response.Body = b
+			}
+		}
+	}
+	ex.Issues = best.issues
+	ex.SetHeader(HeaderRevisions, strconv.Itoa(ex.Revisions))
+	ex.SetHeader(HeaderIssues, "draft="+draft.counts.String()+";final="+best.counts.String())
+	ex.Trace.Do(func(t *interceptors.Trace) {
+		t.Final = &interceptors.FinalOutcome{Attempt: best.trace, Outcome: outcome, Counts: best.counts.String()}
+		t.Downgrades = append(t.Downgrades, downgrades...)
+	})
+	ru.r.metrics.observe(ru.r.route, outcome, ru.calls, ru.tokens, best.counts)
+}
+
+// stripClaims reports whether the client's answer loses its claims block.
+func (ru *run) stripClaims() bool {
+	switch ru.r.strip {
+	case StripAlways:
+		return true
+	case StripNever:
+		return false
+	}
+	return ru.r.injected != nil && ru.r.injected(ru.ex)
+}
+
+var (
+	_ interceptors.Interceptor   = (*Revise)(nil)
+	_ interceptors.ResponsePhase = (*Revise)(nil)
+)

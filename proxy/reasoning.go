@@ -1,0 +1,304 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/interceptors"
+)
+
+// Live reasoning (route option stream_reasoning): for a streaming client on an
+// intercepted route, the draft's upstream call streams; its reasoning_content
+// deltas reach the client at once as chunk events, while the content is
+// accumulated and assembled into a chat.completion body for the response phases
+// (validation, the hidden revision). Only content is validated and revised, so the
+// reasoning the client already saw never needs taking back. Revisions and other
+// hidden calls do not stream. The client's stream is committed before the chain
+// runs, so the X-Factgate-* headers other than the trace id cannot follow: the
+// trace has them.
+
+// liveEvents queues SSE events produced by the upstream reader for the client's
+// stream. The queue is unbounded: the upstream answer it comes from is bounded by
+// max_response_body.
+type liveEvents struct {
+	mu    sync.Mutex
+	buf   []byte
+	ready chan struct{} // signalled (cap 1) when buf has data
+}
+
+func newLiveEvents() *liveEvents { return &liveEvents{ready: make(chan struct{}, 1)} }
+
+func (l *liveEvents) push(event []byte) {
+	l.mu.Lock()
+	l.buf = append(l.buf, event...)
+	l.mu.Unlock()
+	select {
+	case l.ready <- struct{}{}:
+	default:
+	}
+}
+
+// drain appends the queued events to dst and empties the queue.
+func (l *liveEvents) drain(dst []byte) []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	dst = append(dst, l.buf...)
+	l.buf = l.buf[:0]
+	return dst
+}
+
+// completeForwardingReasoning makes the draft's upstream call as a stream,
+// forwards reasoning_content deltas to live, and returns the answer assembled as a
+// non-streaming chat.completion. An upstream that answers without an event stream
+// (an error status, or a provider that ignores "stream") is returned as it came.
+func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []byte, live *liveEvents) (*interceptors.Response, error) {
+	body, _ = sjson.SetBytes(body, "stream", true)
+	body, _ = sjson.SetBytes(body, "stream_options.include_usage", true)
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetRequestURIBytes(c.up.targetURI(make([]byte, 0, 64), []byte("/v1/chat/completions"), nil))
+	c.s.copyRequestHeaders(&req.Header, c.header, c.up, true)
+	req.Header.SetContentType("application/json")
+	req.SetBodyRaw(body)
+	start := time.Now()
+	cl, err := c.up.do(ctx, req, resp, isStreamed, c.maxBody)
+	if err != nil {
+		c.waitedNs.Add(int64(time.Since(start)))
+		return nil, err
+	}
+	out := &interceptors.Response{Status: resp.StatusCode()}
+	for k, v := range resp.Header.All() {
+		if skipResponseHeader(k) || (cl.stream && equalFold(string(k), "Content-Type")) {
+			continue
+		}
+		out.Header = append(out.Header, [2]string{string(k), string(v)})
+	}
+	if !cl.stream {
+		out.Body = append([]byte(nil), resp.Body()...)
+		cl.Close(true)
+		out.Duration = time.Since(start)
+		c.waitedNs.Add(int64(out.Duration))
+		return out, nil
+	}
+	asm := &streamAssembly{live: live, max: c.maxBody}
+	stream := cl.body()
+	err = asm.read(stream)
+	complete := false
+	if err == nil {
+		// Read past [DONE] to the body's end, so the connection can be reused.
+		n, derr := io.Copy(io.Discard, io.LimitReader(stream, 64<<10+1))
+		complete = derr == nil && n <= 64<<10
+	}
+	cl.Close(complete)
+	out.Duration = time.Since(start)
+	c.waitedNs.Add(int64(out.Duration))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("reading the upstream's event stream: %w", err)
+	}
+	out.Body = asm.completion()
+	out.Header = append(out.Header, [2]string{"Content-Type", "application/json"})
+	return out, nil
+}
+
+// streamAssembly accumulates a chat.completion.chunk stream.
+type streamAssembly struct {
+	live    *liveEvents
+	max     int
+	size    int
+	head    gjson.Result // the first chunk: id, created, model, system_fingerprint
+	choices []*choiceAssembly
+	usage   string // raw usage object, "" when none came
+}
+
+type choiceAssembly struct {
+	role      string
+	content   bytes.Buffer
+	reasoning bytes.Buffer
+	finish    string // raw finish_reason
+}
+
+var errStreamTooLarge = errors.New("the answer exceeds max_response_body")
+
+// read consumes the event stream until [DONE] or its end.
+func (a *streamAssembly) read(r io.Reader) error {
+	br := bufio.NewReaderSize(r, 16<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// An event longer than the buffer: gather it whole.
+			full := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				full = append(full, line...)
+				if a.max > 0 && len(full) > a.max {
+					return errStreamTooLarge
+				}
+			}
+			line = full
+		}
+		if len(line) > 0 {
+			if done, perr := a.line(bytes.TrimRight(line, "\r\n")); perr != nil || done {
+				return perr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// line handles one line of the stream; done reports [DONE].
+func (a *streamAssembly) line(line []byte) (done bool, err error) {
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return false, nil // comments, event names, blank separators
+	}
+	data = bytes.TrimSpace(data)
+	if string(data) == "[DONE]" {
+		return true, nil
+	}
+	if !gjson.ValidBytes(data) {
+		return false, errors.New("an event's data is not valid JSON")
+	}
+	a.size += len(data)
+	if a.max > 0 && a.size > a.max {
+		return false, errStreamTooLarge
+	}
+	chunk := gjson.ParseBytes(data)
+	if e := chunk.Get("error"); e.Exists() {
+		return false, fmt.Errorf("the upstream sent an error event: %s", e.Get("message").String())
+	}
+	if !a.head.Exists() {
+		a.head = gjson.Parse(string(data)) // a copy: data is the reader's buffer
+	}
+	if u := chunk.Get("usage"); u.IsObject() {
+		a.usage = u.Raw
+	}
+	var live []byte
+	chunk.Get("choices").ForEach(func(_, ch gjson.Result) bool {
+		idx := int(ch.Get("index").Int())
+		if idx < 0 || idx > 127 {
+			return true
+		}
+		for len(a.choices) <= idx {
+			a.choices = append(a.choices, &choiceAssembly{})
+		}
+		c := a.choices[idx]
+		d := ch.Get("delta")
+		if r := d.Get("role").Str; r != "" {
+			c.role = r
+		}
+		c.content.WriteString(d.Get("content").Str)
+		if rc := d.Get("reasoning_content").Str; rc != "" {
+			c.reasoning.WriteString(rc)
+			live = a.appendReasoningEvent(live, chunk, idx, rc)
+		}
+		if f := ch.Get("finish_reason"); f.Exists() && f.Type != gjson.Null {
+			c.finish = f.Raw
+		}
+		return true
+	})
+	if len(live) > 0 && a.live != nil {
+		a.live.push(live)
+	}
+	return false, nil
+}
+
+// appendReasoningEvent renders one reasoning delta as a chunk event for the client.
+func (a *streamAssembly) appendReasoningEvent(dst []byte, chunk gjson.Result, idx int, text string) []byte {
+	dst = append(dst, `data: {"id":`...)
+	dst = appendRawOr(dst, chunk.Get("id"), `"chatcmpl-factgate"`)
+	dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
+	dst = appendRawOr(dst, chunk.Get("created"), "0")
+	dst = append(dst, `,"model":`...)
+	dst = appendRawOr(dst, chunk.Get("model"), `""`)
+	dst = append(dst, `,"choices":[{"index":`...)
+	dst = strconv.AppendInt(dst, int64(idx), 10)
+	dst = append(dst, `,"delta":{"role":"assistant","reasoning_content":`...)
+	dst = appendJSONString(dst, text)
+	dst = append(dst, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n"...)
+	return dst
+}
+
+// completion assembles the chat.completion body.
+func (a *streamAssembly) completion() []byte {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"id":`...)
+	b = appendRawOr(b, a.head.Get("id"), `"chatcmpl-factgate"`)
+	b = append(b, `,"object":"chat.completion","created":`...)
+	b = appendRawOr(b, a.head.Get("created"), "0")
+	b = append(b, `,"model":`...)
+	b = appendRawOr(b, a.head.Get("model"), `""`)
+	if sf := a.head.Get("system_fingerprint"); sf.Exists() {
+		b = append(b, `,"system_fingerprint":`...)
+		b = append(b, sf.Raw...)
+	}
+	b = append(b, `,"choices":[`...)
+	if len(a.choices) == 0 {
+		a.choices = append(a.choices, &choiceAssembly{})
+	}
+	for i, c := range a.choices {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		role := c.role
+		if role == "" {
+			role = "assistant"
+		}
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"message":{"role":`...)
+		b = appendJSONString(b, role)
+		b = append(b, `,"content":`...)
+		b = appendJSONString(b, c.content.String())
+		if c.reasoning.Len() > 0 {
+			b = append(b, `,"reasoning_content":`...)
+			b = appendJSONString(b, c.reasoning.String())
+		}
+		b = append(b, `},"finish_reason":`...)
+		if c.finish == "" {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, c.finish...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if a.usage != "" {
+		b = append(b, `,"usage":`...)
+		b = append(b, a.usage...)
+	}
+	return append(b, '}')
+}
+
+// withoutReasoning removes every choice's reasoning_content (already streamed
+// live) from a chat.completion body.
+func withoutReasoning(body []byte) []byte {
+	n := len(gjson.GetBytes(body, "choices").Array())
+	for i := range n {
+		if b, err := sjson.DeleteBytes(body, "choices."+strconv.Itoa(i)+".message.reasoning_content"); err == nil {
+			body = b
+		}
+	}
+	return body
+}
