@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	_ "embed"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -156,21 +158,44 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
-// benchScript answers every chat completion with a fixed ~300-byte answer.
+// benchCleanAnswer is a correct analysis of the sample replay with seven unit
+// claims, one event and one timeline claim: validation finds nothing to revise,
+// so the validating route makes exactly one upstream call.
+//
+//go:embed demodata/clean_answer.md
+var benchCleanAnswer string
+
+// benchScript answers a request carrying an operation log with the clean
+// analysis, and every other chat completion with a fixed ~300-byte answer.
 func benchScript() *mockupstream.Script {
-	s, err := mockupstream.ParseScript([]byte(`
-default:
-  content: "PlayerA 在 1:24 打包主基地并向地图中央迁移，1:41 在新位置展开；中期建造机场，9:10 生产第一架世纪轰炸机。这是基准测试的固定回答，长度约三百字节。"
-  usage: {prompt_tokens: 512, completion_tokens: 64}
-`), "bench")
-	if err != nil {
-		panic(err)
+	s := &mockupstream.Script{
+		Rules: []mockupstream.Rule{{
+			Name:   "analysis",
+			Match:  mockupstream.Match{LastUser: `\[操作记录\]`},
+			Answer: &mockupstream.Answer{Content: benchCleanAnswer, Usage: &mockupstream.Usage{PromptTokens: 9000, CompletionTokens: 900}},
+		}},
+		Default: &mockupstream.Answer{
+			Content: "PlayerA 在 1:24 打包主基地并向地图中央迁移，1:41 在新位置展开；中期建造机场，9:10 生产第一架世纪轰炸机。这是基准测试的固定回答，长度约三百字节。",
+			Usage:   &mockupstream.Usage{PromptTokens: 512, CompletionTokens: 64},
+		},
 	}
 	return s
 }
 
-// benchBody builds a chat completion request of about size bytes.
+// benchBody builds a chat completion request of about size bytes; the validate
+// mode sends the sample replay (about 23 KB) instead.
 func benchBody(m benchMode, size int) []byte {
+	if m.name == "validate" {
+		b, _ := json.Marshal(map[string]any{
+			"model":       m.model,
+			"temperature": 0.35,
+			"messages": []map[string]string{
+				{"role": "system", "content": "你是红警 3 录像分析助手。"},
+				{"role": "user", "content": "分析这局录像。\n\n" + demoReplay},
+			},
+		})
+		return b
+	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `{"model":%q,"temperature":0.35,"stream":%v,"messages":[{"role":"system","content":"You analyse replays."},{"role":"user","content":"`, m.model, m.stream)
 	filler := "0:02.10 PlayerA 开始建造建筑 AlliedPowerPlant [UnitId]246(建造者)\\n"
@@ -380,6 +405,12 @@ upstreams:
     base_url: %q
     max_concurrent: 4096
 routes:
+  - name: bench-validate
+    models: [bench-validate]
+    upstream: mock
+    pack: ra3
+    inject: {}
+    validate: {}
   - name: bench
     default: true
     upstream: mock

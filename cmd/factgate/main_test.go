@@ -65,11 +65,11 @@ func TestBenchInProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("bench drives real traffic")
 	}
-	code, out, errOut := runMain(t, "bench", "--in-process", "--requests", "300", "--rounds", "1", "--concurrency", "8", "--modes", "passthrough,stream")
+	code, out, errOut := runMain(t, "bench", "--in-process", "--requests", "300", "--rounds", "1", "--concurrency", "8", "--modes", "passthrough,stream,validate")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"passthrough  direct", "passthrough  proxy", "ratio proxy/direct", "stream       proxy"} {
+	for _, want := range []string{"passthrough  direct", "passthrough  proxy", "ratio proxy/direct", "stream       proxy", "validate     proxy"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("bench output lacks %q:\n%s", want, out)
 		}
