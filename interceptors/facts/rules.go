@@ -4,9 +4,11 @@
 // them, precomputed — per UnitId, per player, per operation kind, the end of the
 // facts, citation matching and "relevant facts" excerpts.
 //
-// This package is pure: no I/O, no cache, no request. The facts interceptor calls
-// it, keys the result with SourceKey, stores it with MarshalBinary and merges a
-// session's segments with Merge. Nothing domain-specific is parsed in Go beyond
+// Extraction, the index and its encoding are pure: no I/O, no cache, no request.
+// The facts stage of a route's chain (Interceptor, in interceptor.go) calls them:
+// it keys the result with SourceKey, keeps it in memory and in the shared cache
+// (MarshalBinary), merges a session's segments with Merge, and hands the index to
+// later phases through FromExchange. Nothing domain-specific is parsed in Go beyond
 // game-clock times (interceptors.ParseClock); what a line means comes from the
 // rules, and what an operation means to validators comes from the rules' roles.
 package facts

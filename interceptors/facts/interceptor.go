@@ -1,0 +1,266 @@
+package facts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/scope"
+)
+
+// ErrNoFacts is what FromExchange reports for an exchange whose chain has no facts
+// stage (the route's pack has no fact rules, or the route neither validates nor
+// has a facts block). The nil index it returns with it is an empty index.
+var ErrNoFacts = errors.New("facts: the route has no facts stage")
+
+// Interceptor is the facts stage of a route's chain: its request phase starts
+// resolving the fact index of the request's user text in the background, so the
+// work overlaps the upstream call, and FromExchange waits for it.
+//
+// The index is resolved through three tiers, with single flight so that
+// concurrent requests for one log resolve it once: the in-process LRU of decoded
+// indexes, the shared cache (Redis when configured; "facts:" + the fact key), and
+// extraction with the pack's fact rules, written back to both. With a session id
+// (the request context's Session), the request's fact key joins the session's set
+// in the shared cache and the indexes of every segment in the set are merged.
+//
+// Fail-open: no error fails the request. When the index cannot be resolved, the
+// exchange gets an empty index (validators that need facts stay silent), and the
+// trace says why. It is safe for concurrent use.
+type Interceptor struct {
+	route       string
+	store       *store
+	sessionTTL  time.Duration
+	maxSegments int
+	maxBytes    int
+	sources     map[string]prometheus.Counter
+}
+
+// New builds the facts stage of the route deps.Route from cfg: it compiles the
+// route pack's fact rules (deps.Pack.Facts) with cfg's bounds and registers the
+// metrics on deps.Metrics. deps.Cache is the shared tier; nil gives the stage a
+// private in-memory cache (sessions then live in this process only). The error
+// names the problem: a bad config value, a route without a pack or a pack without
+// fact rules, rules that do not compile.
+func New(cfg Config, deps interceptors.Deps) (*Interceptor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Pack == nil {
+		return nil, errors.New("the route names no pack, so there are no fact rules to extract facts with")
+	}
+	if deps.Pack.Facts == nil {
+		return nil, fmt.Errorf("pack %q has no fact rules (facts: in its pack.yaml)", deps.Pack.Name)
+	}
+	st := cfg.settings()
+	x, err := NewExtractor(deps.Pack.Facts, WithMaxBytes(st.maxBytes))
+	if err != nil {
+		return nil, fmt.Errorf("pack %q: %w", deps.Pack.Name, err)
+	}
+	// The extraction bound changes what an index holds, so a non-default bound is
+	// part of the key: replicas configured differently never share an index.
+	keyVersion := x.Version()
+	if st.maxBytes != DefaultMaxBytes {
+		keyVersion += "\x00max_bytes=" + strconv.Itoa(st.maxBytes)
+	}
+	shared := deps.Cache
+	if shared == nil {
+		shared = cache.NewMemory(cache.MemoryConfig{})
+	}
+	m := newMetrics(deps.Metrics)
+	f := &Interceptor{
+		route:       deps.Route,
+		sessionTTL:  st.sessionTTL,
+		maxSegments: st.maxSegments,
+		maxBytes:    st.maxBytes,
+		sources:     map[string]prometheus.Counter{},
+	}
+	for _, src := range []string{SourceMemory, SourceShared, SourceBuilt} {
+		f.sources[src] = m.indexes.WithLabelValues(deps.Route, src)
+	}
+	f.store = newStore(x, keyVersion, shared, st, func(d time.Duration) { m.builds.Observe(d.Seconds()) }, deps.Log)
+	return f, nil
+}
+
+// Name implements interceptors.Interceptor.
+func (f *Interceptor) Name() string { return "facts" }
+
+// Info describes how a request's fact index was resolved.
+type Info struct {
+	// Key is the fact key of the request's own user text ("" when the request has
+	// no user text): the shared cache holds its index under "facts:" + Key.
+	Key string `json:"key,omitempty"`
+	// Source is where the request's own index came from: SourceMemory,
+	// SourceShared or SourceBuilt; "" when there was no text or it failed.
+	Source string `json:"source,omitempty"`
+	// BuildTime is the extraction's duration when Source is SourceBuilt.
+	BuildTime time.Duration `json:"build_time,omitempty"`
+	// Session is the request's session id ("" = none).
+	Session string `json:"session,omitempty"`
+	// Segments counts the session segments merged into the index, the request's
+	// own included; 0 without a session.
+	Segments int `json:"segments,omitempty"`
+	// MissingSegments counts session segments whose index no tier holds any more
+	// (expired or evicted everywhere); they were left out.
+	MissingSegments int `json:"missing_segments,omitempty"`
+	// DroppedSegments counts session segments left out by max_session_segments.
+	DroppedSegments int `json:"dropped_segments,omitempty"`
+	// Truncated reports that the text (or a merged segment's) exceeded the
+	// extraction bound; lines past it were ignored.
+	Truncated bool `json:"truncated,omitempty"`
+	// Duration is how long resolving took, from the request phase to the result.
+	Duration time.Duration `json:"duration,omitempty"`
+}
+
+// pending is a request's fact index being resolved in the background.
+type pending struct {
+	done  chan struct{}
+	ix    *Index
+	info  Info
+	err   error
+	trace *interceptors.Trace
+	wait  sync.Once
+}
+
+type pendingKey struct{}
+
+// OnRequest implements interceptors.RequestPhase: it starts resolving the fact
+// index and returns at once. It never fails.
+func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) error {
+	var session string
+	if c, ok := scope.FromExchange(ex); ok {
+		session = c.Session
+	}
+	p := &pending{done: make(chan struct{}), trace: ex.Trace}
+	ex.SetValue(pendingKey{}, p)
+	// The job reads only what the exchange will never change (the client's body as
+	// received) and writes only to the trace, which is safe for concurrent use.
+	body, trace, start := ex.Original, ex.Trace, time.Now()
+	// The job outlives a client that goes away: what it builds is cached for the
+	// next request.
+	jobCtx := context.WithoutCancel(ctx)
+	go func() {
+		defer close(p.done)
+		defer func() {
+			if r := recover(); r != nil {
+				p.ix, p.err = nil, fmt.Errorf("facts: resolving the fact index panicked: %v", r)
+				trace.Note(p.err.Error() + "; validating against no facts")
+			}
+		}()
+		p.ix, p.info, p.err = f.resolve(jobCtx, body, session, trace)
+		p.info.Duration = time.Since(start)
+		trace.Time("facts", p.info.Duration)
+	}()
+	return nil
+}
+
+// FromExchange waits for the fact index the facts stage resolves for ex and
+// returns it with how it was resolved. Later phases (validation, revision) call it
+// as often as they like; only the first call waits. A nil *Index is an empty
+// index. The error reports a failure the stage absorbed — the index is then empty
+// and the trace says why — or ErrNoFacts when the chain has no facts stage.
+func FromExchange(ex *interceptors.Exchange) (*Index, Info, error) {
+	p, _ := ex.Value(pendingKey{}).(*pending)
+	if p == nil {
+		return nil, Info{}, ErrNoFacts
+	}
+	p.wait.Do(func() {
+		select {
+		case <-p.done:
+		default:
+			start := time.Now()
+			<-p.done
+			p.trace.Time("facts_wait", time.Since(start))
+		}
+	})
+	return p.ix, p.info, p.err
+}
+
+// resolve is the background job: key, the three tiers, the session.
+func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, trace *interceptors.Trace) (*Index, Info, error) {
+	info := Info{Session: session}
+	key, texts := f.store.keyOf(body)
+	var own *Index
+	if key != "" {
+		info.Key = key
+		trace.Do(func(t *interceptors.Trace) { t.FactKey = info.Key })
+		r, err := f.store.index(ctx, info.Key, texts)
+		if r.note != "" {
+			trace.Note(r.note)
+		}
+		if err != nil {
+			err = fmt.Errorf("facts: resolving the fact index %s: %w", info.Key, err)
+			trace.Note(err.Error() + "; validating against no facts")
+			return nil, info, err
+		}
+		own, info.Source, info.BuildTime = r.ix, r.source, r.build
+		f.sources[r.source].Inc()
+		trace.Note(fmt.Sprintf("facts: %d operations from %s (key %s)", own.Len(), sourceText(r.source, r.build), info.Key))
+	}
+	ix := own
+	if session != "" {
+		res := f.store.session(ctx, session, info.Key, own, f.sessionTTL, f.maxSegments)
+		for _, n := range res.notes {
+			trace.Note(n)
+		}
+		ix = res.ix
+		info.Segments, info.MissingSegments, info.DroppedSegments = res.segments, len(res.missing), res.dropped
+		if res.segments > 1 {
+			trace.Note(fmt.Sprintf("facts: session %q: merged %d segments, %d operations", session, res.segments, ix.Len()))
+		}
+	}
+	if ix.Truncated() {
+		info.Truncated = true
+		trace.Note(fmt.Sprintf("facts: the user text exceeds the extraction bound (max_bytes %s or the rules' max_lines); lines after it were ignored", cache.ByteSize(f.maxBytes)))
+	}
+	return ix, info, nil
+}
+
+func sourceText(source string, build time.Duration) string {
+	switch source {
+	case SourceMemory:
+		return "memory"
+	case SourceShared:
+		return "the shared cache"
+	default:
+		return "the request, built in " + build.Round(time.Microsecond).String()
+	}
+}
+
+func hasText(texts []string) bool {
+	for _, t := range texts {
+		if t != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// metrics are the facts stage's Prometheus metrics, shared by every route.
+type metrics struct {
+	indexes *prometheus.CounterVec
+	builds  prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) metrics {
+	return metrics{
+		indexes: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factgate_fact_index_total",
+			Help: "Fact indexes resolved for requests, by route and by where they came from (memory, shared, built).",
+		}, []string{"route", "source"})),
+		builds: interceptors.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "factgate_fact_index_build_seconds",
+			Help:    "Time to extract a fact index from a request's text (cache misses only).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12), // 100µs .. ~2.4s
+		})),
+	}
+}
+
+var _ interceptors.RequestPhase = (*Interceptor)(nil)
