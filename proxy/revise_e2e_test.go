@@ -115,6 +115,9 @@ func TestReviseScenariosThroughTheProxy(t *testing.T) {
 			h := newHarness(t, tc.script, reviseRouteConfig(tc.strip, tc.revise))
 
 			plain := viaGoOpenAI(t, h, false)
+			// The mock records a call when it finishes; a cancelled call finishes a
+			// moment after the client already has its answer.
+			_, _ = h.mock.WaitFor(tc.calls, 3*time.Second)
 			if n := h.chatRequests(); n != tc.calls {
 				t.Errorf("the upstream received %d chat completions, want %d", n, tc.calls)
 			}
