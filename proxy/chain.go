@@ -5,10 +5,12 @@ import (
 	"sort"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/interceptors/facts"
 	"github.com/factgate/factgate/interceptors/inject"
 	"github.com/factgate/factgate/interceptors/revise"
 	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/semantic"
 	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/knowledge"
 )
@@ -29,6 +31,11 @@ type RouteInterceptors struct {
 	Pack string `yaml:"pack"`
 
 	// --- interceptor blocks (each owned by its package) ---
+
+	// Experiment is the route's A/B experiment (PRODUCT.md §11): variants with
+	// weights and overrides, a control, sticky assignment by subject. Present turns
+	// it on; it is the outermost stage.
+	Experiment *abtest.Config `yaml:"experiment"`
 
 	// Context sets the route's request-context defaults: knowledge_set and scopes
 	// ({maps: [map_mp_2_rao1]}), below the client's X-Factgate-* headers and
@@ -54,6 +61,12 @@ type RouteInterceptors struct {
 	// Validate checks answers against the request's facts and the knowledge set
 	// (PRODUCT.md §8). Present (even empty: `validate: {}`) turns validation on.
 	Validate *validate.Config `yaml:"validate"`
+
+	// Semantic turns on the pack's LLM-backed validators the block names
+	// (PRODUCT.md §10; opt-in, never on by default) with the judge's model profile
+	// and failure policy. It needs the validate block: validation runs them after
+	// the deterministic validators, and only when those found nothing Fatal.
+	Semantic *semantic.Config `yaml:"semantic"`
 }
 
 // stage builds one interceptor of a route's chain; it returns nil when the route
@@ -67,6 +80,9 @@ var stages = []struct {
 	build stage
 }{
 	// --- stages (in chain order) ---
+	// experiment is outermost: its request phase assigns the variant before any
+	// stage reads the overrides, its response phase counts the final outcome.
+	{"experiment", buildExperiment},
 	// context resolves the knowledge set, scopes, players and session first: every
 	// later stage reads it (scope.FromExchange).
 	{"context", buildContext},
@@ -78,6 +94,10 @@ var stages = []struct {
 	// revise runs its response phase after semantic and validate: it sees the
 	// draft's issues and may replace the answer.
 	{"revise", buildRevise},
+	// semantic registers the LLM-backed validators; validate's response phase runs
+	// them after the deterministic ones, and its own response phase (before
+	// revise's) fails the request when failure_policy closed says so.
+	{"semantic", buildSemantic},
 	// validate stays last: its response phase runs first, so every later response
 	// phase (semantic, revise, experiment) sees the draft's issues.
 	{"validate", func(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
@@ -211,4 +231,49 @@ func buildInject(rc *RouteConfig, deps interceptors.Deps) (interceptors.Intercep
 	v := rc.Interceptors.Validate
 	cfg.RouteValidates = v != nil && v.Settings().Enabled
 	return inject.New(&cfg, deps)
+}
+
+// buildExperiment builds the experiment stage: on for a route with an experiment
+// block. It is told which stages the route has, so that a variant override no
+// stage would honour fails at start-up.
+func buildExperiment(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
+	if rc.Interceptors.Experiment == nil {
+		return nil, nil
+	}
+	ri := rc.Interceptors
+	return abtest.New(*ri.Experiment, deps, abtest.Stages{
+		Inject:   ri.Inject != nil,
+		Validate: ri.Validate != nil,
+		Revise:   ri.Validate != nil || ri.Revise != nil,
+	})
+}
+
+// experiments returns the experiments of every route's chain, in config order,
+// for GET /factgate/v1/experiments.
+func (s *Server) experiments() []*abtest.Experiment {
+	var out []*abtest.Experiment
+	for _, rc := range s.cfg.Routes {
+		for _, ic := range s.routeByName[rc.Name].chain {
+			if e, ok := ic.(*abtest.Experiment); ok {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// buildSemantic builds the semantic stage: on for a route with a semantic block,
+// which needs the validate block (validation runs the validators).
+func buildSemantic(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
+	cfg := rc.Interceptors.Semantic
+	if cfg == nil {
+		return nil, nil
+	}
+	v := rc.Interceptors.Validate
+	if v == nil {
+		return nil, fmt.Errorf("a semantic block needs the route's validate block: validation runs the semantic validators after the deterministic ones")
+	}
+	c := *cfg
+	c.RouteValidates = v.Settings().Enabled
+	return semantic.New(c, deps)
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -279,6 +280,7 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 	}
 	s.apiPrefix["/factgate/v1/traces/"] = s.handleTrace
 	s.HandleAPI("/factgate/v1/check", s.checkHandler())
+	s.HandleAPI(abtest.ReportPath, abtest.ReportHandler(s.experiments))
 	for _, o := range s.late {
 		if err := o(s); err != nil {
 			return nil, err
