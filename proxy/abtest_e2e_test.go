@@ -228,6 +228,8 @@ func TestExperimentForcing(t *testing.T) {
 
 // abReport fetches the experiment report and waits until it counts want requests
 // (the counters are written in the background).
+// abReport polls the report until its variants count want requests, forced ones
+// included (counters are written in the background).
 func abReport(t *testing.T, base string, want int64) abtest.ExperimentReport {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -245,7 +247,7 @@ func abReport(t *testing.T, base string, want int64) abtest.ExperimentReport {
 		er := rep.Experiments[0]
 		got := int64(0)
 		for _, v := range er.Variants {
-			got += v.Requests
+			got += v.Requests + v.ForcedRequests
 		}
 		if got == want {
 			return er
@@ -310,7 +312,7 @@ func TestExperimentReportShowsWhichVariantContradictsLess(t *testing.T) {
 	if sent["baseline"] == 0 || sent["strict"] == 0 {
 		t.Fatalf("40 users all went to one variant: %v", sent)
 	}
-	er := abReport(t, h.base, 40)
+	er := abReport(t, h.base, 41)
 	base, strict := abVariant(er, "baseline"), abVariant(er, "strict")
 	if base.Requests != int64(sent["baseline"]) || strict.Requests != int64(sent["strict"]) || base.ForcedRequests != 1 {
 		t.Fatalf("report counts baseline %d (+%d forced), strict %d; the clients saw %v and one forced", base.Requests, base.ForcedRequests, strict.Requests, sent)

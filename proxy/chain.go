@@ -230,6 +230,7 @@ func buildInject(rc *RouteConfig, deps interceptors.Deps) (interceptors.Intercep
 	cfg := *rc.Interceptors.Inject
 	v := rc.Interceptors.Validate
 	cfg.RouteValidates = v != nil && v.Settings().Enabled
+	cfg.RouteHasValidator = v != nil
 	return inject.New(&cfg, deps)
 }
 

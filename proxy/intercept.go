@@ -130,7 +130,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		caller.live = newLiveEvents()
 	}
 	if !stream {
-		o := s.runChain(ctx, rt, ex)
+		o := s.runChain(ctx, rt, ex, nil)
 		status, code := s.writeOutcome(rc, o, caller, start, false, includeUsage)
 		finish(status, code)
 		return
@@ -139,7 +139,8 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	// A streaming client: answer directly if the chain is quick, else commit an
 	// event stream and keep it alive with comments until the answer is ready.
 	done := make(chan outcome, 1)
-	go func() { done <- s.runChain(ctx, rt, ex) }()
+	early := make(chan [][2]string, 1)
+	go func() { done <- s.runChain(ctx, rt, ex, early) }()
 	interval := time.Duration(s.cfg.Server.KeepaliveInterval)
 	// With live reasoning the stream is committed at once, so reasoning can flow.
 	if caller.live == nil {
@@ -152,6 +153,18 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 			return
 		case <-timer.C:
 		}
+	}
+	// Headers the request phases set (X-Factgate-Variant) go out with the
+	// stream's headers; those of the response phases are in the trace.
+	select {
+	case hdrs := <-early:
+		for _, h := range hdrs {
+			rc.Response.Header.Set(h[0], h[1])
+		}
+	case o := <-done:
+		status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
+		finish(status, code)
+		return
 	}
 	rc.SetStatusCode(200)
 	rc.SetContentType("text/event-stream")
@@ -269,9 +282,19 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 	return buf.Bytes(), status, code
 }
 
-// runChain runs request phases, the upstream call and response phases.
-func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Exchange) (o outcome) {
+// runChain runs request phases, the upstream call and response phases. When
+// early is not nil it receives a copy of the response headers the request phases
+// set, once they are done (or failed).
+func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Exchange, early chan<- [][2]string) (o outcome) {
 	o.ex = ex
+	announced := early == nil
+	announce := func() {
+		if !announced {
+			announced = true
+			early <- append([][2]string(nil), ex.ResponseHeaders...)
+		}
+	}
+	defer announce()
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic in interceptor chain", "route", rt.name, "panic", slog.AnyValue(p))
@@ -293,6 +316,7 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 			break
 		}
 	}
+	announce()
 	if ex.Response == nil {
 		body := ex.Body
 		if ex.Stream {

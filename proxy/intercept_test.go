@@ -251,3 +251,30 @@ func TestGracefulShutdownDrainsInFlightRequests(t *testing.T) {
 		t.Fatal("in-flight request did not finish")
 	}
 }
+
+// variantPhase sets a header in its request phase and holds the answer, as an
+// experiment does on a route whose revision takes a while.
+type variantPhase struct{ slowPhase }
+
+func (variantPhase) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
+	ex.SetHeader("X-Factgate-Variant", "strict")
+	return nil
+}
+
+func TestHeldStreamCarriesRequestPhaseHeaders(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `default: {content: "held answer"}`, clientConfig, WithChain("held", variantPhase{slowPhase{wait: 350 * time.Millisecond}}))
+	resp, err := http.Post(h.base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"held","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	comments, content, _ := readSSE(t, resp.Body)
+	if comments == 0 || content != "held answer" {
+		t.Fatalf("the stream was not held: %d comments, content %q", comments, content)
+	}
+	if got := resp.Header.Get("X-Factgate-Variant"); got != "strict" {
+		t.Fatalf("X-Factgate-Variant = %q on a committed stream", got)
+	}
+}

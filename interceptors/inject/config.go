@@ -82,6 +82,10 @@ type Config struct {
 	// validate block that is not switched off); ContractAuto follows it. The proxy
 	// sets it when it builds the chain; it is not read from YAML.
 	RouteValidates bool `yaml:"-"`
+	// RouteHasValidator reports whether the route has a validate block at all, even
+	// one switched off: an A/B variant may then turn validation — and with it the
+	// contract — on for its requests. Set by the proxy.
+	RouteHasValidator bool `yaml:"-"`
 }
 
 // Default merge headings by pack language; the fallback is English.
@@ -99,6 +103,8 @@ type settings struct {
 	rules     string
 	heading   string
 	validates bool
+	// canValidate: the route has a validate block (a variant may switch it on).
+	canValidate bool
 }
 
 // load validates cfg and reads the files it names; errors name the key.
@@ -107,7 +113,7 @@ func (cfg *Config) load(deps interceptors.Deps) (settings, error) {
 	if cfg != nil {
 		c = *cfg
 	}
-	s := settings{policy: c.SystemMessage, contract: c.Contract, useCustom: c.UseCustomSystemPrompt, validates: c.RouteValidates}
+	s := settings{policy: c.SystemMessage, contract: c.Contract, useCustom: c.UseCustomSystemPrompt, validates: c.RouteValidates, canValidate: c.RouteHasValidator || c.RouteValidates}
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch s.policy {

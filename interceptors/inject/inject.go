@@ -173,7 +173,7 @@ func (in *Injector) contractOn(ex *interceptors.Exchange) bool {
 		return false
 	}
 	if v := ex.Overrides.Validate; v != nil {
-		return in.s.validates && *v
+		return in.s.canValidate && *v
 	}
 	return in.s.validates
 }

@@ -140,19 +140,21 @@ func TestContractAppearsIffTheRouteValidates(t *testing.T) {
 		pack      string
 		mode      ContractMode
 		validates bool
+		hasBlock  bool  // the route has a validate block, maybe switched off
 		variant   *bool // Overrides.Validate
 		system    string
 		want      bool // the contract is in the prompt
 		injected  bool // ContractInjected
 	}{
-		{"auto on a validating route", "ra3", "", true, nil, "", true, true},
-		{"auto on a route without validation", "ra3", ContractAuto, false, nil, "", false, false},
-		{"auto, the variant turns validation off", "ra3", ContractAuto, true, &no, "", false, false},
-		{"auto, the variant turns it on where the route does not validate", "ra3", ContractAuto, false, &yes, "", false, false},
-		{"always", "ra3", ContractAlways, false, &no, "", true, true},
-		{"never", "ra3", ContractNever, true, nil, "", false, false},
-		{"the client's own prompt asks for claims", "ra3", ContractAuto, true, nil, "最后输出 [机器可读声明] 和 JSON。", true, false},
-		{"an answer-shape pack gets its answer contract", "dnd", ContractAuto, true, nil, "", true, true},
+		{"auto on a validating route", "ra3", "", true, true, nil, "", true, true},
+		{"auto on a route without validation", "ra3", ContractAuto, false, false, nil, "", false, false},
+		{"auto, the variant turns validation off", "ra3", ContractAuto, true, true, &no, "", false, false},
+		{"auto, the variant turns it on where the route has no validator", "ra3", ContractAuto, false, false, &yes, "", false, false},
+		{"auto, the variant turns on a validator the route switched off", "ra3", ContractAuto, false, true, &yes, "", true, true},
+		{"always", "ra3", ContractAlways, false, false, &no, "", true, true},
+		{"never", "ra3", ContractNever, true, true, nil, "", false, false},
+		{"the client's own prompt asks for claims", "ra3", ContractAuto, true, true, nil, "最后输出 [机器可读声明] 和 JSON。", true, false},
+		{"an answer-shape pack gets its answer contract", "dnd", ContractAuto, true, true, nil, "", true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,7 +165,7 @@ func TestContractAppearsIffTheRouteValidates(t *testing.T) {
 			}
 			ex := resolved(t, tc.pack, []byte(`{"model":"m","messages":[`+msgs+`]}`))
 			ex.Overrides.Validate = tc.variant
-			run(t, newInjector(t, &Config{Contract: tc.mode, RouteValidates: tc.validates}, tc.pack), ex)
+			run(t, newInjector(t, &Config{Contract: tc.mode, RouteValidates: tc.validates, RouteHasValidator: tc.hasBlock}, tc.pack), ex)
 			sys, _ := systemMessages(ex.Body)
 			contract := contractOf(t, tc.pack)
 			if contract == "" {
