@@ -27,10 +27,11 @@ const AttemptDraft = "draft"
 // Validate is the validation interceptor of a route (the "validate" stage).
 //
 // Its request phase resolves the request context (the context stage's, else the
-// pack's header rules) and registers the deterministic answer validator on the
-// exchange (unless validation is off for the request, by config or by the A/B
-// variant), so that every attempt — the draft and each hidden revision — is
-// checked the same way. The fact index comes from the facts stage
+// pack's header rules) and registers the deterministic answer validators on the
+// exchange — the answer shape (ShapeValidator) when the pack declares one, the
+// claims rules when it has a claims contract — unless validation is off for the
+// request, by config or by the A/B variant, so that every attempt (the draft and
+// each hidden revision) is checked the same way. The fact index comes from the facts stage
 // (facts.FromExchange, awaited when the first answer is checked); a chain without
 // one extracts it here from the user messages. Its response phase, when the
 // upstream answered 2xx, validates the draft with Exchange.ValidateAnswer (so the
@@ -51,11 +52,14 @@ type Validate struct {
 	route     string
 	log       *slog.Logger
 	issues    *prometheus.CounterVec
-	validator *answerValidator
+	validator *answerValidator // nil when the pack has no claims contract
+	// shape checks a pack's JSON answer shape (nil when the pack declares none).
+	shape *ShapeValidator
 }
 
 // New builds the validation stage of a route from its `validate:` block. The route
-// must name a pack with a claims contract; every config problem surfaces here.
+// must name a pack with a claims contract or an answer shape (or both); every
+// config problem surfaces here.
 func New(cfg Config, deps interceptors.Deps) (*Validate, error) {
 	if deps.Pack == nil {
 		return nil, errors.New("validation needs the route's pack (set pack: on the route)")
@@ -63,22 +67,35 @@ func New(cfg Config, deps interceptors.Deps) (*Validate, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c, err := NewChecker(deps.Pack, cfg)
-	if err != nil {
-		return nil, err
+	if deps.Pack.Claims == nil && deps.Pack.Answer == nil {
+		return nil, fmt.Errorf("validate: pack %s has neither a claims contract nor an answer shape to check answers against", deps.Pack.Name)
+	}
+	var c *Checker
+	if deps.Pack.Claims != nil {
+		var err error
+		if c, err = NewChecker(deps.Pack, cfg); err != nil {
+			return nil, err
+		}
 	}
 	v := &Validate{
-		settings: c.Settings(),
+		settings: cfg.Settings(),
 		checker:  c,
 		pack:     deps.Pack,
 		lib:      deps.Library,
 		route:    deps.Route,
 		log:      deps.Log,
 	}
+	if deps.Pack.Answer != nil {
+		var err error
+		if v.shape, err = NewShapeValidator(deps.Pack); err != nil {
+			return nil, err
+		}
+	}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
 	if deps.Pack.Facts != nil {
+		var err error
 		if v.extractor, err = facts.NewExtractor(deps.Pack.Facts); err != nil {
 			return nil, fmt.Errorf("pack %s: %w", deps.Pack.Name, err)
 		}
@@ -87,14 +104,17 @@ func New(cfg Config, deps interceptors.Deps) (*Validate, error) {
 		Name: "factgate_validation_issues_total",
 		Help: "Issues found in first drafts by the validators, by code, severity and route.",
 	}, []string{"code", "severity", "route"}))
-	v.validator = &answerValidator{v: v}
+	if c != nil {
+		v.validator = &answerValidator{v: v}
+	}
 	return v, nil
 }
 
 // Name implements interceptors.Interceptor.
 func (v *Validate) Name() string { return "validate" }
 
-// Checker returns the stage's checker.
+// Checker returns the stage's checker of the claims rules (nil when the pack has
+// no claims contract).
 func (v *Validate) Checker() *Checker { return v.checker }
 
 // Settings returns the stage's settings (the revision step reads StripClaims).
@@ -126,7 +146,12 @@ func (v *Validate) OnRequest(_ context.Context, ex *interceptors.Exchange) error
 		return nil
 	}
 	ex.SetValue(stateKey{}, v.requestContext(ex))
-	ex.Validators = append(ex.Validators, v.validator)
+	if v.shape != nil {
+		ex.Validators = append(ex.Validators, v.shape)
+	}
+	if v.validator != nil {
+		ex.Validators = append(ex.Validators, v.validator)
+	}
 	return nil
 }
 
