@@ -30,6 +30,9 @@ type routeCaller struct {
 	// live, when set, makes the exchange's first upstream call stream and forward
 	// its reasoning to the client (stream_reasoning); later calls never stream.
 	live *liveEvents
+	// foreign: an upstream other than the route's own; it gets its own key, never
+	// the client's credentials.
+	foreign bool
 }
 
 // Complete implements interceptors.Upstream.
@@ -40,7 +43,7 @@ func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.
 	defer fasthttp.ReleaseResponse(resp)
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetRequestURIBytes(c.up.targetURI(make([]byte, 0, 64), []byte("/v1/chat/completions"), nil))
-	c.s.copyRequestHeaders(&req.Header, c.header, c.up, true)
+	c.s.copyRequestHeaders(&req.Header, c.header, c.up, true, c.foreign)
 	req.Header.SetContentType("application/json")
 	req.SetBodyRaw(body)
 	start := time.Now()
@@ -104,7 +107,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 			if up == nil {
 				return nil, false
 			}
-			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs}, true
+			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, foreign: up != rt.up}, true
 		},
 		Trace: interceptors.NewTrace(rt.name),
 	}

@@ -316,16 +316,24 @@ func TestSemanticJudgeProfile(t *testing.T) {
 		script := dndScript(answerJSON{Content: sceneJSON("combat", "Planning")})
 		cfg := dndRouteConfig("{validators: [combat], upstream: judge, model: judge-model, temperature: 0.25, max_tokens: 150, timeout: 2s}", "", judge.URL())
 		h := newHarness(t, script, cfg)
-		if status, _, body := h.post("/v1/chat/completions", sceneRequest(raidChunk)); status != 200 {
+		if status, _, body := h.post("/v1/chat/completions", sceneRequest(raidChunk), "Authorization", "Bearer the-apps-provider-key"); status != 200 {
 			t.Fatalf("status %d: %s", status, body)
 		}
 		if k := kinds(h.mock); k != "draft" {
 			t.Fatalf("the route's upstream got %q", k)
 		}
+		if got := h.lastRequest().Header.Get("Authorization"); got != "Bearer the-apps-provider-key" {
+			t.Fatalf("the route's own upstream got Authorization %q", got)
+		}
 		var req []byte
 		for _, r := range judge.Requests() {
 			if strings.Contains(string(r.Body), "Nobody at the camp knows") {
 				req = r.Body
+				// The app's key belongs to the route's provider: another upstream
+				// never receives it.
+				if got := r.Header.Get("Authorization"); strings.Contains(got, "the-apps-provider-key") {
+					t.Fatalf("the judge upstream received the client's credentials: %q", got)
+				}
 			}
 		}
 		if req == nil {

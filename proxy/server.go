@@ -660,17 +660,21 @@ func containsFold(list [][]byte, k []byte) bool {
 
 // copyRequestHeaders copies the client's end-to-end headers onto an upstream
 // request and sets the upstream's host and credentials.
-func (s *Server) copyRequestHeaders(dst *fasthttp.RequestHeader, src *fasthttp.RequestHeader, up *upstream, buffered bool) {
-	keysAuth := len(s.keys) > 0
+//
+// ownKey forces the upstream's own key (api_key_env) instead of the client's
+// Authorization: the client's credentials belong to the route's provider and never
+// go to another one (an LLM-backed validator's judge on a different upstream).
+func (s *Server) copyRequestHeaders(dst *fasthttp.RequestHeader, src *fasthttp.RequestHeader, up *upstream, buffered, ownKey bool) {
+	useOwn := len(s.keys) > 0 || ownKey
 	extra := connectionTokens(src)
 	for k, v := range src.All() {
-		if skipRequestHeader(k, keysAuth, buffered) || (extra != nil && containsFold(extra, k)) {
+		if skipRequestHeader(k, useOwn, buffered) || (extra != nil && containsFold(extra, k)) {
 			continue
 		}
 		dst.AddBytesKV(k, v)
 	}
 	dst.SetHost(up.hostHeader)
-	if up.apiKey != "" && (keysAuth || len(src.Peek("Authorization")) == 0) {
+	if up.apiKey != "" && (useOwn || len(src.Peek("Authorization")) == 0) {
 		dst.Set("Authorization", "Bearer "+up.apiKey)
 	}
 }
@@ -703,7 +707,7 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics
 	req.Header.SetMethodBytes(rc.Method())
 	uri := up.targetURI(make([]byte, 0, 64), rc.Path(), rc.URI().QueryString())
 	req.Header.SetRequestURIBytes(uri)
-	s.copyRequestHeaders(&req.Header, &rc.Request.Header, up, false)
+	s.copyRequestHeaders(&req.Header, &rc.Request.Header, up, false, false)
 	req.SetBodyRaw(body)
 
 	ctx, cancel := context.WithCancelCause(context.Background())
