@@ -349,6 +349,10 @@ func TestExperimentReportShowsWhichVariantContradictsLess(t *testing.T) {
 		fmt.Sprintf(`factgate_experiment_requests_total{experiment="strict-rules",outcome="accepted",route="ra3",variant="strict"} %d`, sent["strict"]),
 		`factgate_experiment_assignments_total{experiment="strict-rules",method="forced",route="ra3",variant="baseline"} 1`,
 		`factgate_experiment_first_drafts_total{experiment="strict-rules",route="ra3",variant="baseline",worst="Contradiction"}`,
+		// The validation and revision metrics carry the variant too.
+		fmt.Sprintf(`factgate_revisions_total{outcome="resolved",route="ra3",variant="baseline"} %d`, sent["baseline"]+1),
+		fmt.Sprintf(`factgate_revision_attempts_count{route="ra3",variant="strict"} %d`, sent["strict"]),
+		`factgate_validation_issues_total{code="timeline.before_production",route="ra3",severity="Contradiction",variant="baseline"}`,
 	} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -257,7 +257,7 @@ func TestValidationThroughTheProxy(t *testing.T) {
 	}
 	m, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	want := `factgate_validation_issues_total{code="power.not_used",route="analyst",severity="Contradiction"} 1`
+	want := `factgate_validation_issues_total{code="power.not_used",route="analyst",severity="Contradiction",variant=""} 1`
 	if !strings.Contains(string(m), want) {
 		t.Fatalf("metrics lack %s", want)
 	}

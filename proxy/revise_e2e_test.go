@@ -293,10 +293,10 @@ func TestReviseMetrics(t *testing.T) {
 	}
 	text := string(raw)
 	for _, want := range []string{
-		`factgate_revisions_total{outcome="resolved",route="ra3"} 1`,
-		`factgate_revision_tokens_total{route="ra3"} 120`,
-		`factgate_revision_attempts_count{route="ra3"} 1`,
-		`factgate_revision_attempts_sum{route="ra3"} 1`,
+		`factgate_revisions_total{outcome="resolved",route="ra3",variant=""} 1`,
+		`factgate_revision_tokens_total{route="ra3",variant=""} 120`,
+		`factgate_revision_attempts_count{route="ra3",variant=""} 1`,
+		`factgate_revision_attempts_sum{route="ra3",variant=""} 1`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -7,7 +7,7 @@ import (
 )
 
 // metrics are the revision's Prometheus metrics, shared by every route (labelled
-// by route).
+// by route and A/B variant; variant is "" on a route without an experiment).
 type metrics struct {
 	revisions *prometheus.CounterVec   // route, outcome
 	attempts  *prometheus.HistogramVec // route
@@ -20,35 +20,35 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		revisions: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_revisions_total",
 			Help: "Answers that triggered the hidden revision, by how it ended (resolved, improved, downgraded, failed).",
-		}, []string{"route", "outcome"})),
+		}, []string{"route", "variant", "outcome"})),
 		attempts: interceptors.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "factgate_revision_attempts",
 			Help:    "Hidden revision and repair calls per validated answer (0: the draft was accepted).",
 			Buckets: []float64{0, 1, 2, 3, 4, 6, 10},
-		}, []string{"route"})),
+		}, []string{"route", "variant"})),
 		tokens: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_revision_tokens_total",
 			Help: "Tokens (prompt and completion) spent on hidden revision and repair calls.",
-		}, []string{"route"})),
+		}, []string{"route", "variant"})),
 		final: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_final_issues_total",
 			Help: "Issues left in the answers returned to clients, by severity.",
-		}, []string{"route", "severity"})),
+		}, []string{"route", "variant", "severity"})),
 	}
 }
 
 // observe records one validated answer.
-func (m *metrics) observe(route, outcome string, calls int, tokens int64, final interceptors.SeverityCounts) {
+func (m *metrics) observe(route, variant, outcome string, calls int, tokens int64, final interceptors.SeverityCounts) {
 	if outcome != OutcomeAccepted {
-		m.revisions.WithLabelValues(route, outcome).Inc()
+		m.revisions.WithLabelValues(route, variant, outcome).Inc()
 	}
-	m.attempts.WithLabelValues(route).Observe(float64(calls))
+	m.attempts.WithLabelValues(route, variant).Observe(float64(calls))
 	if tokens > 0 {
-		m.tokens.WithLabelValues(route).Add(float64(tokens))
+		m.tokens.WithLabelValues(route, variant).Add(float64(tokens))
 	}
 	for s, n := range final {
 		if n > 0 {
-			m.final.WithLabelValues(route, interceptors.Severity(s).String()).Add(float64(n))
+			m.final.WithLabelValues(route, variant, interceptors.Severity(s).String()).Add(float64(n))
 		}
 	}
 }

@@ -597,7 +597,7 @@ func (ru *run) finish(draft *attempt) {
 		t.Final = &interceptors.FinalOutcome{Attempt: best.trace, Outcome: outcome, Counts: best.counts.String()}
 		t.Downgrades = append(t.Downgrades, downgrades...)
 	})
-	ru.r.metrics.observe(ru.r.route, outcome, ru.calls, ru.tokens, best.counts)
+	ru.r.metrics.observe(ru.r.route, ru.ex.Overrides.Variant, outcome, ru.calls, ru.tokens, best.counts)
 }
 
 // stripClaims reports whether the client's answer loses its claims block.

@@ -102,8 +102,8 @@ func New(cfg Config, deps interceptors.Deps) (*Validate, error) {
 	}
 	v.issues = interceptors.Register(deps.Metrics, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "factgate_validation_issues_total",
-		Help: "Issues found in first drafts by the validators, by code, severity and route.",
-	}, []string{"code", "severity", "route"}))
+		Help: "Issues found in first drafts by the validators, by code, severity, route and A/B variant (\"\" without an experiment).",
+	}, []string{"code", "severity", "route", "variant"}))
 	if c != nil {
 		v.validator = &answerValidator{v: v}
 	}
@@ -187,7 +187,7 @@ func (v *Validate) OnResponse(ctx context.Context, ex *interceptors.Exchange) er
 	})
 	ex.Trace.Time("validate", took)
 	for _, is := range issues {
-		v.issues.WithLabelValues(is.Code, is.Severity.String(), v.route).Inc()
+		v.issues.WithLabelValues(is.Code, is.Severity.String(), v.route, ex.Overrides.Variant).Inc()
 	}
 	ex.SetHeader(HeaderIssues, "draft="+counts.String()+";final="+counts.String())
 	return nil
