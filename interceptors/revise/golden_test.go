@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,8 +110,9 @@ func TestGoldenRevisionRequests(t *testing.T) {
 				t.Fatal(err)
 			}
 			original := []byte(`{"model":"deepseek-chat","stream":true,"stream_options":{"include_usage":true},"messages":[]}`)
-			for k, v := range in.Extra {
-				original, _ = sjson.SetBytes(original, k, v)
+			// In key order: a map's order would make the golden output vary.
+			for _, k := range slices.Sorted(maps.Keys(in.Extra)) {
+				original, _ = sjson.SetBytes(original, k, in.Extra[k])
 			}
 			original, _ = sjson.SetBytes(original, "messages.-1", map[string]string{"role": "system", "content": in.System})
 			original, _ = sjson.SetBytes(original, "messages.-1", map[string]string{"role": "user", "content": replay})
