@@ -35,17 +35,22 @@ type routeCaller struct {
 	foreign bool
 }
 
+// prepare makes req a chat completion request to the caller's upstream.
+func (c *routeCaller) prepare(req *fasthttp.Request, body []byte) {
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetRequestURIBytes(c.up.targetURI(make([]byte, 0, 64), []byte("/v1/chat/completions"), nil))
+	c.s.copyRequestHeaders(&req.Header, c.header, c.up, true, c.foreign)
+	req.Header.SetContentType("application/json")
+	req.SetBodyRaw(body)
+}
+
 // Complete implements interceptors.Upstream.
 func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.Response, error) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.Header.SetRequestURIBytes(c.up.targetURI(make([]byte, 0, 64), []byte("/v1/chat/completions"), nil))
-	c.s.copyRequestHeaders(&req.Header, c.header, c.up, true, c.foreign)
-	req.Header.SetContentType("application/json")
-	req.SetBodyRaw(body)
+	c.prepare(req, body)
 	start := time.Now()
 	cl, err := c.up.do(ctx, req, resp, nil, c.maxBody)
 	d := time.Since(start)

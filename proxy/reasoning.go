@@ -69,11 +69,7 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.Header.SetRequestURIBytes(c.up.targetURI(make([]byte, 0, 64), []byte("/v1/chat/completions"), nil))
-	c.s.copyRequestHeaders(&req.Header, c.header, c.up, true, c.foreign)
-	req.Header.SetContentType("application/json")
-	req.SetBodyRaw(body)
+	c.prepare(req, body)
 	start := time.Now()
 	cl, err := c.up.do(ctx, req, resp, isStreamed, c.maxBody)
 	if err != nil {

@@ -218,14 +218,7 @@ var shapeText = func() map[string][2]*template.Template {
 			"Output the JSON object alone, with no text before or after it.",
 		},
 	}
-	out := make(map[string][2]*template.Template, len(texts))
-	for code, t := range texts {
-		out[code] = [2]*template.Template{
-			template.Must(template.New(code).Option("missingkey=zero").Parse(t[0])),
-			template.Must(template.New(code + ".recommendation").Option("missingkey=zero").Parse(t[1])),
-		}
-	}
-	return out
+	return parseTexts(texts)
 }()
 
 // AnswerLocation says where the JSON object of an answer is.

@@ -97,6 +97,11 @@ var englishText = func() map[string][2]*template.Template {
 			"Correct or drop the claim; judge by the units that existed before {{.Args.time}}.",
 		},
 	}
+	return parseTexts(texts)
+}()
+
+// parseTexts compiles code -> {message, recommendation} English fallback texts.
+func parseTexts(texts map[string][2]string) map[string][2]*template.Template {
 	out := make(map[string][2]*template.Template, len(texts))
 	for code, t := range texts {
 		out[code] = [2]*template.Template{
@@ -105,7 +110,7 @@ var englishText = func() map[string][2]*template.Template {
 		}
 	}
 	return out
-}()
+}
 
 // render fills the issue's message and recommendation text: the pack's templates
 // in its language, else the English fallback. A parser issue keeps its own
