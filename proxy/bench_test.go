@@ -3,9 +3,12 @@ package proxy
 import (
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -13,11 +16,17 @@ import (
 // that the benchmark measures the proxy rather than the upstream.
 func benchUpstream(b *testing.B) string {
 	b.Helper()
+	return benchUpstreamAnswering(b, `PlayerA 在 1:24 打包主基地并向地图中央迁移。`)
+}
+
+// benchUpstreamAnswering answers every chat completion with content.
+func benchUpstreamAnswering(b *testing.B, content string) string {
+	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"PlayerA 在 1:24 打包主基地并向地图中央迁移。"},"finish_reason":"stop"}],"usage":{"prompt_tokens":512,"completion_tokens":64,"total_tokens":576}}`)
+	answer, _ := sjson.SetBytes([]byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":512,"completion_tokens":64,"total_tokens":576}}`), "choices.0.message.content", content)
 	srv := &fasthttp.Server{Handler: func(rc *fasthttp.RequestCtx) {
 		rc.SetContentType("application/json")
 		rc.SetBody(answer)
@@ -61,6 +70,58 @@ routes: [{name: r, default: true, upstream: u}]
 			s.handle(&rc)
 			if rc.Response.StatusCode() != 200 {
 				b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
+			}
+		}
+	})
+}
+
+// BenchmarkValidatingRoute measures one non-streaming chat completion carrying the
+// sample replay (23 KB) through a route with the ra3 pack, injection, validation
+// and revision, whose upstream answers with a clean analysis (seven unit claims, no
+// issue to revise): context resolution, the fact index (cached after the first
+// request), the injected 22 KB prompt, the upstream round trip, claims parsing and
+// every rule, the accepted-draft revision step, claims stripping and the trace.
+func BenchmarkValidatingRoute(b *testing.B) {
+	replay, err := os.ReadFile("testdata/revise/allied_vs_soviet.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	caseJSON, err := os.ReadFile("testdata/bench/c01_clean.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	up := benchUpstreamAnswering(b, gjson.GetBytes(caseJSON, "answer").Str)
+	cfg, err := ParseConfig([]byte(`
+log: {access: false}
+upstreams: {u: {base_url: "`+up+`"}}
+routes:
+  - {name: ra3, default: true, upstream: u, pack: ra3, inject: {}, validate: {}}
+`), "bench.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _ := sjson.SetBytes([]byte(`{"model":"ra3-analyst","temperature":0.35,"messages":[{"role":"system","content":"你是红警 3 录像分析助手。"}]}`),
+		"messages.-1", map[string]string{"role": "user", "content": "分析这局录像。\n\n" + string(replay)})
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var rc fasthttp.RequestCtx
+		var req fasthttp.Request
+		for pb.Next() {
+			req.Reset()
+			req.Header.SetMethod("POST")
+			req.SetRequestURI("/v1/chat/completions")
+			req.Header.SetContentType("application/json")
+			req.SetBodyRaw(body)
+			rc.Init(&req, nil, nil)
+			s.handle(&rc)
+			if rc.Response.StatusCode() != 200 || string(rc.Response.Header.Peek("X-Factgate-Issues")) != "draft=0;final=0" {
+				b.Fatalf("status %d, issues %q: %.300s", rc.Response.StatusCode(), rc.Response.Header.Peek("X-Factgate-Issues"), rc.Response.Body())
 			}
 		}
 	})

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -30,7 +29,8 @@ func (t cacheTraces) SaveTrace(ctx context.Context, tr *interceptors.Trace) erro
 			}
 		})
 	}
-	b, err := json.Marshal(tr)
+	// MarshalJSON directly: json.Marshal would re-scan and compact its output.
+	b, err := tr.MarshalJSON()
 	if err != nil {
 		return err
 	}

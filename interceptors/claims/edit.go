@@ -302,3 +302,14 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	return append(b, '"')
 }
+
+// StripBlock removes the claims block and its marker from content as Strip does,
+// locating the block without parsing it (the finalize step of a hidden revision
+// strips an answer it has already validated).
+func (p *Parser) StripBlock(content string) string {
+	c := &Claims{Location: p.Locate(content)}
+	if c.Found {
+		c.Block = content[c.Span.Start:c.Span.End]
+	}
+	return Strip(content, c)
+}

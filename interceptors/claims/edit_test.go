@@ -242,3 +242,22 @@ func countString(list []string, s string) int {
 	}
 	return n
 }
+
+func TestStripBlockMatchesStripOfAParse(t *testing.T) {
+	t.Parallel()
+	p, err := NewParser(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, content := range []string{
+		"prose\n\n[机器可读声明]\n```json\n{\"unitClaims\": []}\n```\n",
+		"prose {not json} and {\"unitClaims\": [{\"unitId\": 1}]} after",
+		"no block at all",
+		"",
+		"```json\n{\"eventClaims\": [],}\n```\ntrailing {prose}",
+	} {
+		if got, want := p.StripBlock(content), Strip(content, p.Parse(content, Optional)); got != want {
+			t.Errorf("StripBlock(%q) = %q, want %q", content, got, want)
+		}
+	}
+}

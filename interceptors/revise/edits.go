@@ -123,7 +123,7 @@ func (r *Revise) stripClaims(content string) string {
 	if r.parser == nil {
 		return content
 	}
-	return claims.Strip(content, r.parser.Parse(content, claims.Optional))
+	return r.parser.StripBlock(content)
 }
 
 // belief orders evidence levels by how strongly they assert the claimed identity:
