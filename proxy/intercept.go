@@ -290,6 +290,9 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 	return buf.Bytes(), status, code
 }
 
+// errMalformedAnswer is the upstream failure of a 2xx answer that is not JSON.
+var errMalformedAnswer = errors.New("the upstream answered 200 with a body that is not JSON")
+
 // runChain runs request phases, the upstream call and response phases. When
 // early is not nil it receives a copy of the response headers the request phases
 // set, once they are done (or failed).
@@ -337,6 +340,11 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 			resp, err = c.completeForwardingReasoning(ctx, body, c.live)
 		} else {
 			resp, err = ex.Upstream.Complete(ctx, body)
+		}
+		if err == nil && resp.OK() && !gjson.ValidBytes(resp.Body) {
+			// A held answer must be read: a 2xx body that is not JSON is the
+			// upstream's failure, not an answer to check or to relay.
+			resp, err = nil, errMalformedAnswer
 		}
 		ex.Response, ex.UpstreamErr = resp, err
 		if resp.OK() {

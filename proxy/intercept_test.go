@@ -278,3 +278,17 @@ func TestHeldStreamCarriesRequestPhaseHeaders(t *testing.T) {
 		t.Fatalf("X-Factgate-Variant = %q on a committed stream", got)
 	}
 }
+
+func TestMalformedUpstreamAnswerOnAHeldRouteIs502(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `default: {fault: {malformed: true}}`, clientConfig, WithChain("held", holdChain{}))
+	for _, stream := range []string{"false", "true"} {
+		status, _, body := h.post("/v1/chat/completions", `{"model":"held","stream":`+stream+`,"messages":[{"role":"user","content":"x"}]}`)
+		if status != 502 || gjson.GetBytes(body, "error.code").Str != "upstream_bad_response" {
+			t.Fatalf("stream=%s: %d %s", stream, status, body)
+		}
+	}
+	if status, _, _ := h.post("/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"x"}]}`); status != 200 {
+		t.Fatalf("the proxy stopped serving: %d", status)
+	}
+}
