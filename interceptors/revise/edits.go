@@ -305,3 +305,57 @@ func containsTrimmed(list []string, s string) bool {
 	}
 	return false
 }
+
+// issueKeys returns a key per issue of content that does not depend on claim
+// positions: an issue inside a claim is keyed by the claim's identity (and, for an
+// evidence item, by the item's text), so a revision that abandons one claim — and
+// shifts the others up — does not make their old issues look new.
+func (r *Revise) issueKeys(content string, issues []interceptors.Issue) []string {
+	ids, paths, _ := r.allIdentities(content)
+	byPath := make(map[string]claimIdentity, len(ids))
+	for i, p := range paths {
+		byPath[p] = ids[i]
+	}
+	var evidence map[string]string
+	keys := make([]string, len(issues))
+	for i, is := range issues {
+		key := is.Code + "|" + is.Severity.String() + "|"
+		claimPath := claims.ClaimPath(is.Path)
+		id, ok := byPath[claimPath]
+		if !ok {
+			keys[i] = key + is.Path
+			continue
+		}
+		key += id.String()
+		if claimPath != is.Path {
+			if evidence == nil {
+				evidence = r.evidenceTexts(content)
+			}
+			key += "|" + evidence[is.Path]
+		}
+		keys[i] = key
+	}
+	return keys
+}
+
+// evidenceTexts maps each evidence item's path to its raw text.
+func (r *Revise) evidenceTexts(content string) map[string]string {
+	out := map[string]string{}
+	if r.parser == nil {
+		return out
+	}
+	c := r.parser.Parse(content, claims.Optional)
+	for i := range c.UnitClaims {
+		for _, e := range c.UnitClaims[i].Evidence {
+			out[e.Path] = e.Raw
+		}
+	}
+	for _, list := range [...][]claims.Claim{c.EventClaims, c.TimelineClaims} {
+		for i := range list {
+			for _, e := range list[i].Evidence {
+				out[e.Path] = e.Raw
+			}
+		}
+	}
+	return out
+}

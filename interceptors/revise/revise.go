@@ -467,7 +467,11 @@ func (ru *run) fail(why string) {
 // and adds it to the trace.
 func (ru *run) record(ctx context.Context, kind, content string, resp *interceptors.Response, requestBytes int) (*attempt, error) {
 	ex := ru.ex
-	issues, errs := ex.ValidateAnswer(ctx, content)
+	// The budget covers validating the attempt too (an LLM-backed validator's
+	// call); a validator cut off by it counts as one that could not run.
+	vctx, cancel := context.WithDeadline(ctx, ru.deadline)
+	issues, errs := ex.ValidateAnswer(vctx, content)
+	cancel()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -508,18 +512,23 @@ func (ru *run) exclusion(a *attempt) string {
 	if a.kind == KindRepair {
 		return ""
 	}
-	had := map[string]bool{}
-	for _, is := range ru.reference.issues {
-		had[is.Key()] = true
-	}
-	var added []string
-	for _, is := range a.issues {
-		if is.Severity >= interceptors.Contradiction && !had[is.Key()] {
-			added = append(added, is.Code+" at "+is.Path)
+	// A reference stopped by a Fatal issue (no claims block, a broken one) was never
+	// checked by the claim rules or the LLM-backed validators: nothing a revision
+	// finds can be called new.
+	if m, ok := interceptors.MaxSeverity(ru.reference.issues); !ok || m < interceptors.Fatal {
+		had := map[string]bool{}
+		for _, k := range ru.r.issueKeys(ru.reference.content, ru.reference.issues) {
+			had[k] = true
 		}
-	}
-	if len(added) > 0 {
-		return "not eligible: new contradictions (" + strings.Join(added, ", ") + ")"
+		var added []string
+		for i, k := range ru.r.issueKeys(a.content, a.issues) {
+			if is := a.issues[i]; is.Severity >= interceptors.Contradiction && !had[k] {
+				added = append(added, is.Code+" at "+is.Path)
+			}
+		}
+		if len(added) > 0 {
+			return "not eligible: new contradictions (" + strings.Join(added, ", ") + ")"
+		}
 	}
 	if lost := ru.r.dropped(ru.kept, a.content); len(lost) > 0 {
 		return "not eligible: dropped unflagged claims (" + strings.Join(lost, ", ") + ")"

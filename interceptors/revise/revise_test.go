@@ -503,3 +503,85 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestIssuesAreComparedByClaimNotByPosition: a revision that abandons one
+// contradicted claim shifts the others up; their old issues are not new ones.
+func TestIssuesAreComparedByClaimNotByPosition(t *testing.T) {
+	t.Parallel()
+	aircraft := unit{id: 690, claim: "AlliedFighterAircraft", level: "possible", evidence: []string{"power|7:32.00|SpecialPower_UnpackReplaceSelf|690"}, alternatives: []string{"AlliedBomberAircraft"}}
+	rules := map[string]rule{
+		"733 AlliedBomberAircraft":  {code: "timeline.before_production", severity: interceptors.Contradiction, rec: interceptors.Recommendation{EvidenceLevel: "ruled out"}},
+		"690 AlliedFighterAircraft": {code: "asset.power_mismatch", severity: interceptors.Contradiction, rec: interceptors.Recommendation{EvidenceLevel: "ruled out"}},
+	}
+	draft := answer(draftProse, bomber, aircraft, base)
+	// The revision abandons 733 (as asked) and keeps 690, still contradicted, now
+	// at unitClaims[0].
+	revised := answer("PlayerA 的 690 可能是战斗机。", aircraft, base)
+	f := newFixture(t, setup{cfg: &Config{MaxRevisions: intp(1)}, draft: draft, rules: rules, opts: Options{Strip: StripNever}, replies: []reply{{content: revised}}})
+	f.run(t)
+	var a []interceptors.Attempt
+	f.ex.Trace.Do(func(tr *interceptors.Trace) { a = tr.Attempts })
+	if len(a) != 2 || a[1].Error != "" {
+		t.Fatalf("the revision was excluded: %+v", a)
+	}
+	if got := f.ex.Response.Content(); !strings.HasPrefix(got, "PlayerA 的 690") {
+		t.Errorf("the draft (C2) beat the revision (C1):\n%s", got)
+	}
+	if f.outcome() != OutcomeImproved || f.header(HeaderIssues) != "draft=C2;final=C1" {
+		t.Errorf("outcome %q, issues %q; want improved, draft=C2;final=C1", f.outcome(), f.header(HeaderIssues))
+	}
+}
+
+// TestABrokenDraftDoesNotMakeLaterIssuesNew: a draft stopped by a Fatal issue was
+// never checked by the claim rules, so a revision's contradictions are not "new".
+func TestABrokenDraftDoesNotMakeLaterIssuesNew(t *testing.T) {
+	t.Parallel()
+	broken := draftProse + "\n\n" + marker + "\n```json\n{\"unitClaims\": [ {\"unitId\": 733,, }\n```\n"
+	revised := answer(draftProse, bomber, base)
+	fixed := answer(fixedProse, fighter, base)
+	f := newFixture(t, setup{draft: broken, rules: storyRules, opts: Options{Strip: StripNever}, replies: []reply{{content: revised}, {content: fixed}}})
+	f.run(t)
+	if got := f.ex.Response.Content(); got != fixed {
+		t.Errorf("returned:\n%s\nwant the second revision", got)
+	}
+	reqs := f.up.requests()
+	if len(reqs) != 2 || !strings.Contains(gjson.GetBytes(reqs[1], "messages.#(role==\"assistant\").content").Str, "AlliedBomberAircraft") {
+		t.Errorf("the second revision was not built from the first (well-formed) one")
+	}
+	if f.outcome() != OutcomeResolved {
+		t.Errorf("outcome %q, want resolved", f.outcome())
+	}
+}
+
+// slowJudge stands for an LLM-backed validator that takes long on revisions.
+type slowJudge struct{}
+
+func (slowJudge) Name() string    { return "slow-judge" }
+func (slowJudge) LLMBacked() bool { return true }
+func (slowJudge) ValidateAnswer(ctx context.Context, _ *interceptors.Exchange, content string) ([]interceptors.Issue, error) {
+	if !strings.Contains(content, fixedProse) {
+		return nil, nil
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(10 * time.Second):
+		return nil, nil
+	}
+}
+
+func TestTheBudgetCoversValidatingARevision(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, setup{cfg: &Config{Budget: cache.Duration(300 * time.Millisecond)}, draft: storyDraft, rules: storyRules, replies: []reply{{content: storyFixed}}})
+	f.ex.Validators = append(f.ex.Validators, slowJudge{})
+	start := time.Now()
+	f.run(t)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("the revision ran %v past a 300ms budget: validating it was not bounded", d)
+	}
+	incomplete := false
+	f.ex.Trace.Do(func(tr *interceptors.Trace) { incomplete = tr.ValidationIncomplete })
+	if !incomplete {
+		t.Error("the trace does not say the revision's validation was cut off")
+	}
+}

@@ -1,0 +1,76 @@
+package revise
+
+import "testing"
+
+// TestMetricsCountEveryOutcomeAndTheResidualIssues checks what an operator reads
+// on /metrics after one validated answer: the outcome label of
+// factgate_revisions_total (accepted answers are not counted there), the hidden
+// calls in factgate_revision_attempts, and the issues left in the returned answer
+// by severity in factgate_final_issues_total.
+func TestMetricsCountEveryOutcomeAndTheResidualIssues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		draft    string
+		replies  []reply
+		outcome  string // "" for an accepted draft
+		calls    float64
+		residual map[string]float64 // severity -> issues left
+	}{
+		{name: "a clean draft is accepted: no outcome, no residual issue",
+			draft: answer("PlayerA 在 1:24 打包主基地。", base), calls: 0, residual: map[string]float64{}},
+		{name: "a revision that fixes everything: resolved, nothing left",
+			draft: storyDraft, replies: []reply{{content: storyFixed}}, outcome: OutcomeResolved, calls: 1, residual: map[string]float64{}},
+		{name: "a revision that repeats the draft: downgraded, the draft's issues left",
+			draft: storyDraft, replies: []reply{{content: storyDraft}}, outcome: OutcomeDowngraded, calls: 1,
+			residual: map[string]float64{"Contradiction": 1, "WeakEvidence": 1}},
+		{name: "a revision call that fails: failed, the draft's issues left",
+			draft: storyDraft, replies: []reply{{status: 500, raw: `{"error":{"message":"overloaded"}}`}}, outcome: OutcomeFailed, calls: 1,
+			residual: map[string]float64{"Contradiction": 1, "WeakEvidence": 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, setup{draft: tc.draft, rules: storyRules, replies: tc.replies})
+			f.run(t)
+			for _, o := range []string{OutcomeResolved, OutcomeImproved, OutcomeDowngraded, OutcomeFailed, OutcomeAccepted} {
+				want := 0.0
+				if o == tc.outcome {
+					want = 1
+				}
+				if got := f.metric("factgate_revisions_total", "outcome", o); got != want {
+					t.Errorf("factgate_revisions_total{outcome=%q} = %v, want %v", o, got, want)
+				}
+			}
+			if got := f.metric("factgate_revision_attempts", "route", "ra3"); got != 1 {
+				t.Errorf("factgate_revision_attempts count = %v, want 1 observation", got)
+			}
+			if got := attemptsSum(t, f); got != tc.calls {
+				t.Errorf("factgate_revision_attempts sum = %v, want %v hidden calls", got, tc.calls)
+			}
+			for _, sev := range []string{"Info", "WeakEvidence", "Warning", "Contradiction", "Fatal"} {
+				if got, want := f.metric("factgate_final_issues_total", "severity", sev), tc.residual[sev]; got != want {
+					t.Errorf("factgate_final_issues_total{severity=%q} = %v, want %v", sev, got, want)
+				}
+			}
+		})
+	}
+}
+
+// attemptsSum returns the sum of the factgate_revision_attempts histogram.
+func attemptsSum(t *testing.T, f *fixture) float64 {
+	t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "factgate_revision_attempts" {
+			for _, m := range mf.GetMetric() {
+				return m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	t.Fatal("no factgate_revision_attempts metric")
+	return 0
+}
