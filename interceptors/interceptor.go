@@ -38,6 +38,16 @@ type ResponsePhase interface {
 	OnResponse(ctx context.Context, ex *Exchange) error
 }
 
+// FailurePhase is implemented by interceptors that must see a request a phase
+// inside them ended with an error (an A/B experiment counts it). OnFailure runs in
+// reverse chain order for the interceptors whose request phase ran, outside the
+// one that failed; the response phases of those interceptors do not run. It must
+// not change the error the client gets.
+type FailurePhase interface {
+	Interceptor
+	OnFailure(ctx context.Context, ex *Exchange, err *Error)
+}
+
 // AnswerValidator checks the content of one answer. Validators are registered on the
 // Exchange by the request phases of the validating interceptors, so that a later
 // response phase (the hidden revision) can validate every attempt the same way the

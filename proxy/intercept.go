@@ -321,6 +321,7 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 		}
 		if err := rp.OnRequest(ctx, ex); err != nil {
 			o.err = asClientError(ic.Name(), err)
+			notifyFailure(ctx, rt.chain[:i], ex, o.err)
 			return o
 		}
 		if ex.Response != nil {
@@ -358,6 +359,7 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 		}
 		if err := rp.OnResponse(ctx, ex); err != nil {
 			o.err = asClientError(rt.chain[i].Name(), err)
+			notifyFailure(ctx, rt.chain[:i], ex, o.err)
 			return o
 		}
 	}
@@ -365,6 +367,16 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 		o.err = upstreamError(rt.up.name, context.Canceled)
 	}
 	return o
+}
+
+// notifyFailure tells the outer interceptors (outer is the chain before the one
+// that failed) that implement FailurePhase, innermost first.
+func notifyFailure(ctx context.Context, outer []interceptors.Interceptor, ex *interceptors.Exchange, err *interceptors.Error) {
+	for i := len(outer) - 1; i >= 0; i-- {
+		if fp, ok := outer[i].(interceptors.FailurePhase); ok {
+			fp.OnFailure(ctx, ex, err)
+		}
+	}
 }
 
 func asClientError(name string, err error) *interceptors.Error {

@@ -397,6 +397,25 @@ func (e *Experiment) OnResponse(_ context.Context, ex *interceptors.Exchange) er
 	return nil
 }
 
+// OnFailure implements interceptors.FailurePhase: a request that factgate ended
+// with a server error inside the experiment (a fail-closed validator's 502 or 504)
+// is counted as an error outcome of its variant. Client errors (4xx) and clients
+// that went away say nothing about the variant and are not counted.
+func (e *Experiment) OnFailure(_ context.Context, ex *interceptors.Exchange, err *interceptors.Error) {
+	a, _ := ex.Value(assignmentKey{}).(*assignment)
+	if a == nil || err == nil || err.Status < 500 {
+		return
+	}
+	o := observe(ex, time.Since(a.start))
+	o.outcome, o.triggered = OutcomeError, false
+	a.variant.metrics.observe(o)
+	key := a.variant.key
+	if a.method == MethodForced {
+		key = a.variant.forcedKey
+	}
+	e.count(key, o.deltas())
+}
+
 // counterWriteTimeout bounds one background counter write.
 const counterWriteTimeout = 5 * time.Second
 
@@ -434,4 +453,5 @@ func counterKey(route, experiment, variant string, forced bool) string {
 var (
 	_ interceptors.RequestPhase  = (*Experiment)(nil)
 	_ interceptors.ResponsePhase = (*Experiment)(nil)
+	_ interceptors.FailurePhase  = (*Experiment)(nil)
 )

@@ -22,10 +22,11 @@ const (
 	OutcomeFailed        = revise.OutcomeFailed     // a hidden call failed; best attempt returned
 	OutcomeUnvalidated   = "unvalidated"            // the answer was not validated (validation off)
 	OutcomeUpstreamError = "upstream_error"         // the first upstream call failed or answered non-2xx
+	OutcomeError         = "error"                  // factgate ended the request with a 5xx (a fail-closed validator)
 )
 
 // Outcomes lists every outcome in report order.
-var Outcomes = []string{OutcomeAccepted, OutcomeResolved, OutcomeImproved, OutcomeDowngraded, OutcomeFailed, OutcomeUnvalidated, OutcomeUpstreamError}
+var Outcomes = []string{OutcomeAccepted, OutcomeResolved, OutcomeImproved, OutcomeDowngraded, OutcomeFailed, OutcomeUnvalidated, OutcomeUpstreamError, OutcomeError}
 
 // The counters of one variant's hash. Every request adds to requests, one latency
 // bucket and the latency sum; the rest count only when they apply.
@@ -177,7 +178,7 @@ func (o observation) deltas() map[string]int64 {
 	add(fieldLatencySum, o.latency.Milliseconds())
 	add(latencyField(o.latency), 1)
 	add(prefixOutcome+o.outcome, 1)
-	flag(fieldUpstreamErrors, o.outcome == OutcomeUpstreamError)
+	flag(fieldUpstreamErrors, o.outcome == OutcomeUpstreamError || o.outcome == OutcomeError)
 	add(fieldTokens, o.tokens.total)
 	add(fieldTokensDraft, o.tokens.draft)
 	add(fieldTokensRevision, o.tokens.revision)

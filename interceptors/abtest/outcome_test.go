@@ -289,3 +289,31 @@ func TestQuantileBound(t *testing.T) {
 		})
 	}
 }
+
+func TestServerFailuresInsideTheExperimentAreCountedClientErrorsAreNot(t *testing.T) {
+	t.Parallel()
+	e := newExperiment(t, `
+name: failures
+control: a
+variants:
+  - {name: a, weight: 1}
+  - {name: b, weight: 1}
+`)
+	for _, status := range []int{502, 504, 400, 499} {
+		ex := exchange(`{"model":"m"}`, headers{"X-Factgate-Subject": "carol"}, "")
+		if err := e.OnRequest(context.Background(), ex); err != nil {
+			t.Fatal(err)
+		}
+		e.OnFailure(context.Background(), ex, interceptors.Errorf(status, "server_error", "semantic_validation_failed", "judge failed"))
+	}
+	e.Wait()
+	carol := e.pickBySubject("carol").name
+	for _, v := range e.Report(context.Background()).Variants {
+		if v.Name != carol {
+			continue
+		}
+		if v.Requests != 2 || v.UpstreamErrors != 2 || v.Outcomes[OutcomeError] != 2 {
+			t.Fatalf("variant %s: %d requests, %d errors, outcomes %v; want the two 5xx counted as errors, the 400 and 499 not counted", v.Name, v.Requests, v.UpstreamErrors, v.Outcomes)
+		}
+	}
+}
