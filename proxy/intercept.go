@@ -284,7 +284,14 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 		if liveReasoning {
 			body = withoutReasoning(body)
 		}
-		_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes)
+		// The stream's headers went out before these were known.
+		var late []string
+		for _, h := range o.ex.ResponseHeaders {
+			if h[0] == "X-Factgate-Revisions" || h[0] == "X-Factgate-Issues" {
+				late = append(late, h[0]+": "+h[1])
+			}
+		}
+		_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes, late...)
 	}
 	_ = w.Flush()
 	return buf.Bytes(), status, code

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	goopenai "github.com/sashabaranov/go-openai"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
@@ -290,5 +292,65 @@ func TestMalformedUpstreamAnswerOnAHeldRouteIs502(t *testing.T) {
 	}
 	if status, _, _ := h.post("/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"x"}]}`); status != 200 {
 		t.Fatalf("the proxy stopped serving: %d", status)
+	}
+}
+
+// revisingPhase holds the answer, then sets the headers a revision sets.
+type revisingPhase struct{}
+
+func (revisingPhase) Name() string { return "revising" }
+func (revisingPhase) OnResponse(ctx context.Context, ex *interceptors.Exchange) error {
+	select {
+	case <-time.After(350 * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	ex.SetHeader("X-Factgate-Revisions", "1")
+	ex.SetHeader("X-Factgate-Issues", "draft=C1;final=0")
+	return nil
+}
+
+func TestHeldStreamTellsLateHeadersInAComment(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `default: {content: "revised answer"}`, clientConfig, WithChain("held", revisingPhase{}))
+	resp, err := http.Post(h.base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"held","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(raw)
+	if resp.Header.Get("X-Factgate-Revisions") != "" {
+		t.Fatal("the stream was not committed before the answer: the test holds too briefly")
+	}
+	i := strings.Index(body, ": X-Factgate-Revisions: 1\n: X-Factgate-Issues: draft=C1;final=0\n")
+	if i < 0 || i > strings.Index(body, "data: [DONE]") {
+		t.Fatalf("no late-header comment before [DONE]:\n%s", body)
+	}
+	// Real clients ignore the comments.
+	cfg := goopenai.DefaultConfig("k")
+	cfg.BaseURL = h.base + "/v1"
+	stream, err := goopenai.NewClientWithConfig(cfg).CreateChatCompletionStream(context.Background(),
+		goopenai.ChatCompletionRequest{Model: "held", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var content strings.Builder
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(chunk.Choices) > 0 {
+			content.WriteString(chunk.Choices[0].Delta.Content)
+		}
+	}
+	if content.String() != "revised answer" {
+		t.Fatalf("go-openai read %q", content.String())
 	}
 }

@@ -25,7 +25,10 @@ var messageFields = map[string]bool{"role": true, "content": true, "reasoning_co
 // chunk, reasoning and content in pieces of chunkRunes characters, tool calls, a
 // finish chunk; then a usage chunk when includeUsage; then "data: [DONE]". It
 // carries the same content as the non-streamed answer.
-func writeCompletionStream(w *bufio.Writer, body []byte, includeUsage bool, chunkRunes int) error {
+//
+// comment, when not empty, is sent as SSE comment lines just before [DONE] (clients
+// ignore comments): the held stream's way to tell what response headers could not.
+func writeCompletionStream(w *bufio.Writer, body []byte, includeUsage bool, chunkRunes int, comment ...string) error {
 	if chunkRunes <= 0 {
 		chunkRunes = 32
 	}
@@ -163,6 +166,14 @@ func writeCompletionStream(w *bufio.Writer, body []byte, includeUsage bool, chun
 		if _, err := w.Write(buf); err != nil {
 			return err
 		}
+	}
+	for _, c := range comment {
+		_, _ = w.WriteString(": ")
+		_, _ = w.WriteString(c)
+		_, _ = w.WriteString("\n")
+	}
+	if len(comment) > 0 {
+		_ = w.WriteByte('\n')
 	}
 	if _, err := w.WriteString("data: [DONE]\n\n"); err != nil {
 		return err
