@@ -151,36 +151,36 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		validations: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_semantic_validations_total",
-			Help: "Answers checked by LLM-backed validators, by route, validator and outcome (approved, rejected, failed).",
-		}, []string{"route", "validator", "outcome"})),
+			Help: "Answers checked by LLM-backed validators, by route, A/B variant, validator and outcome (approved, rejected, failed).",
+		}, []string{"route", "variant", "validator", "outcome"})),
 		calls: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_semantic_calls_total",
-			Help: "Judge calls of LLM-backed validators, by route, validator and result (ok, failed, cancelled).",
-		}, []string{"route", "validator", "result"})),
+			Help: "Judge calls of LLM-backed validators, by route, A/B variant, validator and result (ok, failed, cancelled).",
+		}, []string{"route", "variant", "validator", "result"})),
 		tokens: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_semantic_tokens_total",
-			Help: "Tokens spent on judge calls of LLM-backed validators, by route and validator.",
-		}, []string{"route", "validator"})),
+			Help: "Tokens spent on judge calls of LLM-backed validators, by route, A/B variant and validator.",
+		}, []string{"route", "variant", "validator"})),
 	}
 }
 
 // The methods accept a nil *metrics (no registry): they record nothing.
 
-func (m *metrics) outcome(route, validator, outcome string) {
+func (m *metrics) outcome(route, variant, validator, outcome string) {
 	if m != nil {
-		m.validations.WithLabelValues(route, validator, outcome).Inc()
+		m.validations.WithLabelValues(route, variant, validator, outcome).Inc()
 	}
 }
 
-func (m *metrics) call(route, validator, result string) {
+func (m *metrics) call(route, variant, validator, result string) {
 	if m != nil {
-		m.calls.WithLabelValues(route, validator, result).Inc()
+		m.calls.WithLabelValues(route, variant, validator, result).Inc()
 	}
 }
 
-func (m *metrics) addTokens(route, validator string, n int) {
+func (m *metrics) addTokens(route, variant, validator string, n int) {
 	if m != nil && n > 0 {
-		m.tokens.WithLabelValues(route, validator).Add(float64(n))
+		m.tokens.WithLabelValues(route, variant, validator).Add(float64(n))
 	}
 }
 

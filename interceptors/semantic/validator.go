@@ -239,21 +239,21 @@ func (v *Validator) ValidateAnswer(ctx context.Context, ex *interceptors.Exchang
 		j, usage, err := v.call(ctx, up, body, proposed)
 		ex.Usage = ex.Usage.Add(usage)
 		tokens += usage.TotalTokens
-		v.metrics.addTokens(v.route, v.spec.Name, usage.TotalTokens)
+		v.metrics.addTokens(v.route, ex.Overrides.Variant, v.spec.Name, usage.TotalTokens)
 		if ctx.Err() != nil {
-			v.metrics.call(v.route, v.spec.Name, "cancelled")
+			v.metrics.call(v.route, ex.Overrides.Variant, v.spec.Name, "cancelled")
 			ex.Trace.Note(fmt.Sprintf("%s: the client went away during the judge call", v.name))
 			return nil, ctx.Err()
 		}
 		if err != nil {
-			v.metrics.call(v.route, v.spec.Name, "failed")
+			v.metrics.call(v.route, ex.Overrides.Variant, v.spec.Name, "failed")
 			last = err
 			if call <= v.settings.Retries {
 				ex.Trace.Note(fmt.Sprintf("%s: call %d failed (%v); retrying", v.name, call, err))
 			}
 			continue
 		}
-		v.metrics.call(v.route, v.spec.Name, "ok")
+		v.metrics.call(v.route, ex.Overrides.Variant, v.spec.Name, "ok")
 		return v.judged(ex, j, proposed, call, tokens, time.Since(start)), nil
 	}
 	return []interceptors.Issue{v.failure(ex, last, 1+v.settings.Retries, tokens)}, nil
@@ -512,7 +512,7 @@ func (v *Validator) parse(content, proposed string) (judgment, error) {
 func (v *Validator) judged(ex *interceptors.Exchange, j judgment, proposed string, calls, tokens int, took time.Duration) []interceptors.Issue {
 	summary := fmt.Sprintf("%s: %s (%s, %d tokens, %s)", v.name, j.verdict.Name, plural(calls, "call"), tokens, took.Round(time.Millisecond))
 	if j.verdict.Approves {
-		v.metrics.outcome(v.route, v.spec.Name, "approved")
+		v.metrics.outcome(v.route, ex.Overrides.Variant, v.spec.Name, "approved")
 		ex.Trace.Note(summary)
 		return nil
 	}
@@ -549,7 +549,7 @@ func (v *Validator) judged(ex *interceptors.Exchange, j judgment, proposed strin
 	if is.Message == "" {
 		is.Message = render(englishRejected, is)
 	}
-	v.metrics.outcome(v.route, v.spec.Name, "rejected")
+	v.metrics.outcome(v.route, ex.Overrides.Variant, v.spec.Name, "rejected")
 	ex.Trace.Note(summary + ": " + explanation)
 	return []interceptors.Issue{is}
 }
@@ -587,7 +587,7 @@ func (v *Validator) failure(ex *interceptors.Exchange, err error, calls, tokens 
 	}
 	ex.Trace.Note(fmt.Sprintf("%s: execution failure after %s (%d tokens): %s; %s", v.name, plural(calls, "call"), tokens, reason, then))
 	v.log.Warn("semantic validator could not run", "route", v.route, "validator", v.spec.Name, "calls", calls, "error", reason, "failure_policy", string(v.settings.FailurePolicy))
-	v.metrics.outcome(v.route, v.spec.Name, "failed")
+	v.metrics.outcome(v.route, ex.Overrides.Variant, v.spec.Name, "failed")
 	return is
 }
 
