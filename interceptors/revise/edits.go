@@ -2,6 +2,8 @@ package revise
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -236,7 +238,7 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 	var edits []claims.Edit
 	var done []interceptors.Downgrade
 	var notes []string
-	for p := range targets {
+	for _, p := range slices.Sorted(maps.Keys(targets)) {
 		if _, ok := states[p]; !ok {
 			notes = append(notes, "flagged claim "+p+" is not in the returned answer's claims block; not downgraded")
 		}
