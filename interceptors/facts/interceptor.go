@@ -138,6 +138,13 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 	if c, ok := scope.FromExchange(ex); ok {
 		session = c.Session
 	}
+	if session != "" && ex.ClientKey != "" {
+		// With proxy-issued keys, sessions are per client: another client naming
+		// the same session id must not have this client's log merged into its
+		// facts (or quoted back in its revision requests). The NUL cannot occur in
+		// a client name or a header value, so no two pairs share a key.
+		session = ex.ClientKey + "\x00" + session
+	}
 	p := &pending{done: make(chan struct{}), trace: ex.Trace}
 	ex.SetValue(pendingKey{}, p)
 	// The job reads only what the exchange will never change (the client's body as

@@ -205,3 +205,19 @@ func TestSessionSetKey(t *testing.T) {
 		t.Error("two hashed ids share a key")
 	}
 }
+
+func TestSessionsArePerClientWithProxyKeys(t *testing.T) {
+	t.Parallel()
+	s := newStage(t, nil, Config{})
+	p1, p2 := replay(t, "allied_vs_soviet.part1.txt"), replay(t, "allied_vs_soviet.part2.txt")
+	s.requestAs(t, "alice", "shared-id", p1)
+	s.settle()
+	bob := s.requestAs(t, "bob", "shared-id", p2)
+	if bob.info.Segments != 1 {
+		t.Fatalf("bob's request merged %d segments: another client's log joined his session", bob.info.Segments)
+	}
+	alice := s.requestAs(t, "alice", "shared-id", p2)
+	if alice.info.Segments != 2 {
+		t.Fatalf("alice's own segments: %d merged, want 2", alice.info.Segments)
+	}
+}

@@ -76,7 +76,14 @@ type result struct {
 // messages and waits for its index, as the validator does.
 func (s *testStage) request(tb testing.TB, session string, texts ...string) result {
 	tb.Helper()
+	return s.requestAs(tb, "", session, texts...)
+}
+
+// requestAs is request from a client authenticated with a proxy-issued key.
+func (s *testStage) requestAs(tb testing.TB, client, session string, texts ...string) result {
+	tb.Helper()
 	ex := newExchange(chatBody(tb, texts...), session)
+	ex.ClientKey = client
 	if err := s.OnRequest(context.Background(), ex); err != nil {
 		tb.Fatalf("OnRequest: %v", err)
 	}
