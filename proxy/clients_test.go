@@ -166,3 +166,56 @@ func TestOfficialOpenAIClientThroughTheProxy(t *testing.T) {
 		t.Fatalf("want a 429 openai.Error, got %#v", err)
 	}
 }
+
+// TestClientsSeeUpstreamErrorsOnStreamsAndHeldRoutes: both clients get their
+// error type, with the upstream's status and code, for a streaming request and on
+// a route that holds answers.
+func TestClientsSeeUpstreamErrorsOnStreamsAndHeldRoutes(t *testing.T) {
+	t.Parallel()
+	const script = `
+rules:
+  - match: {last_user: "limit"}
+    answer:
+      fault:
+        status: 429
+        body: '{"error":{"message":"slow down","type":"rate_limit","param":null,"code":"rate_limit_exceeded"}}'
+  - match: {last_user: "boom"}
+    answer:
+      fault:
+        status: 500
+        body: '{"error":{"message":"upstream exploded","type":"server_error","param":null,"code":"boom"}}'
+`
+	h := newHarness(t, script, clientConfig, WithChain("held", holdChain{}))
+	ctx := context.Background()
+	cfg := goopenai.DefaultConfig("client-key")
+	cfg.BaseURL = h.base + "/v1"
+	goc := goopenai.NewClientWithConfig(cfg)
+	oac := oa.NewClient(option.WithBaseURL(h.base+"/v1/"), option.WithAPIKey("client-key"), option.WithMaxRetries(0))
+	for _, model := range []string{"alias", "held"} {
+		for _, tc := range []struct {
+			say, code string
+			status    int
+		}{{"limit", "rate_limit_exceeded", 429}, {"boom", "boom", 500}} {
+			name := model + "/" + tc.say
+			// go-openai, streaming
+			_, err := goc.CreateChatCompletionStream(ctx, goopenai.ChatCompletionRequest{Model: model, Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: tc.say}}})
+			var apiErr *goopenai.APIError
+			if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != tc.status || apiErr.Code != tc.code {
+				t.Errorf("%s: go-openai stream: want APIError %d %s, got %#v", name, tc.status, tc.code, err)
+			}
+			// openai-go, non-streaming and streaming
+			_, err = oac.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: model, Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage(tc.say)}})
+			var oaErr *oa.Error
+			if !errors.As(err, &oaErr) || oaErr.StatusCode != tc.status || oaErr.Code != tc.code {
+				t.Errorf("%s: openai-go: want Error %d %s, got %#v", name, tc.status, tc.code, err)
+			}
+			stream := oac.Chat.Completions.NewStreaming(ctx, oa.ChatCompletionNewParams{Model: model, Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage(tc.say)}})
+			for stream.Next() {
+			}
+			oaErr = nil
+			if err := stream.Err(); !errors.As(err, &oaErr) || oaErr.StatusCode != tc.status {
+				t.Errorf("%s: openai-go stream: want Error %d, got %#v", name, tc.status, err)
+			}
+		}
+	}
+}

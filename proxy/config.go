@@ -16,8 +16,10 @@ import (
 )
 
 // Config is factgate's whole configuration, decoded strictly from YAML: an unknown
-// key is an error that names it and the file. Secrets never live in the file; they
-// come from the environment variables the file names (FACTGATE_*).
+// key is an error that names it and the file. Provider and client keys never live
+// in the file: they come from the environment variables it names (FACTGATE_*).
+// The Redis password should too (cache.redis.password_env); a literal password is
+// accepted for local setups.
 type Config struct {
 	Server    ServerConfig              `yaml:"server"`
 	Log       LogConfig                 `yaml:"log"`

@@ -63,8 +63,9 @@ func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.
 		Body:     append([]byte(nil), resp.Body()...),
 		Duration: d,
 	}
+	extra := connectionTokens(&resp.Header)
 	for k, v := range resp.Header.All() {
-		if skipResponseHeader(k) {
+		if skipResponseHeader(k) || (extra != nil && containsFold(extra, k)) {
 			continue
 		}
 		out.Header = append(out.Header, [2]string{string(k), string(v)})

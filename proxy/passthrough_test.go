@@ -394,3 +394,18 @@ routes:
 		t.Fatalf("no redacted bodies logged:\n%s", logs)
 	}
 }
+
+func TestHeadersTheUpstreamDeclaresHopByHopAreDropped(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `
+default:
+  content: "answer"
+  headers: {Connection: "X-Internal-Hop", X-Internal-Hop: "upstream only", X-Public: "kept"}
+`, clientConfig, WithChain("held", holdChain{}))
+	for _, model := range []string{"alias", "held"} {
+		status, hdr, _ := h.post("/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"q"}]}`)
+		if status != 200 || hdr.Get("X-Public") != "kept" || hdr.Get("X-Internal-Hop") != "" {
+			t.Fatalf("%s: %d %v", model, status, hdr)
+		}
+	}
+}

@@ -633,7 +633,7 @@ func skipResponseHeader(k []byte) bool {
 
 // connectionTokens returns the extra header names a Connection header declares
 // hop-by-hop ("Connection: keep-alive, X-Trace" -> X-Trace), or nil.
-func connectionTokens(h *fasthttp.RequestHeader) [][]byte {
+func connectionTokens(h interface{ Peek(string) []byte }) [][]byte {
 	v := h.Peek("Connection")
 	if len(v) == 0 {
 		return nil
@@ -681,8 +681,9 @@ func (s *Server) copyRequestHeaders(dst *fasthttp.RequestHeader, src *fasthttp.R
 
 func copyResponseHeaders(dst *fasthttp.ResponseHeader, src *fasthttp.ResponseHeader) {
 	dst.SetStatusCode(src.StatusCode())
+	extra := connectionTokens(src)
 	for k, v := range src.All() {
-		if skipResponseHeader(k) {
+		if skipResponseHeader(k) || (extra != nil && containsFold(extra, k)) {
 			continue
 		}
 		dst.AddBytesKV(k, v)
