@@ -195,7 +195,7 @@ func (s *Set) HasTag(dim, value, id, tag string) bool {
 
 // AssetsWithTag returns the ids of the entries of one scope that carry tag, in file
 // order: which assets of 盟军 carry specialPower:SpecialPower_UnpackReplaceSelf ->
-// [AlliedMCV AlliedMiner]. Nil when none does or the scope does not exist.
+// [AlliedMiner AlliedMCV] in the built-in set. Nil when none does or the scope does not exist.
 func (s *Set) AssetsWithTag(dim, value, tag string) []string {
 	ix := s.scopes[Scope{dim, value}]
 	if ix == nil {

@@ -38,7 +38,7 @@ var englishText = func() map[string][2]*template.Template {
 		},
 		"evidence.unstructured": {
 			`The evidence "{{.Args.evidence}}" is not in the structured form type|time|parameters and cannot be checked against the facts.`,
-			"Write each evidence item as the structured form of the log line it cites, e.g. power|1:24.00|SpecialPower_PackReplaceSelf|246.",
+			"Write each evidence item as the structured form of the fact it cites: type|time|parameters.",
 		},
 		"unit.missing_id": {
 			"A unit claim{{with .Args.claim}} ({{.}}){{end}} has no unitId.",
