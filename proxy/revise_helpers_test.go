@@ -126,15 +126,22 @@ type clientResult struct {
 // viaGoOpenAI sends the story request with go-openai, streamed or not.
 func viaGoOpenAI(t *testing.T, h *harness, stream bool) clientResult {
 	t.Helper()
+	return goOpenAIChat(t, h, goopenai.ChatCompletionRequest{Model: "ra3-analyst", Messages: []goopenai.ChatCompletionMessage{
+		{Role: "system", Content: "你是红警 3 录像分析助手。"},
+		{Role: "user", Content: "分析这局录像。\n\n" + replayText},
+	}}, stream)
+}
+
+// goOpenAIChat sends req through the proxy with go-openai, streamed (with
+// include_usage) or not, and returns the content, the usage the client saw and
+// the response headers.
+func goOpenAIChat(t *testing.T, h *harness, req goopenai.ChatCompletionRequest, stream bool) clientResult {
+	t.Helper()
 	var hdr http.Header
 	cfg := goopenai.DefaultConfig("client-key")
 	cfg.BaseURL = h.base + "/v1"
 	cfg.HTTPClient = &http.Client{Transport: headerTap{next: http.DefaultTransport, last: &hdr}}
 	c := goopenai.NewClientWithConfig(cfg)
-	req := goopenai.ChatCompletionRequest{Model: "ra3-analyst", Messages: []goopenai.ChatCompletionMessage{
-		{Role: "system", Content: "你是红警 3 录像分析助手。"},
-		{Role: "user", Content: "分析这局录像。\n\n" + replayText},
-	}}
 	ctx := context.Background()
 	if !stream {
 		resp, err := c.CreateChatCompletion(ctx, req)

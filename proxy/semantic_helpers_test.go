@@ -1,11 +1,7 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"io"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -119,48 +115,10 @@ func sceneRequest(chunk string) string {
 // the content, the usage the client saw and the response headers.
 func sceneViaGoOpenAI(t *testing.T, h *harness, chunk string, stream bool) clientResult {
 	t.Helper()
-	var hdr http.Header
-	cfg := goopenai.DefaultConfig("client-key")
-	cfg.BaseURL = h.base + "/v1"
-	cfg.HTTPClient = &http.Client{Transport: headerTap{next: http.DefaultTransport, last: &hdr}}
-	c := goopenai.NewClientWithConfig(cfg)
-	req := goopenai.ChatCompletionRequest{Model: "scene-writer", Messages: []goopenai.ChatCompletionMessage{
+	return goOpenAIChat(t, h, goopenai.ChatCompletionRequest{Model: "scene-writer", Messages: []goopenai.ChatCompletionMessage{
 		{Role: "system", Content: "You write scene descriptions for our campaign tool."},
 		{Role: "user", Content: chunk},
-	}}
-	ctx := context.Background()
-	if !stream {
-		resp, err := c.CreateChatCompletion(ctx, req)
-		if err != nil {
-			t.Fatalf("go-openai: %v", err)
-		}
-		return clientResult{content: resp.Choices[0].Message.Content, usage: resp.Usage.TotalTokens, header: hdr}
-	}
-	req.Stream = true
-	req.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}
-	s, err := c.CreateChatCompletionStream(ctx, req)
-	if err != nil {
-		t.Fatalf("go-openai stream: %v", err)
-	}
-	defer s.Close()
-	var b strings.Builder
-	usage := 0
-	for {
-		chunk, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("go-openai stream: %v", err)
-		}
-		if chunk.Usage != nil {
-			usage = chunk.Usage.TotalTokens
-		}
-		if len(chunk.Choices) > 0 {
-			b.WriteString(chunk.Choices[0].Delta.Content)
-		}
-	}
-	return clientResult{content: b.String(), usage: usage, header: hdr}
+	}}, stream)
 }
 
 // callKind tells a recorded upstream request apart: "judge" (strict json_schema),
