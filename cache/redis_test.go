@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/factgate/factgate/cache/redistest"
 )
 
 // Integration tests against a real Redis. The shared one comes from
@@ -228,60 +228,16 @@ func TestRedisReplicasShareRedis(t *testing.T) {
 	}
 }
 
-// redisServer is a redis-server this test owns, on its own port.
-type redisServer struct {
-	t    *testing.T
-	port int
-	cmd  *exec.Cmd
-}
-
-func startRedisServer(t *testing.T, port int) *redisServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not installed; skipping the outage test")
-	}
-	if port == 0 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-	}
-	s := &redisServer{t: t, port: port}
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1")
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting redis-server: %v", err)
-	}
-	t.Cleanup(s.kill)
-	client := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1})
-	defer client.Close()
-	waitFor(t, "redis-server on "+s.addr(), func() bool {
-		return client.Ping(context.Background()).Err() == nil
-	})
-	return s
-}
-
-func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
-
-func (s *redisServer) kill() {
-	if s.cmd.Process != nil && s.cmd.ProcessState == nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-	}
-}
-
 // TestRedisKilledMidTest kills the cache's Redis while in use: every call still
 // succeeds from memory, Status says degraded, errors are counted; Redis restarted
 // on the same port brings the cache back, and what was written meanwhile reaches it.
 func TestRedisKilledMidTest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	server := startRedisServer(t, 0)
+	server := redistest.Start(t, 0)
 	reg := prometheus.NewRegistry()
 	c, err := New(Config{
-		Redis:  &RedisConfig{Addrs: []string{server.addr()}, DialTimeout: Duration(200 * time.Millisecond)},
+		Redis:  &RedisConfig{Addrs: []string{server.Addr()}, DialTimeout: Duration(200 * time.Millisecond)},
 		Tiered: TieredConfig{ProbeInterval: Duration(50 * time.Millisecond), ErrorBackoff: Duration(20 * time.Millisecond)},
 	}, reg, nil)
 	if err != nil {
@@ -297,7 +253,7 @@ func TestRedisKilledMidTest(t *testing.T) {
 		t.Fatalf("degraded before the kill: %+v", st)
 	}
 
-	server.kill()
+	server.Kill()
 	for i := range 20 { // spans several backoffs, so Redis is retried and fails again
 		if v, ok, err := c.Get(ctx, "facts:abc"); err != nil || !ok || string(v) != "index" {
 			t.Fatalf("Get %d with Redis dead = %q, %v, %v", i, v, ok, err)
@@ -332,11 +288,11 @@ func TestRedisKilledMidTest(t *testing.T) {
 		t.Errorf("counter from memory = %d, want 21", got["a"])
 	}
 
-	restarted := startRedisServer(t, server.port)
+	restarted := redistest.Start(t, server.Port)
 	waitFor(t, "the cache to recover", func() bool { return !c.Status().Degraded })
 	// The restarted Redis is empty (no persistence); the writes made during the
 	// outage are replayed into it.
-	check := redis.NewClient(&redis.Options{Addr: restarted.addr()})
+	check := redis.NewClient(&redis.Options{Addr: restarted.Addr()})
 	defer check.Close()
 	waitFor(t, "the outage's writes to be replayed", func() bool {
 		members, _ := check.SMembers(ctx, DefaultKeyPrefix+session).Result()

@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/factgate/factgate/cache/redistest"
 	"github.com/factgate/factgate/interceptors/facts"
 	"github.com/factgate/factgate/interceptors/validate"
 )
@@ -176,47 +175,6 @@ func TestFactsSessionAcrossInstances(t *testing.T) {
 	}
 }
 
-// factsRedisProcess is a redis-server this test owns, on its own port.
-type factsRedisProcess struct {
-	port int
-	cmd  *exec.Cmd
-}
-
-func startFactsRedis(t *testing.T, port int) *factsRedisProcess {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not installed; skipping the Redis outage test")
-	}
-	if port == 0 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-	}
-	p := &factsRedisProcess{port: port}
-	p.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1")
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting redis-server: %v", err)
-	}
-	t.Cleanup(p.kill)
-	client := redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: -1})
-	defer client.Close()
-	factsWaitFor(t, "redis-server on "+p.addr(), func() bool { return client.Ping(context.Background()).Err() == nil })
-	return p
-}
-
-func (p *factsRedisProcess) addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
-
-func (p *factsRedisProcess) kill() {
-	if p.cmd.Process != nil && p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-	}
-}
-
 // readiness fetches /readyz.
 func (h *harness) factsReadiness() (status string, cache map[string]any) {
 	h.t.Helper()
@@ -242,7 +200,7 @@ func (h *harness) factsReadiness() (status string, cache map[string]any) {
 // on the same port makes /readyz ready again.
 func TestFactsRedisKilledMidBurst(t *testing.T) {
 	t.Parallel()
-	server := startFactsRedis(t, 0)
+	server := redistest.Start(t, 0)
 	block := fmt.Sprintf(`cache:
   redis:
     addrs: [%q]
@@ -252,7 +210,7 @@ func TestFactsRedisKilledMidBurst(t *testing.T) {
   tiered:
     probe_interval: 50ms
     error_backoff: 20ms
-`, server.addr())
+`, server.Addr())
 	probe := &factsProbe{}
 	h := newFactsHarness(t, block, probe)
 	if status, _ := h.factsReadiness(); status != "ready" {
@@ -289,7 +247,7 @@ func TestFactsRedisKilledMidBurst(t *testing.T) {
 		})
 	}
 	factsWaitFor(t, "a third of the burst", func() bool { return done.Load() >= requests/3 })
-	server.kill()
+	server.Kill()
 	wg.Wait()
 
 	failures.Range(func(k, v any) bool {
@@ -320,7 +278,7 @@ func TestFactsRedisKilledMidBurst(t *testing.T) {
 		t.Logf("with Redis dead: %d requests served, %v Redis errors absorbed; /readyz cache check: %v", ok.Load(), n, check)
 	}
 
-	startFactsRedis(t, server.port)
+	redistest.Start(t, server.Port)
 	factsWaitFor(t, "/readyz to recover", func() bool {
 		status, _ := h.factsReadiness()
 		return status == "ready"
