@@ -54,25 +54,7 @@ routes: [{name: r, default: true, upstream: u}]
 		b.Fatal(err)
 	}
 	body := []byte(`{"model":"m","temperature":0.35,"messages":[{"role":"user","content":"` + strings.Repeat("0:02.10 PlayerA 开始建造建筑 AlliedPowerPlant [UnitId]246(建造者)\\n", 28) + `"}]}`)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		var rc fasthttp.RequestCtx
-		var req fasthttp.Request
-		for pb.Next() {
-			req.Reset()
-			req.Header.SetMethod("POST")
-			req.SetRequestURI("/v1/chat/completions")
-			req.Header.SetContentType("application/json")
-			req.SetBodyRaw(body)
-			rc.Init(&req, nil, nil)
-			s.handle(&rc)
-			if rc.Response.StatusCode() != 200 {
-				b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
-			}
-		}
-	})
+	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool { return rc.Response.StatusCode() == 200 })
 }
 
 // BenchmarkValidatingRoute measures one non-streaming chat completion carrying the
@@ -106,6 +88,14 @@ routes:
 	}
 	body, _ := sjson.SetBytes([]byte(`{"model":"ra3-analyst","temperature":0.35,"messages":[{"role":"system","content":"你是红警 3 录像分析助手。"}]}`),
 		"messages.-1", map[string]string{"role": "user", "content": "分析这局录像。\n\n" + string(replay)})
+	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool {
+		return rc.Response.StatusCode() == 200 && string(rc.Response.Header.Peek("X-Factgate-Issues")) == "draft=0;final=0"
+	})
+}
+
+// benchChat drives POST /v1/chat/completions with body through the server's
+// handler in parallel; ok checks every response.
+func benchChat(b *testing.B, s *Server, body []byte, ok func(*fasthttp.RequestCtx) bool) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -120,7 +110,7 @@ routes:
 			req.SetBodyRaw(body)
 			rc.Init(&req, nil, nil)
 			s.handle(&rc)
-			if rc.Response.StatusCode() != 200 || string(rc.Response.Header.Peek("X-Factgate-Issues")) != "draft=0;final=0" {
+			if !ok(&rc) {
 				b.Fatalf("status %d, issues %q: %.300s", rc.Response.StatusCode(), rc.Response.Header.Peek("X-Factgate-Issues"), rc.Response.Body())
 			}
 		}

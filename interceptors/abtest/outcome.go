@@ -224,7 +224,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		requests: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_experiment_requests_total",
-			Help: "Requests of an A/B experiment by variant and outcome (accepted, resolved, improved, downgraded, failed, unvalidated, upstream_error).",
+			Help: "Requests of an A/B experiment by variant and outcome (accepted, resolved, improved, downgraded, failed, unvalidated, upstream_error, error).",
 		}, withLabels("outcome"))),
 		assignments: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_experiment_assignments_total",
