@@ -19,19 +19,6 @@ import (
 	"github.com/factgate/factgate/interceptors"
 )
 
-// slowPhase waits before letting the answer through, as a revision would.
-type slowPhase struct{ wait time.Duration }
-
-func (slowPhase) Name() string { return "slow" }
-func (p slowPhase) OnResponse(ctx context.Context, ex *interceptors.Exchange) error {
-	select {
-	case <-time.After(p.wait):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // editPhase edits the outgoing request and the answer, with sjson, as injection
 // and revision do.
 type editPhase struct{ requests, responses atomic.Int32 }
@@ -72,20 +59,60 @@ func readSSE(t *testing.T, body io.Reader) (comments int, content string, events
 	}
 }
 
-func TestHeldStreamSendsKeepAlivesThenTheAnswer(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, `default: {content: "held answer"}`, clientConfig, WithChain("held", slowPhase{wait: 450 * time.Millisecond}))
-	resp, err := http.Post(h.base+"/v1/chat/completions", "application/json",
+// gatePhase holds the answer until the test opens the gate, so tests about
+// held streams depend on what the client saw, not on the machine's speed.
+type gatePhase struct{ open chan struct{} }
+
+func (gatePhase) Name() string { return "gate" }
+func (p gatePhase) OnResponse(ctx context.Context, ex *interceptors.Exchange) error {
+	select {
+	case <-p.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// streamThroughGate posts a streaming request to the held route, reads the
+// keep-alive comments the client gets while the gate holds the answer (failing
+// on anything else), then opens the gate and returns the response and the rest
+// of its body.
+func streamThroughGate(t *testing.T, h *harness, gate gatePhase, keepAlives int) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "POST", h.base+"/v1/chat/completions",
 		strings.NewReader(`{"model":"held","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	comments, content, events := readSSE(t, resp.Body)
-	if comments < 3 {
-		t.Fatalf("want keep-alive comments every 100ms over 450ms, got %d", comments)
+	t.Cleanup(func() { resp.Body.Close() })
+	r := bufio.NewReader(resp.Body)
+	for seen := 0; seen < keepAlives; {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended after %d of %d keep-alives: %v", seen, keepAlives, err)
+		}
+		switch {
+		case strings.HasPrefix(line, ":"):
+			seen++
+		case strings.TrimSpace(line) != "":
+			t.Fatalf("the held stream sent %q before the answer was released", line)
+		}
 	}
-	if content != "held answer" || events[len(events)-1] != "[DONE]" {
+	close(gate.open)
+	return resp, r
+}
+
+func TestHeldStreamSendsKeepAlivesThenTheAnswer(t *testing.T) {
+	t.Parallel()
+	gate := gatePhase{open: make(chan struct{})}
+	h := newHarness(t, `default: {content: "held answer"}`, clientConfig, WithChain("held", gate))
+	resp, rest := streamThroughGate(t, h, gate, 3)
+	_, content, events := readSSE(t, rest)
+	if content != "held answer" || len(events) == 0 || events[len(events)-1] != "[DONE]" {
 		t.Fatalf("content %q events %v", content, events)
 	}
 	if resp.Header.Get("X-Factgate-Trace-Id") == "" {
@@ -256,7 +283,7 @@ func TestGracefulShutdownDrainsInFlightRequests(t *testing.T) {
 
 // variantPhase sets a header in its request phase and holds the answer, as an
 // experiment does on a route whose revision takes a while.
-type variantPhase struct{ slowPhase }
+type variantPhase struct{ gatePhase }
 
 func (variantPhase) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
 	ex.SetHeader("X-Factgate-Variant", "strict")
@@ -265,16 +292,11 @@ func (variantPhase) OnRequest(_ context.Context, ex *interceptors.Exchange) erro
 
 func TestHeldStreamCarriesRequestPhaseHeaders(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, `default: {content: "held answer"}`, clientConfig, WithChain("held", variantPhase{slowPhase{wait: 350 * time.Millisecond}}))
-	resp, err := http.Post(h.base+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"held","stream":true,"messages":[{"role":"user","content":"x"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	comments, content, _ := readSSE(t, resp.Body)
-	if comments == 0 || content != "held answer" {
-		t.Fatalf("the stream was not held: %d comments, content %q", comments, content)
+	gate := gatePhase{open: make(chan struct{})}
+	h := newHarness(t, `default: {content: "held answer"}`, clientConfig, WithChain("held", variantPhase{gate}))
+	resp, rest := streamThroughGate(t, h, gate, 1)
+	if _, content, _ := readSSE(t, rest); content != "held answer" {
+		t.Fatalf("content %q", content)
 	}
 	if got := resp.Header.Get("X-Factgate-Variant"); got != "strict" {
 		t.Fatalf("X-Factgate-Variant = %q on a committed stream", got)
@@ -295,15 +317,14 @@ func TestMalformedUpstreamAnswerOnAHeldRouteIs502(t *testing.T) {
 	}
 }
 
-// revisingPhase holds the answer, then sets the headers a revision sets.
-type revisingPhase struct{}
+// revisingPhase holds the answer until its gate opens, then sets the headers a
+// revision sets.
+type revisingPhase struct{ gatePhase }
 
 func (revisingPhase) Name() string { return "revising" }
-func (revisingPhase) OnResponse(ctx context.Context, ex *interceptors.Exchange) error {
-	select {
-	case <-time.After(350 * time.Millisecond):
-	case <-ctx.Done():
-		return ctx.Err()
+func (p revisingPhase) OnResponse(ctx context.Context, ex *interceptors.Exchange) error {
+	if err := p.gatePhase.OnResponse(ctx, ex); err != nil {
+		return err
 	}
 	ex.SetHeader("X-Factgate-Revisions", "1")
 	ex.SetHeader("X-Factgate-Issues", "draft=C1;final=0")
@@ -312,17 +333,14 @@ func (revisingPhase) OnResponse(ctx context.Context, ex *interceptors.Exchange) 
 
 func TestHeldStreamTellsLateHeadersInAComment(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, `default: {content: "revised answer"}`, clientConfig, WithChain("held", revisingPhase{}))
-	resp, err := http.Post(h.base+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"held","stream":true,"messages":[{"role":"user","content":"x"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
+	gate := gatePhase{open: make(chan struct{})}
+	h := newHarness(t, `default: {content: "revised answer"}`, clientConfig, WithChain("held", revisingPhase{gate}))
+	resp, rest := streamThroughGate(t, h, gate, 1)
+	raw, _ := io.ReadAll(rest)
 	resp.Body.Close()
 	body := string(raw)
 	if resp.Header.Get("X-Factgate-Revisions") != "" {
-		t.Fatal("the stream was not committed before the answer: the test holds too briefly")
+		t.Fatal("X-Factgate-Revisions is an HTTP header of a stream committed before the revision")
 	}
 	i := strings.Index(body, ": X-Factgate-Revisions: 1\n: X-Factgate-Issues: draft=C1;final=0\n")
 	if i < 0 || i > strings.Index(body, "data: [DONE]") {
