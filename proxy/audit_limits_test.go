@@ -53,16 +53,11 @@ default: {content: "quick answer"}
 			r.Body.Close()
 		}
 	})
-	// The slow request is in the proxy once the in-flight gauge says so; its slot
-	// is taken right after, and held for 1.5s.
-	deadline := time.Now().Add(3 * time.Second)
-	for inFlight(t, h) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the slow request never reached the proxy")
-		}
-		time.Sleep(5 * time.Millisecond)
+	// The slow request holds the slot once it is at the mock (the one request
+	// before it there was the quick one after the 431), for 1.5s from then.
+	if err := h.mock.WaitForStarted(2, 10*time.Second); err != nil {
+		t.Fatalf("the slow request never reached the upstream: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond)
 	status, _, resp = h.post("/v1/chat/completions", body)
 	if status != 503 || gjson.GetBytes(resp, "error.code").Str != "upstream_saturated" {
 		t.Fatalf("a request over max_concurrent: %d %s", status, resp)
@@ -74,19 +69,4 @@ default: {content: "quick answer"}
 	if status, _, resp := h.post("/v1/chat/completions", body); status != 200 {
 		t.Fatalf("after the 503 the proxy stopped serving: %d %s", status, resp)
 	}
-}
-
-// inFlight reads factgate_in_flight_requests.
-func inFlight(t *testing.T, h *harness) float64 {
-	t.Helper()
-	mfs, err := h.srv.Metrics().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "factgate_in_flight_requests" && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return 0
 }

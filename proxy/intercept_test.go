@@ -262,10 +262,9 @@ func TestGracefulShutdownDrainsInFlightRequests(t *testing.T) {
 		status, _, _ := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`)
 		done <- status
 	}()
-	if _, err := h.mock.WaitFor(0, time.Second); err != nil {
-		t.Fatal(err)
+	if err := h.mock.WaitForStarted(1, 10*time.Second); err != nil {
+		t.Fatalf("the request never reached the upstream: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond) // the request is in flight at the mock
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.srv.Shutdown(ctx); err != nil {

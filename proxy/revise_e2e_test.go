@@ -252,15 +252,10 @@ func TestReviseClientDisconnectCancelsTheRevision(t *testing.T) {
 	if err := req.Write(conn); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the revision call is in flight, then go away.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(h.mock.Requests()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the draft was never answered")
-		}
-		time.Sleep(5 * time.Millisecond)
+	// Wait until the revision call is in flight at the mock, then go away.
+	if err := h.mock.WaitForStarted(2, 10*time.Second); err != nil {
+		t.Fatalf("the revision call never reached the upstream: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond) // the revision request is now waiting for its first byte
 	conn.Close()
 	recs, err := h.mock.WaitFor(2, 4*time.Second)
 	if err != nil {

@@ -1,7 +1,9 @@
 package mockupstream
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -541,5 +543,35 @@ func TestRecordingOff(t *testing.T) {
 	}
 	if _, err := s.WaitFor(3, 50*time.Millisecond); err == nil {
 		t.Error("WaitFor(3) returned without a third request")
+	}
+}
+
+func TestWaitForStartedSeesARequestInFlight(t *testing.T) {
+	t.Parallel()
+	s := startMock(t, &Script{Default: &Answer{Content: "late", Latency: time.Minute}}, Options{Record: true})
+	if err := s.WaitForStarted(1, 50*time.Millisecond); !errors.Is(err, ErrWaitTimeout) {
+		t.Fatalf("WaitForStarted(1) with no request: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(chatBody("m", "q", false)))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	if err := s.WaitForStarted(1, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Requests()); n != 0 {
+		t.Fatalf("the request in flight was recorded as finished (%d records)", n)
+	}
+	cancel()
+	if _, err := s.WaitFor(1, 10*time.Second); err != nil {
+		t.Fatalf("the cancelled request never finished: %v", err)
+	}
+	s.Reset()
+	if err := s.WaitForStarted(1, 10*time.Millisecond); err == nil {
+		t.Fatal("Reset kept the started count")
 	}
 }

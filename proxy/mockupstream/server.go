@@ -80,10 +80,12 @@ type Server struct {
 	listener net.Listener
 	url      string
 
-	// recording; see finish for why finished is atomic and also guarded by mu.
+	// recording and counting; see count for why the counters are atomic and
+	// also guarded by mu.
 	mu       sync.Mutex
 	records  []Recorded
 	finished atomic.Int64
+	started  atomic.Int64
 	waiters  atomic.Int64
 	notify   chan struct{}
 }
@@ -224,6 +226,7 @@ func (s *Server) Reset() {
 	s.mu.Lock()
 	s.records = nil
 	s.finished.Store(0)
+	s.started.Store(0)
 	s.mu.Unlock()
 	s.completionSeq.Store(0)
 	if cs := s.script.Load(); cs != nil {
@@ -241,16 +244,30 @@ var ErrWaitTimeout = errors.New("mock upstream: timed out waiting for requests")
 // returns the recorded requests (empty when Options.Record is false), and
 // ErrWaitTimeout, wrapped with the counts, when time ran out.
 func (s *Server) WaitFor(n int, timeout time.Duration) ([]Recorded, error) {
+	if err := s.waitUntil(&s.finished, n, timeout, "finished"); err != nil {
+		return s.Requests(), err
+	}
+	return s.Requests(), nil
+}
+
+// WaitForStarted waits until at least n requests have reached the server since the
+// last Reset, finished or not, or timeout passes (then ErrWaitTimeout, wrapped with
+// the counts). Tests use it to act while a request is in flight at the upstream.
+func (s *Server) WaitForStarted(n int, timeout time.Duration) error {
+	return s.waitUntil(&s.started, n, timeout, "started")
+}
+
+// waitUntil waits until count reaches n or timeout passes.
+func (s *Server) waitUntil(count *atomic.Int64, n int, timeout time.Duration, what string) error {
 	s.waiters.Add(1)
 	defer s.waiters.Add(-1)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		if got := s.finished.Load(); got >= int64(n) {
-			recs := append([]Recorded(nil), s.records...)
+		if count.Load() >= int64(n) {
 			s.mu.Unlock()
-			return recs, nil
+			return nil
 		}
 		if s.notify == nil {
 			s.notify = make(chan struct{})
@@ -260,24 +277,29 @@ func (s *Server) WaitFor(n int, timeout time.Duration) ([]Recorded, error) {
 		select {
 		case <-ch:
 		case <-timer.C:
-			return s.Requests(), fmt.Errorf("%w: %d of %d finished after %s", ErrWaitTimeout, s.finished.Load(), n, timeout)
+			return fmt.Errorf("%w: %d of %d %s after %s", ErrWaitTimeout, count.Load(), n, what, timeout)
 		}
 	}
 }
 
-// finish counts a finished request and records it when recording is on. When nothing
-// records and nobody waits it costs one atomic add: finished is incremented before
-// waiters is read, and a waiter increments waiters before reading finished, so one of
-// the two always sees the other.
+// count adds one to counter and wakes the waiters. When nobody waits it costs one
+// atomic add: counter is incremented before waiters is read, and a waiter increments
+// waiters before reading the counter, so one of the two always sees the other.
+func (s *Server) count(counter *atomic.Int64) {
+	counter.Add(1)
+	if s.waiters.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.wake()
+	s.mu.Unlock()
+}
+
+// finish counts a finished request and records it when recording is on; without
+// recording it costs what count costs.
 func (s *Server) finish(rec *Recorded) {
 	if !s.opts.Record {
-		s.finished.Add(1)
-		if s.waiters.Load() == 0 {
-			return
-		}
-		s.mu.Lock()
-		s.wake()
-		s.mu.Unlock()
+		s.count(&s.finished)
 		return
 	}
 	s.mu.Lock()
@@ -298,6 +320,7 @@ func (s *Server) wake() {
 // ServeHTTP routes a request: chat completions, models, echo; anything else is a 404
 // with the OpenAI error envelope.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.count(&s.started)
 	ex := exchange{w: w, r: r}
 	defer ex.release()
 	if s.opts.Record {
