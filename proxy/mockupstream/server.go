@@ -244,10 +244,8 @@ var ErrWaitTimeout = errors.New("mock upstream: timed out waiting for requests")
 // returns the recorded requests (empty when Options.Record is false), and
 // ErrWaitTimeout, wrapped with the counts, when time ran out.
 func (s *Server) WaitFor(n int, timeout time.Duration) ([]Recorded, error) {
-	if err := s.waitUntil(&s.finished, n, timeout, "finished"); err != nil {
-		return s.Requests(), err
-	}
-	return s.Requests(), nil
+	err := s.waitUntil(&s.finished, n, timeout, "finished")
+	return s.Requests(), err
 }
 
 // WaitForStarted waits until at least n requests have reached the server since the
