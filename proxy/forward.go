@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// isStreamed decides whether an upstream response is relayed while it arrives:
+// event streams always, bodies of unknown or large size too.
+func isStreamed(h *fasthttp.ResponseHeader) bool {
+	if isEventStream(h.ContentType()) {
+		return true
+	}
+	cl := h.ContentLength()
+	return cl < 0 || cl > 1<<20
+}
+
+// forward relays one request to up and the answer back, streaming when the
+// answer is a stream or large.
+func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics, body []byte, start time.Time, client string) {
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	req.Header.SetMethodBytes(rc.Method())
+	uri := up.targetURI(make([]byte, 0, 64), rc.Path(), rc.URI().QueryString())
+	req.Header.SetRequestURIBytes(uri)
+	s.copyRequestHeaders(&req.Header, &rc.Request.Header, up, false, false)
+	req.SetBodyRaw(body)
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	wc, _ := rc.Conn().(*watchConn)
+	if wc != nil {
+		wc.arm(cancel)
+	}
+	upStart := time.Now()
+	cl, err := up.do(ctx, req, resp, isStreamed, 0)
+	fasthttp.ReleaseRequest(req)
+	if err != nil {
+		if wc != nil {
+			wc.disarm()
+		}
+		if context.Cause(ctx) == errClientGone {
+			err = context.Canceled
+		}
+		cancel(nil)
+		fasthttp.ReleaseResponse(resp)
+		e := upstreamError(up.name, err)
+		rm.error(e.Code)
+		total := time.Since(start)
+		rm.observe(e.Status, total, time.Since(upStart))
+		writeError(rc, e)
+		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(total-time.Since(upStart)))
+		s.logAccess(rm.name, rc, e.Status, total, time.Since(upStart), client, e.Code)
+		return
+	}
+	upHeaders := time.Since(upStart)
+	copyResponseHeaders(&rc.Response.Header, &resp.Header)
+	if !cl.stream {
+		rc.Response.SetBody(resp.Body())
+		cl.Close(true)
+		fasthttp.ReleaseResponse(resp)
+		if wc != nil {
+			wc.disarm()
+		}
+		cancel(nil)
+		total := time.Since(start)
+		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(total-upHeaders))
+		rm.observe(rc.Response.StatusCode(), total, upHeaders)
+		s.logAccess(rm.name, rc, rc.Response.StatusCode(), total, upHeaders, client, "")
+		return
+	}
+	overhead := time.Since(start) - upHeaders
+	rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(overhead))
+	status := rc.Response.StatusCode()
+	// fasthttp reads the body from relayBody on the connection's goroutine and writes
+	// each read as one flushed chunk, so events reach the client as they arrive.
+	rc.Response.SetBodyStream(&relayBody{cl: cl, r: cl.body(), done: func(complete, clientGone bool) {
+		cl.Close(complete)
+		fasthttp.ReleaseResponse(resp)
+		if wc != nil {
+			wc.disarm()
+		}
+		if context.Cause(ctx) == errClientGone {
+			clientGone = true
+		}
+		cancel(nil)
+		total := time.Since(start)
+		st := status
+		switch {
+		case clientGone:
+			st = StatusClientClosed
+			rm.error("client_closed_request")
+		case !complete:
+			rm.error("upstream_stream_broken")
+		}
+		rm.observe(st, total, total-overhead)
+		s.logAccess(rm.name, rc, st, total, total-overhead, client, "")
+	}}, -1)
+}
+
+// relayBody is the client response body of a streamed pass-through: it reads the
+// upstream body. When the upstream breaks off, its Read returns the error and
+// fasthttp closes the client connection without the final chunk, so the client
+// sees a truncated stream rather than a clean end.
+type relayBody struct {
+	cl     *call
+	r      io.Reader
+	eof    bool
+	broken bool // the upstream read failed
+	closed bool
+	done   func(complete, clientGone bool)
+}
+
+func (b *relayBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	} else if err != nil {
+		b.broken = true
+	}
+	return n, err
+}
+
+// CloseWithError is called by fasthttp once the body is written or writing failed
+// (werr: the client went away).
+func (b *relayBody) CloseWithError(werr error) error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.done(b.eof && werr == nil, werr != nil && !b.broken)
+	return nil
+}

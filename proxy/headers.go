@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"bytes"
+
+	"github.com/valyala/fasthttp"
+)
+
+// hop-by-hop and proxy-owned headers never cross the proxy.
+func skipRequestHeader(k []byte, keysAuth, buffered bool) bool {
+	if len(k) > 11 && bytes.EqualFold(k[:11], []byte("x-factgate-")) {
+		return true
+	}
+	switch len(k) {
+	case 2:
+		return bytes.EqualFold(k, []byte("te"))
+	case 4:
+		return bytes.EqualFold(k, []byte("host"))
+	case 7:
+		return bytes.EqualFold(k, []byte("trailer")) || bytes.EqualFold(k, []byte("upgrade"))
+	case 10:
+		return bytes.EqualFold(k, []byte("connection")) || bytes.EqualFold(k, []byte("keep-alive"))
+	case 13:
+		return keysAuth && bytes.EqualFold(k, []byte("authorization"))
+	case 14:
+		return bytes.EqualFold(k, []byte("content-length"))
+	case 15:
+		return buffered && bytes.EqualFold(k, []byte("accept-encoding"))
+	case 16:
+		return bytes.EqualFold(k, []byte("proxy-connection"))
+	case 17:
+		return bytes.EqualFold(k, []byte("transfer-encoding"))
+	case 18:
+		return bytes.EqualFold(k, []byte("proxy-authenticate"))
+	case 19:
+		return bytes.EqualFold(k, []byte("proxy-authorization"))
+	}
+	return false
+}
+
+func skipResponseHeader(k []byte) bool {
+	switch len(k) {
+	case 2:
+		return bytes.EqualFold(k, []byte("te"))
+	case 7:
+		return bytes.EqualFold(k, []byte("trailer")) || bytes.EqualFold(k, []byte("upgrade"))
+	case 10:
+		return bytes.EqualFold(k, []byte("connection")) || bytes.EqualFold(k, []byte("keep-alive"))
+	case 14:
+		return bytes.EqualFold(k, []byte("content-length"))
+	case 16:
+		return bytes.EqualFold(k, []byte("proxy-connection"))
+	case 17:
+		return bytes.EqualFold(k, []byte("transfer-encoding"))
+	case 18:
+		return bytes.EqualFold(k, []byte("proxy-authenticate"))
+	}
+	return false
+}
+
+// connectionTokens returns the extra header names a Connection header declares
+// hop-by-hop ("Connection: keep-alive, X-Trace" -> X-Trace), or nil.
+func connectionTokens(h interface{ Peek(string) []byte }) [][]byte {
+	v := h.Peek("Connection")
+	if len(v) == 0 {
+		return nil
+	}
+	var out [][]byte
+	for _, t := range bytes.Split(v, []byte(",")) {
+		t = bytes.TrimSpace(t)
+		if len(t) == 0 || bytes.EqualFold(t, []byte("keep-alive")) || bytes.EqualFold(t, []byte("close")) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func containsFold(list [][]byte, k []byte) bool {
+	for _, t := range list {
+		if bytes.EqualFold(t, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// copyRequestHeaders copies the client's end-to-end headers onto an upstream
+// request and sets the upstream's host and credentials.
+//
+// ownKey forces the upstream's own key (api_key_env) instead of the client's
+// Authorization: the client's credentials belong to the route's provider and never
+// go to another one (an LLM-backed validator's judge on a different upstream).
+func (s *Server) copyRequestHeaders(dst *fasthttp.RequestHeader, src *fasthttp.RequestHeader, up *upstream, buffered, ownKey bool) {
+	useOwn := len(s.keys) > 0 || ownKey
+	extra := connectionTokens(src)
+	for k, v := range src.All() {
+		if skipRequestHeader(k, useOwn, buffered) || (extra != nil && containsFold(extra, k)) {
+			continue
+		}
+		dst.AddBytesKV(k, v)
+	}
+	dst.SetHost(up.hostHeader)
+	if up.apiKey != "" && (useOwn || len(src.Peek("Authorization")) == 0) {
+		dst.Set("Authorization", "Bearer "+up.apiKey)
+	}
+}
+
+func copyResponseHeaders(dst *fasthttp.ResponseHeader, src *fasthttp.ResponseHeader) {
+	dst.SetStatusCode(src.StatusCode())
+	extra := connectionTokens(src)
+	for k, v := range src.All() {
+		if skipResponseHeader(k) || (extra != nil && containsFold(extra, k)) {
+			continue
+		}
+		dst.AddBytesKV(k, v)
+	}
+}

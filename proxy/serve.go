@@ -1,0 +1,185 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/interceptors"
+)
+
+// handle is the fasthttp handler: every request starts here.
+func (s *Server) handle(rc *fasthttp.RequestCtx) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic serving request", "path", string(rc.Path()), "panic", fmt.Sprint(p))
+			writeError(rc, interceptors.Errorf(500, "server_error", "internal_error", "internal error in factgate"))
+		}
+	}()
+	path := rc.Path()
+	switch string(path) {
+	case "/v1/chat/completions":
+		if rc.IsPost() {
+			s.handleChat(rc)
+			return
+		}
+	case "/healthz":
+		rc.SetContentType("application/json")
+		rc.SetBodyString(`{"status":"ok"}`)
+		return
+	case "/readyz":
+		s.handleReady(rc)
+		return
+	case "/metrics":
+		s.metricsH(rc)
+		return
+	}
+	if bytes.HasPrefix(path, []byte("/factgate/")) {
+		s.handleAPI(rc)
+		return
+	}
+	s.handlePassthrough(rc)
+}
+
+// handleReadError answers requests fasthttp could not read (too large, bad
+// headers, timeouts) with the OpenAI error envelope.
+func (s *Server) handleReadError(rc *fasthttp.RequestCtx, err error) {
+	var e *interceptors.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = interceptors.Errorf(413, "invalid_request_error", "request_too_large",
+			"request body exceeds the limit of %d bytes (server.max_request_body)", int64(s.cfg.Server.MaxRequestBody))
+	case isSmallBuffer(err):
+		e = interceptors.Errorf(431, "invalid_request_error", "headers_too_large",
+			"request headers exceed the limit of %d bytes (server.max_header_size)", int64(s.cfg.Server.MaxHeaderSize))
+	default:
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			e = interceptors.Errorf(408, "invalid_request_error", "request_timeout", "timed out reading the request")
+		} else {
+			e = interceptors.Errorf(400, "invalid_request_error", "bad_request", "malformed HTTP request: %v", err)
+		}
+	}
+	s.passMetrics.error(e.Code)
+	s.passMetrics.observe(e.Status, 0, 0)
+	writeError(rc, e)
+}
+
+func isSmallBuffer(err error) bool {
+	var sb *fasthttp.ErrSmallBuffer
+	return errors.As(err, &sb) || bytes.Contains([]byte(err.Error()), []byte("small read buffer"))
+}
+
+// handleChat serves POST /v1/chat/completions.
+func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
+	start := time.Now()
+	s.metrics.inFlight.Inc()
+	defer s.metrics.inFlight.Dec()
+
+	client, aerr := s.authenticate(rc)
+	if aerr != nil {
+		s.fail(rc, s.passMetrics, start, aerr)
+		return
+	}
+	body := rc.PostBody()
+	if !gjson.ValidBytes(body) {
+		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
+			Message: "request body is not valid JSON" + jsonErrorPosition(body)})
+		return
+	}
+	model := gjson.GetBytes(body, "model")
+	if model.Type != gjson.String || model.Str == "" {
+		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "missing_model",
+			Param: "model", Message: "request has no model (a string naming the model or route alias)"})
+		return
+	}
+	s.debugBodyLog("request body", model.Str, body)
+	rt := s.routes[model.Str]
+	if rt == nil {
+		rt = s.defaultRoute
+		if rt == nil {
+			s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
+				Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model.Str)})
+			return
+		}
+	}
+	if len(rt.chain) == 0 {
+		out := body
+		if rt.upstreamModel != "" && rt.upstreamModel != model.Str {
+			out, _ = sjson.SetBytes(body, "model", rt.upstreamModel)
+		}
+		s.forward(rc, rt.up, rt.metrics, out, start, client)
+		return
+	}
+	s.intercept(rc, rt, body, model.Str, client, start)
+}
+
+// handlePassthrough forwards any other path to the pass-through upstream.
+func (s *Server) handlePassthrough(rc *fasthttp.RequestCtx) {
+	start := time.Now()
+	s.metrics.inFlight.Inc()
+	defer s.metrics.inFlight.Dec()
+	client, aerr := s.authenticate(rc)
+	if aerr != nil {
+		s.fail(rc, s.passMetrics, start, aerr)
+		return
+	}
+	if s.passUp == nil {
+		s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found", "no upstream for %s", rc.Path()))
+		return
+	}
+	s.forward(rc, s.passUp, s.passMetrics, rc.PostBody(), start, client)
+}
+
+// handleReady serves /readyz: 200 "ready" or "degraded" (serving, with failing
+// checks named), 503 while draining.
+func (s *Server) handleReady(rc *fasthttp.RequestCtx) {
+	rc.SetContentType("application/json")
+	if s.draining.Load() {
+		rc.SetStatusCode(503)
+		rc.SetBodyString(`{"status":"draining"}`)
+		return
+	}
+	status := "ready"
+	checks := map[string]any{}
+	for _, c := range s.readiness {
+		name, ok, detail := c()
+		entry := map[string]any{"ok": ok}
+		if detail != "" {
+			entry["detail"] = detail
+		}
+		checks[name] = entry
+		if !ok {
+			status = "degraded"
+		}
+	}
+	b, _ := jsonMarshal(map[string]any{"status": status, "checks": checks})
+	rc.SetBody(b)
+}
+
+// handleAPI serves the factgate API under /factgate/ (auth as for the proxy).
+func (s *Server) handleAPI(rc *fasthttp.RequestCtx) {
+	start := time.Now()
+	if _, aerr := s.authenticate(rc); aerr != nil {
+		s.fail(rc, s.passMetrics, start, aerr)
+		return
+	}
+	p := string(rc.Path())
+	if h, ok := s.api[p]; ok {
+		h(rc)
+		return
+	}
+	for prefix, h := range s.apiPrefix {
+		if len(p) > len(prefix) && p[:len(prefix)] == prefix {
+			h(rc)
+			return
+		}
+	}
+	writeError(rc, interceptors.Errorf(404, "invalid_request_error", "not_found", "no factgate endpoint at %s", p))
+}
