@@ -229,7 +229,14 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 	}
 	s.passMetrics = s.metrics.forRoute("passthrough")
 	if s.cache == nil {
-		c, err := cache.New(cfg.Cache, s.metrics.reg, s.log)
+		cc := cfg.Cache
+		if r := cc.Redis; r != nil && r.PasswordEnv != "" && os.Getenv(r.PasswordEnv) == "" && s.allowMissingSecrets {
+			s.warnings = append(s.warnings, fmt.Sprintf("cache.redis.password_env: %s is not set", r.PasswordEnv))
+			noSecret := *r
+			noSecret.PasswordEnv = ""
+			cc.Redis = &noSecret
+		}
+		c, err := cache.New(cc, s.metrics.reg, s.log)
 		if err != nil {
 			return nil, fmt.Errorf("cache: %w", err)
 		}
