@@ -82,7 +82,9 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics
 		if wc != nil {
 			wc.disarm()
 		}
-		if context.Cause(ctx) == errClientGone {
+		// A client that hangs up right after the last byte can be seen by the
+		// disconnect probe before fasthttp reports the body written: it got it all.
+		if !complete && context.Cause(ctx) == errClientGone {
 			clientGone = true
 		}
 		cancel(nil)

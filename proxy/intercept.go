@@ -117,14 +117,17 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		},
 		Trace: interceptors.NewTrace(rt.name),
 	}
-	finish := func(status int, errCode string) {
+	// finish records the request. delivered says the whole answer was written: a
+	// client that hangs up right after reading [DONE] can be seen by the
+	// disconnect probe before fasthttp reports the body written, and got its answer.
+	finish := func(status int, errCode string, delivered bool) {
 		if wc != nil {
 			wc.disarm()
 		}
 		cause := context.Cause(ctx)
 		cancel(nil)
 		total := time.Since(start)
-		if cause == errClientGone {
+		if cause == errClientGone && !delivered {
 			status, errCode = StatusClientClosed, "client_closed_request"
 		}
 		if errCode != "" {
@@ -141,7 +144,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	if !stream {
 		o := s.runChain(ctx, rt, ex, nil)
 		status, code := s.writeOutcome(rc, o, caller, start, false, includeUsage)
-		finish(status, code)
+		finish(status, code, false)
 		return
 	}
 
@@ -158,7 +161,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		case o := <-done:
 			timer.Stop()
 			status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
-			finish(status, code)
+			finish(status, code, false)
 			return
 		case <-timer.C:
 		}
@@ -172,7 +175,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		}
 	case o := <-done:
 		status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
-		finish(status, code)
+		finish(status, code, false)
 		return
 	}
 	rc.SetStatusCode(200)
@@ -196,10 +199,10 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 			if !hs.finished {
 				<-done
 			}
-			finish(StatusClientClosed, "client_closed_request")
+			finish(StatusClientClosed, "client_closed_request", false)
 			return
 		}
-		finish(hs.status, hs.code)
+		finish(hs.status, hs.code, true)
 	}
 	rc.Response.SetBodyStream(hs, -1)
 }

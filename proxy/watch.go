@@ -20,6 +20,12 @@ var errClientGone = errors.New("client closed the connection")
 // connection of that request. A byte that does arrive (a pipelining client) is kept
 // and handed back to fasthttp's reader. Cheap requests finish before the probe
 // starts and pay only for a timer.
+//
+// fasthttp leaves server.read_timeout's deadline on the connection while the
+// handler runs and the answer is written. That deadline bounds reading the
+// request, which is over once a request is armed, so the probe lifts it: an answer
+// may take as long as the upstream does. fasthttp sets the idle deadline again
+// before it reads the connection's next request.
 type watchListener struct {
 	net.Listener
 	probeAfter time.Duration
@@ -80,6 +86,8 @@ func (c *watchConn) probe() {
 		c.mu.Unlock()
 		return
 	}
+	// Under mu, so that disarm's interrupting deadline always comes after this one.
+	_ = c.Conn.SetReadDeadline(time.Time{})
 	c.probing = true
 	done := make(chan struct{})
 	c.probeDone = done
@@ -92,13 +100,16 @@ func (c *watchConn) probe() {
 	if n > 0 {
 		c.pending = append(c.pending, b[0])
 	}
-	if err != nil {
-		c.mu.Lock()
-		armed := c.armed
-		c.mu.Unlock()
-		if armed {
-			cancel(errClientGone)
-		}
+	var ne net.Error
+	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		// A deadline is disarm's interruption, not the client leaving.
+		return
+	}
+	c.mu.Lock()
+	armed := c.armed
+	c.mu.Unlock()
+	if armed {
+		cancel(errClientGone)
 	}
 }
 
