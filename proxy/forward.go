@@ -89,16 +89,20 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics
 		}
 		cancel(nil)
 		total := time.Since(start)
-		st := status
+		// The client saw the upstream's status; the log and the metrics record how
+		// the answer ended.
+		st, code := status, ""
 		switch {
 		case clientGone:
-			st = StatusClientClosed
-			rm.error("client_closed_request")
+			st, code = StatusClientClosed, "client_closed_request"
 		case !complete:
-			rm.error("upstream_stream_broken")
+			st, code = fasthttp.StatusBadGateway, "upstream_stream_broken"
+		}
+		if code != "" {
+			rm.error(code)
 		}
 		rm.observe(st, total, total-overhead)
-		s.logAccess(rm.name, rc, st, total, total-overhead, client, "")
+		s.logAccess(rm.name, rc, st, total, total-overhead, client, code)
 	}}, -1)
 }
 
