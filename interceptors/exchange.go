@@ -180,6 +180,18 @@ func (r *Response) ContentType() string {
 	return ""
 }
 
+// HasMessage reports that a chat.completion body has at least one choice carrying a
+// message object. A 2xx answer without one ({}, "choices": []) answers nothing:
+// it is the upstream's failure, not an answer to check, revise or return.
+func (r *Response) HasMessage() bool {
+	found := false
+	gjson.GetBytes(r.Body, "choices").ForEach(func(_, choice gjson.Result) bool {
+		found = choice.Get("message").IsObject()
+		return !found
+	})
+	return found
+}
+
 // Content returns the first choice's message content of a chat.completion body.
 func (r *Response) Content() string {
 	return gjson.GetBytes(r.Body, "choices.0.message.content").String()

@@ -304,6 +304,10 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 // errMalformedAnswer is the upstream failure of a 2xx answer that is not JSON.
 var errMalformedAnswer = errors.New("the upstream answered 200 with a body that is not JSON")
 
+// errEmptyAnswer is the upstream failure of a 2xx answer without a choice that
+// carries a message ({}, "choices": []).
+var errEmptyAnswer = errors.New("the upstream answered 200 with no choice carrying a message")
+
 // runChain runs request phases, the upstream call and response phases. When
 // early is not nil it receives a copy of the response headers the request phases
 // set, once they are done (or failed).
@@ -353,10 +357,15 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 		} else {
 			resp, err = ex.Upstream.Complete(ctx, body)
 		}
-		if err == nil && resp.OK() && !gjson.ValidBytes(resp.Body) {
-			// A held answer must be read: a 2xx body that is not JSON is the
-			// upstream's failure, not an answer to check or to relay.
-			resp, err = nil, errMalformedAnswer
+		if err == nil && resp.OK() {
+			// A held answer must be read: a 2xx body that is not JSON, or that has
+			// no choice with a message, is the upstream's failure, not an answer
+			// to check, revise or relay.
+			if !gjson.ValidBytes(resp.Body) {
+				resp, err = nil, errMalformedAnswer
+			} else if !resp.HasMessage() {
+				resp, err = nil, errEmptyAnswer
+			}
 		}
 		ex.Response, ex.UpstreamErr = resp, err
 		if resp.OK() {

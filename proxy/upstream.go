@@ -378,7 +378,7 @@ func upstreamError(name string, err error) *interceptors.Error {
 		return &interceptors.Error{Status: fasthttp.StatusServiceUnavailable, Type: "server_error", Code: "upstream_saturated",
 			Message: fmt.Sprintf("upstream %q: %v", name, err), Err: err}
 	}
-	if errors.Is(err, errMalformedAnswer) {
+	if errors.Is(err, errMalformedAnswer) || errors.Is(err, errEmptyAnswer) {
 		return &interceptors.Error{Status: fasthttp.StatusBadGateway, Type: "upstream_error", Code: "upstream_bad_response",
 			Message: fmt.Sprintf("upstream %q: %v", name, err), Err: err}
 	}

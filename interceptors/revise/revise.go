@@ -441,6 +441,9 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 		return failed("the upstream answered with status " + strconv.Itoa(resp.Status))
 	case !gjson.ValidBytes(resp.Body):
 		return failed("the upstream's answer is not valid JSON")
+	case !resp.HasMessage():
+		// {} or "choices": [] would otherwise pass for an answer with no flags.
+		return failed("the upstream's answer has no choice with a message")
 	}
 	ru.addUsage(resp.Usage())
 	content = resp.Content()
