@@ -117,6 +117,15 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		},
 		Trace: interceptors.NewTrace(rt.name),
 	}
+	// The trace is stored before the answer's last bytes go out, so that it can be
+	// fetched the moment the answer is complete; saveTrace runs once.
+	traceSaved := false
+	saveTrace := func() {
+		if !traceSaved {
+			traceSaved = true
+			s.saveTrace(ex)
+		}
+	}
 	// finish records the request. delivered says the whole answer was written: a
 	// client that hangs up right after reading [DONE] can be seen by the
 	// disconnect probe before fasthttp reports the body written, and got its answer.
@@ -135,7 +144,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		}
 		rt.metrics.observe(status, total, caller.waited())
 		s.logAccess(rt.name, rc, status, total, caller.waited(), client, errCode)
-		s.saveTrace(ex)
+		saveTrace()
 	}
 
 	if stream && rt.streamReason {
@@ -189,6 +198,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		pending: []byte(keepAlive),
 		live:    caller.live,
 		render: func(o outcome) ([]byte, int, string) {
+			saveTrace()
 			return s.renderHeldOutcome(rt, o, includeUsage, caller.live != nil)
 		},
 	}
@@ -507,17 +517,37 @@ func equalFold(a, b string) bool {
 	return true
 }
 
-// saveTrace stores an intercepted request's trace in the background.
+// How long storing a trace may take: the answer waits up to traceSaveWait for it,
+// so the trace can be fetched as soon as the answer is complete; a slower store
+// (a Redis that hangs) does not hold the answer longer and finishes in the
+// background within traceSaveTimeout. The save is not cut at traceSaveWait, as a
+// cancelled Redis write would count as a Redis failure.
+const (
+	traceSaveWait    = 250 * time.Millisecond
+	traceSaveTimeout = 2 * time.Second
+)
+
+// saveTrace stores an intercepted request's trace; call it before the answer's
+// last bytes are written.
 func (s *Server) saveTrace(ex *interceptors.Exchange) {
 	if s.traces == nil || ex.Trace == nil {
 		return
 	}
 	ex.Trace.Do(func(t *interceptors.Trace) { t.Usage = ex.Usage })
+	saved := make(chan struct{})
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer close(saved)
+		ctx, cancel := context.WithTimeout(context.Background(), traceSaveTimeout)
 		defer cancel()
 		if err := s.traces.SaveTrace(ctx, ex.Trace); err != nil {
 			s.log.Warn("saving trace failed", "trace_id", ex.Trace.ID, "error", err)
 		}
 	}()
+	wait := time.NewTimer(traceSaveWait)
+	defer wait.Stop()
+	select {
+	case <-saved:
+	case <-wait.C:
+		s.log.Warn("the trace store is slow; the answer goes out before its trace is stored", "trace_id", ex.Trace.ID, "waited", traceSaveWait)
+	}
 }

@@ -213,7 +213,9 @@ func (h headerTap) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// trace fetches a request's trace (stored in the background) from the proxy.
+// trace fetches a request's trace from the proxy. The trace is stored before its
+// answer completes (TestATraceIsReadableWhenItsAnswerIsComplete); polling covers a
+// machine so loaded that the store took longer than the answer waits for it.
 func (h *harness) trace(id string) gjson.Result {
 	h.t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
