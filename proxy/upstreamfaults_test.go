@@ -116,14 +116,124 @@ func TestAStreamedAnswerTheUpstreamBreaksOffIsLoggedAsAFailure(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond until it holds or ten seconds pass.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// chatOK is a complete chat answer with keep-alive framing.
+const chatOK = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 71\r\n\r\n" +
+	`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}]}`
+
+// serveRequests reads requests from c until it closes and hands each body to
+// answer, which writes the response and says whether to keep serving.
+func serveRequests(c net.Conn, answer func(body string) bool) {
+	r := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return
+		}
+		if !answer(string(b)) {
+			return
+		}
+	}
+}
+
+// TestAPaidRequestIsNeverSentTwice: an upstream that read a whole request on a
+// reused connection and then reset it may have billed it; the proxy must not
+// send it again.
+func TestAPaidRequestIsNeverSentTwice(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var paid, conns int
+	h := newRawHarness(t, func(c net.Conn) {
+		mu.Lock()
+		conns++
+		mu.Unlock()
+		serveRequests(c, func(body string) bool {
+			if strings.Contains(body, "paid") {
+				mu.Lock()
+				paid++
+				mu.Unlock()
+				reset(c)
+				return false
+			}
+			_, err := io.WriteString(c, chatOK)
+			return err == nil
+		})
+	})
+	for _, tc := range []struct {
+		content string
+		status  int
+		code    string
+	}{
+		{"warm", 200, ""}, // leaves a pooled connection
+		{"paid", 502, "upstream_failed"},
+	} {
+		status, _, body := h.post("/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"`+tc.content+`"}]}`)
+		if status != tc.status || gjson.GetBytes(body, "error.code").Str != tc.code {
+			t.Fatalf("%s: %d %s", tc.content, status, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if paid != 1 {
+		t.Fatalf("the upstream read the paid request %d times, want once", paid)
+	}
+	if conns != 1 {
+		t.Fatalf("the proxy opened %d connections, want 1 (the paid request went on the pooled one)", conns)
+	}
+}
+
+// TestAPooledConnectionClosedWhileIdleIsReplaced: an upstream that closes a
+// keep-alive connection while it sits in the pool costs the client nothing.
+func TestAPooledConnectionClosedWhileIdleIsReplaced(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		close func(net.Conn)
+	}{
+		{"closed", func(c net.Conn) { c.Close() }},
+		{"reset", reset},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var requests, conns int
+			idleClosed := make(chan struct{}, 4)
+			h := newRawHarness(t, func(c net.Conn) {
+				mu.Lock()
+				conns++
+				mu.Unlock()
+				serveRequests(c, func(string) bool {
+					mu.Lock()
+					requests++
+					mu.Unlock()
+					if _, err := io.WriteString(c, chatOK); err != nil {
+						return false
+					}
+					// The answer said keep-alive; the connection goes away while idle.
+					tc.close(c)
+					idleClosed <- struct{}{}
+					return false
+				})
+			})
+			for i := 0; i < 3; i++ {
+				status, _, body := h.post("/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"q"}]}`)
+				if status != 200 {
+					t.Fatalf("request %d: %d %s", i, status, body)
+				}
+				select {
+				case <-idleClosed:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the upstream did not close its connection")
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if requests != 3 || conns != 3 {
+				t.Fatalf("the upstream saw %d requests on %d connections, want 3 on 3", requests, conns)
+			}
+		})
 	}
 }
