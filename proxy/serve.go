@@ -55,6 +55,10 @@ func (s *Server) handleReadError(rc *fasthttp.RequestCtx, err error) {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		e = interceptors.Errorf(413, "invalid_request_error", "request_too_large",
 			"request body exceeds the limit of %d bytes (server.max_request_body)", int64(s.cfg.Server.MaxRequestBody))
+		// The client may still be sending the body fasthttp refused to read.
+		if wc, ok := rc.Conn().(*watchConn); ok {
+			wc.discardRequestOnClose()
+		}
 	case isSmallBuffer(err):
 		e = interceptors.Errorf(431, "invalid_request_error", "headers_too_large",
 			"request headers exceed the limit of %d bytes (server.max_header_size)", int64(s.cfg.Server.MaxHeaderSize))

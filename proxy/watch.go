@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,6 +43,10 @@ func (l watchListener) Accept() (net.Conn, error) {
 type watchConn struct {
 	net.Conn
 	probeAfter time.Duration
+
+	// discardOnClose is set when the proxy refused a request whose body the
+	// client may still be sending (413); see Close.
+	discardOnClose atomic.Bool
 
 	// pending holds bytes a probe read; fasthttp's next Read gets them first. Only
 	// touched by the probe (before probeDone closes) and by fasthttp after disarm.
@@ -129,4 +134,51 @@ func (c *watchConn) disarm() {
 		<-done
 		_ = c.Conn.SetReadDeadline(time.Time{})
 	}
+}
+
+// How a connection whose request was refused unread is closed (as net/http does):
+// closing a socket with unread data sends a reset, and a reset can reach a client
+// that is still writing its body before it read the answer, which it then never
+// sees. So the answer is followed by a FIN, up to discardMax more bytes of the
+// body are read and dropped, and the socket stays open until discardWait has
+// passed since the close began, for the client to read the answer.
+const (
+	discardMax  = 256 << 10
+	discardWait = 500 * time.Millisecond
+)
+
+// discardRequestOnClose makes Close drain the rest of the request first (see
+// discardMax). Call it from the connection's handler.
+func (c *watchConn) discardRequestOnClose() { c.discardOnClose.Store(true) }
+
+// Close closes the connection, after draining a refused request's body when
+// discardRequestOnClose was called.
+func (c *watchConn) Close() error {
+	if c.discardOnClose.Swap(false) {
+		c.drainBeforeClose()
+	}
+	return c.Conn.Close()
+}
+
+func (c *watchConn) drainBeforeClose() {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	deadline := time.Now().Add(discardWait)
+	if c.Conn.SetReadDeadline(deadline) != nil {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for n := 0; n < discardMax; {
+		m, err := c.Conn.Read(buf)
+		n += m
+		if err != nil {
+			// The client closed (it read the answer), or discardWait passed.
+			return
+		}
+	}
+	// The client is still sending more than we read: leave its data unread, and
+	// the reset for later, until it had discardWait to read the answer.
+	time.Sleep(time.Until(deadline))
 }
