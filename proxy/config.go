@@ -50,8 +50,14 @@ type ServerConfig struct {
 	ReadTimeout cache.Duration `yaml:"read_timeout"`
 	// IdleTimeout closes idle keep-alive client connections. Default 120s.
 	IdleTimeout cache.Duration `yaml:"idle_timeout"`
-	// ShutdownTimeout bounds draining in-flight requests on SIGTERM. Default 30s.
+	// ShutdownTimeout bounds draining in-flight requests on SIGTERM, after
+	// DrainGrace. Default 30s.
 	ShutdownTimeout cache.Duration `yaml:"shutdown_timeout"`
+	// DrainGrace is how long Shutdown keeps the listener open before closing it,
+	// so that load balancers see /readyz answer 503 "draining" and take the
+	// replica out; meanwhile new requests get 503 shutting_down. Default 5s
+	// (applied by ParseConfig); 0s or nil: close at once.
+	DrainGrace *cache.Duration `yaml:"drain_grace"`
 	// KeepaliveInterval is how often a streaming client whose answer is held for
 	// validation gets an SSE comment (": keep-alive"). Default 5s.
 	KeepaliveInterval cache.Duration `yaml:"keepalive_interval"`
@@ -219,6 +225,10 @@ func (c *Config) applyDefaults() {
 	if s.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = cache.Duration(30 * time.Second)
 	}
+	if s.DrainGrace == nil {
+		d := cache.Duration(5 * time.Second)
+		s.DrainGrace = &d
+	}
 	if s.KeepaliveInterval == 0 {
 		s.KeepaliveInterval = cache.Duration(5 * time.Second)
 	}
@@ -365,6 +375,14 @@ func (c *Config) Validate() error {
 		add("routes: more than one route has default: true")
 	}
 	return errors.Join(errs...)
+}
+
+// drainGrace is DrainGrace, zero when unset.
+func (s *ServerConfig) drainGrace() time.Duration {
+	if s.DrainGrace == nil {
+		return 0
+	}
+	return time.Duration(*s.DrainGrace)
 }
 
 // DefaultRoute returns the route with default: true, or nil.

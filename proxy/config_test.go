@@ -3,6 +3,7 @@ package proxy
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigErrorsNameTheProblem(t *testing.T) {
@@ -44,5 +45,15 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if cfg.Server.Listen != "127.0.0.1:8080" || cfg.Server.MaxRequestBody != 16<<20 || cfg.Auth.Mode != "passthrough" || cfg.Upstreams["u"].MaxConcurrent != 1024 {
 		t.Fatalf("defaults not applied: %+v", cfg.Server)
+	}
+	if got := cfg.Server.drainGrace(); got != 5*time.Second {
+		t.Fatalf("drain_grace defaults to %v, want 5s", got)
+	}
+	cfg, err = ParseConfig([]byte("server: {drain_grace: 0s}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]"), "min.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Server.drainGrace(); got != 0 {
+		t.Fatalf("drain_grace: 0s reads as %v, want no grace", got)
 	}
 }

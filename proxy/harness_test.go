@@ -68,6 +68,10 @@ func newHarness(t *testing.T, script, config string, opts ...Option) *harness {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	if !strings.Contains(config, "drain_grace") {
+		// No load balancer watches a test's proxy: shut down without the grace.
+		cfg.Server.DrainGrace = nil
+	}
 	logs := &syncWriter{w: &bytes.Buffer{}}
 	opts = append([]Option{WithLogger(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))}, opts...)
 	srv, err := New(cfg, opts...)

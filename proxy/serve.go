@@ -23,6 +23,14 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		}
 	}()
 	path := rc.Path()
+	if s.draining.Load() && !s.servedWhileDraining(path) {
+		s.fail(rc, s.passMetrics, time.Now(), interceptors.Errorf(503, "server_error", "shutting_down",
+			"this factgate replica is shutting down; retry the request"))
+		// Connection: close sends the client's retry to a new connection, which
+		// a load balancer gives to another replica.
+		rc.SetConnectionClose()
+		return
+	}
 	switch string(path) {
 	case "/v1/chat/completions":
 		if rc.IsPost() {
@@ -45,6 +53,16 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		return
 	}
 	s.handlePassthrough(rc)
+}
+
+// servedWhileDraining: once Shutdown began, only the probes and metrics are
+// answered; /readyz says "draining".
+func (s *Server) servedWhileDraining(path []byte) bool {
+	switch string(path) {
+	case "/readyz", "/healthz", "/metrics":
+		return true
+	}
+	return false
 }
 
 // handleReadError answers requests fasthttp could not read (too large, bad

@@ -336,7 +336,8 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // ListenAndServe listens on the configured address and serves until ctx is
-// cancelled, then shuts down gracefully, draining in-flight requests.
+// cancelled, then shuts down gracefully (see Shutdown) within server.drain_grace
+// plus server.shutdown_timeout.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Server.Listen)
 	if err != nil {
@@ -350,16 +351,29 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.Server.ShutdownTimeout))
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.Server.drainGrace()+time.Duration(s.cfg.Server.ShutdownTimeout))
 	defer cancel()
 	return s.Shutdown(sctx)
 }
 
-// Shutdown stops accepting connections and waits for in-flight requests to finish
-// (bounded by ctx), then closes upstream connections and registered closers.
+// Shutdown takes the server out of service in two steps. For server.drain_grace
+// the listener stays open: /readyz answers 503 "draining", so that load balancers
+// stop sending traffic, and every other new request gets 503 shutting_down
+// (/healthz and /metrics still answer). Then it stops accepting connections and
+// waits for in-flight requests to finish. ctx bounds both steps; afterwards
+// upstream connections and registered closers are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.draining.Store(true)
-	s.log.Info("factgate draining")
+	// A second Shutdown (the first one timed out) does not wait the grace again.
+	if grace := s.cfg.Server.drainGrace(); !s.draining.Swap(true) && grace > 0 {
+		s.log.Info("factgate draining: /readyz answers 503 before the listener closes", "drain_grace", grace.String())
+		wait := time.NewTimer(grace)
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+		}
+	}
+	s.log.Info("factgate closing the listener and draining in-flight requests")
 	err := s.srv.ShutdownWithContext(ctx)
 	for _, up := range s.upstreams {
 		up.closeIdle()

@@ -397,6 +397,7 @@ func startBenchProxy(ctx context.Context, mockURL string, accessLog bool, stderr
 const benchConfig = `# written by factgate bench
 server:
   listen: %q
+  drain_grace: 0s
 log:
   level: warn
   access: %v

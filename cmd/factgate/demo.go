@@ -28,6 +28,7 @@ func init() {
 const demoConfig = `
 server:
   listen: 127.0.0.1:0
+  drain_grace: 0s
 log:
   level: warn
   access: false

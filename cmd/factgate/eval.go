@@ -478,6 +478,7 @@ func evaluate(ctx context.Context, opts evalOptions) (*evalReport, error) {
 	erc.Interceptors.Experiment = nil
 	ecfg.Routes = []proxy.RouteConfig{erc}
 	ecfg.Auth = proxy.AuthConfig{Mode: "passthrough"}
+	ecfg.Server.DrainGrace = nil // no load balancer watches this in-process proxy
 	ecfg.Cache.Redis = nil
 	if err := ecfg.Validate(); err != nil {
 		return nil, err
