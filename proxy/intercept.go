@@ -117,6 +117,8 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		},
 		Trace: interceptors.NewTrace(rt.name),
 	}
+	ex.Trace.ClientKey = client
+	s.keepRequest(ex)
 	finish := func(status int, errCode string) {
 		if wc != nil {
 			wc.disarm()
@@ -132,6 +134,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		}
 		rt.metrics.observe(status, total, caller.waited())
 		s.logAccess(rt.name, rc, status, total, caller.waited(), client, errCode)
+		s.recordRequest(ex, status, errCode, total)
 		s.saveTrace(ex)
 	}
 
