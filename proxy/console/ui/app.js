@@ -1,6 +1,6 @@
 // The console's single page: a hash router over four views, the login form and
 // the language switch.
-import { h, clear } from './dom.js';
+import { h, clear, add } from './dom.js';
 import { api, setUnauthorizedHandler } from './api.js';
 import { t, lang, setLang, applyStatic } from './i18n.js';
 import * as requests from './requests.js';
@@ -17,6 +17,11 @@ async function boot() {
   applyStatic();
   setUnauthorizedHandler(() => { state.session = null; renderWho(); showLogin(); });
   document.getElementById('logout').addEventListener('click', logout);
+  // The skip link moves focus without touching the hash the router reads.
+  document.querySelector('.skip').addEventListener('click', (ev) => {
+    ev.preventDefault();
+    document.getElementById('main').focus();
+  });
   window.addEventListener('hashchange', route);
   await loadSession();
   route();
@@ -39,13 +44,13 @@ function renderWho() {
   out.hidden = !(s && s.session);
   if (!s) return;
   if (s.anonymous) {
-    who.append(t('who.readonly'));
+    add(who, t('who.readonly'));
     if (s.can_login) {
-      who.append(' · ', h('a', { href: '#/login', text: t('who.adminLogin') }));
+      add(who, ' · ', h('a', { href: '#/login', text: t('who.adminLogin') }));
     }
     return;
   }
-  who.append(h('span', { text: s.name }), s.admin ? h('span', { class: 'badge admin', text: t('who.admin') }) : null);
+  add(who, h('span', { text: s.name }), s.admin ? h('span', { class: 'badge admin', text: t('who.admin') }) : null);
 }
 
 async function logout() {
@@ -82,7 +87,7 @@ function showLogin() {
     h('button', { type: 'submit', class: 'primary', text: t('login.submit') }),
     err,
   );
-  main.append(form);
+  add(main, form);
   setCurrent('');
   document.title = t('login.title') + ' · factgate';
   input.focus();
@@ -96,6 +101,8 @@ function setCurrent(page) {
 }
 
 function route() {
+  // In-page anchors (#main) are not views.
+  if (location.hash && !location.hash.startsWith('#/')) return;
   if (state.cleanup) { state.cleanup(); state.cleanup = null; }
   const [path, qs] = location.hash.replace(/^#/, '').split('?');
   const parts = path.split('/').filter(Boolean);
@@ -115,7 +122,7 @@ function route() {
   const view = views[page];
   setCurrent(page === 'trace' ? 'requests' : page);
   if (!view) {
-    main.append(h('h1', { text: t('notFound') }));
+    add(main, h('h1', { text: t('notFound') }));
     return;
   }
   view.render(ctx, parts.slice(1).map(decodeURIComponent));
@@ -128,5 +135,5 @@ function route() {
 
 boot().catch((e) => {
   const main = clear(document.getElementById('main'));
-  main.append(h('p', { class: 'error', role: 'alert', text: e.message }));
+  add(main, h('p', { class: 'error', role: 'alert', text: e.message }));
 });

@@ -3,16 +3,19 @@
 // keyboard user and a test.
 import { h, s } from './dom.js';
 
-const W = 560;
-const LABEL = 120;
-const VALUE = 170;
+const W = 600;
+const LABEL = 110;
+const VALUE = 210;
 const ROW = 30;
 const PAD = 24;
 
-function scaleMax(values, floor) {
+// niceMax is the axis's end: the smallest of 1, 2, 4, 5, 8 or 10 times a power
+// of ten at or above every value (at least floor); rates end at 100% at most.
+function niceMax(values, floor, rate) {
   const m = Math.max(floor, ...values.filter((v) => typeof v === 'number'));
-  const step = m <= 0.1 ? 0.02 : m <= 1 ? 0.1 : Math.pow(10, Math.floor(Math.log10(m)));
-  return Math.ceil((m * 1.05) / step) * step;
+  if (rate) return [0.1, 0.2, 0.4, 0.6, 0.8, 1].find((c) => c >= m) || 1;
+  const p = Math.pow(10, Math.floor(Math.log10(m)));
+  return [1, 2, 4, 5, 8, 10].map((f) => f * p).find((c) => c >= m);
 }
 
 function axis(max, fmt, y0, height) {
@@ -29,7 +32,7 @@ function axis(max, fmt, y0, height) {
 // intervalChart draws a rate per row with its interval: a line from low to high
 // and a dot at the rate. Rows without data say so.
 export function intervalChart({ id, title, note, metric, rows, fmt }) {
-  const max = scaleMax(rows.flatMap((r) => [r.high, r.rate]), 0.05);
+  const max = niceMax(rows.flatMap((r) => [r.high, r.rate]), 0.05, true);
   const height = rows.length * ROW + 8;
   const x = (v) => LABEL + ((W - LABEL - VALUE) * v) / max;
   const svg = s('svg', { viewBox: `0 0 ${W} ${height + PAD}`, class: 'chart', role: 'list', 'aria-labelledby': id },
@@ -57,7 +60,7 @@ export function intervalChart({ id, title, note, metric, rows, fmt }) {
 // barChart draws one bar per row (value), optionally split in two stacked parts
 // (part: the first part's value), with an optional marker (mark).
 export function barChart({ id, title, note, metric, rows, fmt }) {
-  const max = scaleMax(rows.flatMap((r) => [r.value, r.mark]), 1);
+  const max = niceMax(rows.flatMap((r) => [r.value, r.mark]), 1, false);
   const height = rows.length * ROW + 8;
   const x = (v) => LABEL + ((W - LABEL - VALUE) * v) / max;
   const svg = s('svg', { viewBox: `0 0 ${W} ${height + PAD}`, class: 'chart', role: 'list', 'aria-labelledby': id },

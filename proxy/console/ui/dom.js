@@ -97,3 +97,10 @@ export function severityRank(v) {
   const i = SEVERITIES.indexOf(severityName(v));
   return i < 0 ? 0 : i;
 }
+
+// add appends children to el as h() does: arrays flattened, null, undefined
+// and false skipped (the native append would print them).
+export function add(el, ...children) {
+  append(el, children);
+  return el;
+}

@@ -1,7 +1,7 @@
 // Experiments: per variant the rates with their 95% intervals, tokens and
 // latency as charts, the comparisons with the control, and the assignment
 // shares — from GET /factgate/v1/experiments.
-import { h, fmtMs, fmtPct } from './dom.js';
+import { h, fmtMs, fmtPct, add } from './dom.js';
 import { api } from './api.js';
 import { t } from './i18n.js';
 import { intervalChart, barChart } from './charts.js';
@@ -11,23 +11,25 @@ const RATES = ['first_draft_contradiction', 'revision', 'residual_contradiction'
 export async function render(ctx) {
   const { main } = ctx;
   document.title = t('exp.title') + ' · factgate';
-  main.append(h('h1', { text: t('exp.title') }), h('p', { class: 'muted', text: t('exp.explain') }));
+  add(main, h('h1', { text: t('exp.title') }), h('p', { class: 'muted', text: t('exp.explain') }));
   let rep;
   try {
     rep = await api('/factgate/v1/experiments');
   } catch (e) {
-    main.append(h('p', { class: 'error', role: 'alert', text: e.message }));
+    add(main, h('p', { class: 'error', role: 'alert', text: e.message }));
     return;
   }
   if (!rep.experiments.length) {
-    main.append(h('p', { class: 'card', text: t('exp.none') }));
+    add(main, h('p', { class: 'card', text: t('exp.none') }));
     return;
   }
-  rep.experiments.forEach((ex, n) => main.append(experiment(ex, n)));
+  rep.experiments.forEach((ex, n) => add(main, experiment(ex, n)));
 }
 
+// pct reads as the terminal report does: "31.6% [25.5, 38.4] · 62/196".
 function pct(r) {
-  return `${fmtPct(r.rate)} [${fmtPct(r.low)}, ${fmtPct(r.high)}] · ${r.count}/${r.total}`;
+  const n = (x) => (x * 100).toFixed(1);
+  return `${fmtPct(r.rate)} [${n(r.low)}, ${n(r.high)}] · ${r.count}/${r.total}`;
 }
 
 function experiment(ex, n) {
@@ -35,9 +37,9 @@ function experiment(ex, n) {
   const totalReq = ex.variants.reduce((a, v) => a + v.requests, 0);
   const sec = h('section', { class: 'card experiment', 'aria-labelledby': id + '-h', 'data-experiment': ex.name },
     h('h2', { id: id + '-h' }, ex.name, ' ', h('span', { class: 'muted small', text: t('exp.sub', { route: ex.route, control: ex.control }) })));
-  if (ex.error) sec.append(h('p', { class: 'error', role: 'alert', text: ex.error }));
+  if (ex.error) add(sec, h('p', { class: 'error', role: 'alert', text: ex.error }));
 
-  sec.append(h('table', { class: 'compact' },
+  add(sec, h('table', { class: 'compact' },
     h('caption', { text: t('exp.variants') }),
     h('thead', null, h('tr', null, [t('col.variant'), t('exp.share'), t('exp.observed'), t('exp.requests'), t('exp.forced'), t('exp.validated'), t('exp.hidden')].map((c) => h('th', { scope: 'col', text: c })))),
     h('tbody', null, ex.variants.map((v) => h('tr', null,
@@ -51,7 +53,7 @@ function experiment(ex, n) {
 
   const grid = h('div', { class: 'charts' });
   for (const m of RATES) {
-    grid.append(intervalChart({
+    add(grid, intervalChart({
       id: `${id}-${m}`,
       metric: m,
       title: t('rate.' + m),
@@ -63,7 +65,7 @@ function experiment(ex, n) {
       }),
     }));
   }
-  grid.append(barChart({
+  add(grid, barChart({
     id: `${id}-tokens`, metric: 'tokens', title: t('exp.tokens'), note: t('exp.tokensNote'),
     fmt: (v) => String(Math.round(v)),
     rows: ex.variants.map((v) => {
@@ -74,7 +76,7 @@ function experiment(ex, n) {
         empty: t('exp.noData') };
     }),
   }));
-  grid.append(barChart({
+  add(grid, barChart({
     id: `${id}-latency`, metric: 'latency', title: t('exp.latency'), note: t('exp.latencyNote'),
     fmt: (v) => fmtMs(v),
     rows: ex.variants.map((v) => {
@@ -84,7 +86,7 @@ function experiment(ex, n) {
         empty: t('exp.noData') };
     }),
   }));
-  grid.append(barChart({
+  add(grid, barChart({
     id: `${id}-shares`, metric: 'shares', title: t('exp.shares'), note: t('exp.sharesNote'),
     fmt: (v) => fmtPct(v, 0),
     rows: ex.variants.map((v) => ({
@@ -93,10 +95,10 @@ function experiment(ex, n) {
       empty: t('exp.noData'),
     })),
   }));
-  sec.append(grid);
+  add(sec, grid);
 
   if (ex.comparisons && ex.comparisons.length) {
-    sec.append(h('table', { class: 'compact comparisons' },
+    add(sec, h('table', { class: 'compact comparisons' },
       h('caption', { text: t('exp.comparisons', { control: ex.control }) }),
       h('thead', null, h('tr', null, [t('col.variant'), t('exp.metric'), t('exp.difference'), t('exp.interval'), 'z', 'p', t('exp.reading')].map((c) => h('th', { scope: 'col', text: c })))),
       h('tbody', null, ex.comparisons.map((c) => {

@@ -2,7 +2,7 @@
 // context exactly as a route injects it, and — with an admin key — edit overlay
 // entries (lint and diff before saving; written to the overlay file and
 // reloaded at once).
-import { h, clear, announce, fmtBytes } from './dom.js';
+import { h, clear, announce, fmtBytes, add } from './dom.js';
 import { api, query } from './api.js';
 import { t } from './i18n.js';
 import { diffView } from './trace.js';
@@ -10,12 +10,12 @@ import { diffView } from './trace.js';
 export async function render(ctx) {
   const { main, params } = ctx;
   document.title = t('kn.title') + ' · factgate';
-  main.append(h('h1', { text: t('kn.title') }));
+  add(main, h('h1', { text: t('kn.title') }));
   let info;
   try {
     info = await api('/factgate/v1/knowledge');
   } catch (e) {
-    main.append(h('p', { class: 'error', role: 'alert', text: e.message }));
+    add(main, h('p', { class: 'error', role: 'alert', text: e.message }));
     return;
   }
   const state = { info, set: null, data: null, scope: params.get('scope') || '', tag: params.get('tag') || '', q: params.get('q') || '' };
@@ -40,10 +40,10 @@ export async function render(ctx) {
     overlayLine, h('div', { class: 'row' }, count, newBtn), list);
 
   const renderPanel = h('section', { class: 'card', 'aria-labelledby': 'kn-render-h' });
-  main.append(h('div', { class: 'kn-layout' }, browse, renderPanel));
+  add(main, h('div', { class: 'kn-layout' }, browse, renderPanel));
 
   const editor = makeEditor(state, () => loadSet(state.set, true));
-  main.append(editor.dialog);
+  add(main, editor.dialog);
 
   setSel.addEventListener('change', () => { state.scope = ''; state.tag = ''; loadSet(setSel.value); });
   scopeSel.addEventListener('change', () => { state.scope = scopeSel.value; draw(); });
@@ -58,24 +58,24 @@ export async function render(ctx) {
     try {
       state.data = await api('/factgate/v1/knowledge/sets/' + encodeURIComponent(name));
     } catch (e) {
-      clear(list).append(h('p', { class: 'error', role: 'alert', text: e.message }));
+      add(clear(list), h('p', { class: 'error', role: 'alert', text: e.message }));
       return;
     }
     const d = state.data;
-    clear(scopeSel).append(h('option', { value: '', text: t('kn.allScopes') }),
-      d.scopes.map((sc) => h('option', { value: scopeKey(sc), text: scopeLabel(sc), selected: scopeKey(sc) === state.scope })));
+    add(clear(scopeSel), h('option', { value: '', text: t('kn.allScopes') }),
+      ...d.scopes.map((sc) => h('option', { value: scopeKey(sc), text: scopeLabel(sc), selected: scopeKey(sc) === state.scope })));
     const used = new Set(d.scopes.flatMap((sc) => sc.entries.flatMap((e) => e.tags)));
-    clear(tagSel).append(h('option', { value: '', text: t('filter.any') }),
-      [...used].sort().map((tag) => h('option', { value: tag, text: tag, selected: tag === state.tag })));
+    add(clear(tagSel), h('option', { value: '', text: t('filter.any') }),
+      ...[...used].sort().map((tag) => h('option', { value: tag, text: tag, selected: tag === state.tag })));
     clear(overlayLine);
     const ov = d.overlay;
     if (!ov) {
-      overlayLine.append(h('p', { class: 'muted', text: t('kn.noOverlay', { set: name }) }));
+      add(overlayLine, h('p', { class: 'muted', text: t('kn.noOverlay', { set: name }) }));
     } else {
-      overlayLine.append(h('p', { class: 'muted' }, t('kn.overlay', { version: ov.version }),
+      add(overlayLine, h('p', { class: 'muted' }, t('kn.overlay', { version: ov.version }),
         ov.path ? h('code', { class: 'small', text: ' ' + ov.path }) : null,
         ov.present ? null : ' ' + t('kn.overlayAbsent')));
-      if (ov.last_error) overlayLine.append(h('p', { class: 'error', role: 'alert', text: t('kn.overlayError', { error: ov.last_error }) }));
+      if (ov.last_error) add(overlayLine, h('p', { class: 'error', role: 'alert', text: t('kn.overlayError', { error: ov.last_error }) }));
     }
     newBtn.hidden = !(state.info.can_edit && ov);
     if (!keepFilters) drawRender(renderPanel, state);
@@ -95,8 +95,8 @@ export async function render(ctx) {
         (!q || e.id.toLowerCase().includes(q) || e.text.toLowerCase().includes(q) || e.tags.some((tg) => tg.toLowerCase().includes(q))));
       if (!entries.length) continue;
       shown += entries.length;
-      list.append(h('h3', { class: 'scope', text: scopeLabel(sc) }),
-        entries.map((e) => entryCard(e, sc, d, canEdit ? () => editor.open(e, sc) : null)));
+      add(list, h('h3', { class: 'scope', text: scopeLabel(sc) }),
+        ...entries.map((e) => entryCard(e, sc, d, canEdit ? () => editor.open(e, sc) : null)));
     }
     count.textContent = t('kn.count', { n: shown });
     const q2 = query({ set: state.set, scope: state.scope, tag: state.tag, q: state.q });
@@ -148,22 +148,22 @@ function drawRender(panel, state) {
     ev.preventDefault();
     const params = { set: state.set, route: routeSel.value };
     for (const [dim, input] of Object.entries(inputs)) params['scope.' + dim] = input.value.split(',').map((x) => x.trim()).filter(Boolean).join(',');
-    clear(out).append(h('p', { class: 'muted', text: t('loading') }));
+    add(clear(out), h('p', { class: 'muted', text: t('loading') }));
     try {
       const r = await api('/factgate/v1/knowledge/render' + query(params));
-      clear(out).append(
+      add(clear(out), 
         h('p', { class: 'muted small', text: (r.injected ? t('kn.asInjected', { route: r.route }) : t('kn.knowledgeOnlyNote')) + ' · ' + fmtBytes(r.bytes) + ' · v' + r.version }),
         r.unknown && r.unknown.length ? h('p', { class: 'warn', text: t('kn.unknownScopes', { list: r.unknown.join(', ') }) }) : null,
         h('pre', { class: 'content domain prompt', lang: set.language, tabindex: '0', 'aria-label': t('kn.prompt'), text: r.prompt }));
       announce(t('kn.rendered', { size: fmtBytes(r.bytes) }));
     } catch (e) {
-      clear(out).append(h('p', { class: 'error', role: 'alert', text: e.message }));
+      add(clear(out), h('p', { class: 'error', role: 'alert', text: e.message }));
     }
   } },
     h('div', { class: 'field wide' }, h('label', { for: 'rd-route', text: t('kn.route') }), routeSel),
     fields,
-    h('button', { type: 'submit', class: 'primary', text: t('kn.render') }));
-  panel.append(h('h2', { id: 'kn-render-h', text: t('kn.renderTitle') }), h('p', { class: 'muted small', text: t('kn.renderExplain') }), form, out);
+    h('button', { type: 'submit', id: 'rd-submit', class: 'primary', text: t('kn.render') }));
+  add(panel, h('h2', { id: 'kn-render-h', text: t('kn.renderTitle') }), h('p', { class: 'muted small', text: t('kn.renderExplain') }), form, out);
 }
 
 function makeEditor(state, reload) {
@@ -176,11 +176,11 @@ function makeEditor(state, reload) {
   const tagsHint = h('p', { id: 'ed-tags-hint', class: 'muted small' });
   const textIn = h('textarea', { id: 'ed-text', rows: '12', spellcheck: 'false' });
   const result = h('div', { class: 'ed-result', 'aria-live': 'polite' });
-  const disableBtn = h('button', { type: 'button', text: t('kn.disable') });
-  const revertBtn = h('button', { type: 'button', text: t('kn.revert') });
-  const previewBtn = h('button', { type: 'button', text: t('kn.preview') });
-  const saveBtn = h('button', { type: 'submit', class: 'primary', text: t('kn.save') });
-  const closeBtn = h('button', { type: 'button', text: t('kn.close') });
+  const disableBtn = h('button', { type: 'button', id: 'ed-disable', text: t('kn.disable') });
+  const revertBtn = h('button', { type: 'button', id: 'ed-revert', text: t('kn.revert') });
+  const previewBtn = h('button', { type: 'button', id: 'ed-preview', text: t('kn.preview') });
+  const saveBtn = h('button', { type: 'submit', id: 'ed-save', class: 'primary', text: t('kn.save') });
+  const closeBtn = h('button', { type: 'button', id: 'ed-close', text: t('kn.close') });
   const scopeRow = h('div', { class: 'row' },
     h('div', { class: 'field' }, h('label', { for: 'ed-dim', text: t('kn.dimension') }), dimSel),
     h('div', { class: 'field grow' }, h('label', { for: 'ed-value', text: t('kn.value') }), valueIn, values));
@@ -208,19 +208,19 @@ function makeEditor(state, reload) {
   function showResult(r, written) {
     clear(result);
     if (written) {
-      result.append(h('p', { class: 'ok', role: 'status', text: t('kn.saved', { version: r.overlay.version }) }));
+      add(result, h('p', { class: 'ok', role: 'status', text: t('kn.saved', { version: r.overlay.version }) }));
     }
-    result.append(h('h3', { text: r.builtin ? t('kn.diffBuiltin') : t('kn.diffNew') }));
+    add(result, h('h3', { text: r.builtin ? t('kn.diffBuiltin') : t('kn.diffNew') }));
     if (r.tags_added.length || r.tags_removed.length) {
-      result.append(h('p', null, r.tags_added.map((x) => h('ins', { class: 'tag', text: '+' + x })), ' ', r.tags_removed.map((x) => h('del', { class: 'tag', text: '−' + x }))));
+      add(result, h('p', null, r.tags_added.map((x) => h('ins', { class: 'tag', text: '+' + x })), ' ', r.tags_removed.map((x) => h('del', { class: 'tag', text: '−' + x }))));
     }
-    result.append(r.after ? diffView(r.text_diff) : h('p', { class: 'muted', text: t('kn.removed') }));
+    add(result, r.after ? diffView(r.text_diff) : h('p', { class: 'muted', text: t('kn.removed') }));
   }
 
   function showError(e) {
     clear(result);
     const probs = e.body && e.body.problems;
-    result.append(h('div', { class: 'error', role: 'alert' }, h('p', { text: e.message }),
+    add(result, h('div', { class: 'error', role: 'alert' }, h('p', { text: e.message }),
       probs && probs.length ? h('ul', null, probs.map((p) => h('li', { text: [p.scope, p.entry && `"${p.entry}"`, p.field, p.problem].filter(Boolean).join(' · ') }))) : null));
   }
 
@@ -248,7 +248,7 @@ function makeEditor(state, reload) {
   function fillValues() {
     const set = state.info.sets.find((s) => s.name === state.set);
     const dim = set && set.dimensions.find((d) => d.name === dimSel.value);
-    clear(values).append((dim ? dim.values : []).map((v) => h('option', { value: v })));
+    add(clear(values), ...(dim ? dim.values : []).map((v) => h('option', { value: v })));
     valueIn.disabled = !dimSel.value;
   }
 
@@ -257,7 +257,7 @@ function makeEditor(state, reload) {
     current = entry;
     clear(result);
     title.textContent = entry ? t('kn.editTitle', { id: entry.id }) : t('kn.newTitle', { set: state.set });
-    clear(dimSel).append(h('option', { value: '', text: t('kn.global') }), set.dimensions.map((d) => h('option', { value: d.name, text: d.name })));
+    add(clear(dimSel), h('option', { value: '', text: t('kn.global') }), ...set.dimensions.map((d) => h('option', { value: d.name, text: d.name })));
     dimSel.value = sc ? sc.dimension : '';
     valueIn.value = sc ? sc.value : '';
     fillValues();

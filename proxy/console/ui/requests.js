@@ -1,6 +1,6 @@
 // Requests: this replica's recent intercepted requests, filterable, newest
 // first, live through the server-sent event feed.
-import { h, clear, announce, fmtMs, fmtTime, SEVERITIES } from './dom.js';
+import { h, clear, announce, fmtMs, fmtTime, SEVERITIES, add } from './dom.js';
 import { api, query } from './api.js';
 import { t } from './i18n.js';
 
@@ -56,7 +56,7 @@ export function render(ctx) {
     h('thead', null, h('tr', null, cols.map((c) => h('th', { scope: 'col', class: 'col-' + c, text: t('col.' + c) })))),
     tbody);
 
-  main.append(
+  add(main,
     h('div', { class: 'pagehead' },
       h('h1', { text: t('requests.title') }),
       h('div', { class: 'actions' }, live)),
@@ -89,7 +89,7 @@ export function render(ctx) {
     if (!el) return;
     const have = new Set([...el.options].map((o) => o.value));
     for (const v of values || []) {
-      if (!have.has(v)) el.append(h('option', { value: v, text: v, selected: v === filters[name] }));
+      if (!have.has(v)) add(el, h('option', { value: v, text: v, selected: v === filters[name] }));
     }
   }
 
@@ -101,7 +101,7 @@ export function render(ctx) {
       const data = await api('/factgate/v1/requests' + query(params));
       if (!append) clear(tbody);
       for (const r of data.requests) {
-        tbody.append(row(r, false));
+        add(tbody, row(r, false));
         oldest = r.seq;
       }
       fillMenu('route', data.routes);

@@ -1,7 +1,7 @@
 // Trace: one request's story — the client's request, every attempt with its
 // issues highlighted at their claims, the diff from draft to the answer returned,
 // downgrades, notice, tokens and timings.
-import { h, fmtMs, fmtBytes, fmtDateTime, severityName, severityRank } from './dom.js';
+import { h, fmtMs, fmtBytes, fmtDateTime, severityName, severityRank, add } from './dom.js';
 import { api } from './api.js';
 import { t } from './i18n.js';
 
@@ -9,18 +9,18 @@ export async function render(ctx, [id]) {
   const { main } = ctx;
   document.title = t('trace.title') + ' · factgate';
   const back = h('p', null, h('a', { href: '#/requests', text: '← ' + t('trace.back') }));
-  main.append(back);
+  add(main, back);
   let view;
   try {
     view = await api('/factgate/v1/requests/' + encodeURIComponent(id));
   } catch (e) {
-    main.append(h('h1', { text: t('trace.title') }), h('p', { class: 'error', role: 'alert', text: e.status === 404 ? t('trace.notFound', { id }) : e.message }));
+    add(main, h('h1', { text: t('trace.title') }), h('p', { class: 'error', role: 'alert', text: e.status === 404 ? t('trace.notFound', { id }) : e.message }));
     return;
   }
   const tr = view.trace;
   const attempts = tr.attempts || [];
   const final = tr.final || null;
-  main.append(
+  add(main,
     h('h1', null, t('trace.title'), ' ', h('code', { class: 'small', text: tr.id })),
     overview(tr, view),
     requestSection(tr),
@@ -86,7 +86,7 @@ function requestSection(tr) {
   const sec = h('section', { class: 'card', 'aria-labelledby': 'rq-h' }, h('h2', { id: 'rq-h', text: t('trace.request') }));
   const req = tr.request;
   if (!req) {
-    sec.append(h('p', { class: 'muted', text: t('trace.noRequest') }));
+    add(sec, h('p', { class: 'muted', text: t('trace.noRequest') }));
     return sec;
   }
   for (const [i, m] of req.messages.entries()) {
@@ -94,7 +94,7 @@ function requestSection(tr) {
     // Facts (an operation log) are long: collapsed, with their size.
     const long = m.content.length > 600 || lines > 12;
     const size = m.truncated ? t('trace.cut', { kept: fmtBytes(m.content.length), total: fmtBytes(m.bytes) }) : fmtBytes(m.bytes);
-    sec.append(h('details', { class: 'message', open: !long },
+    add(sec, h('details', { class: 'message', open: !long },
       h('summary', null, h('span', { class: ['role', m.role], text: m.role }), ' ',
         h('span', { class: 'muted small', text: long ? t('trace.lines', { n: lines, size }) : size }),
         long ? h('span', { class: 'preview', text: ' ' + m.content.split('\n')[0].slice(0, 80) }) : null),
@@ -112,11 +112,11 @@ function attemptsSection(tr, view) {
   const attempts = tr.attempts || [];
   const sec = h('section', { class: 'card', 'aria-labelledby': 'at-h' }, h('h2', { id: 'at-h', text: t('trace.attempts') }));
   if (attempts.length === 0) {
-    sec.append(h('p', { class: 'muted', text: t('trace.noAttempts') }));
+    add(sec, h('p', { class: 'muted', text: t('trace.noAttempts') }));
     return sec;
   }
-  sec.append(attemptTable(attempts, view.returned));
-  attempts.forEach((a, i) => sec.append(attemptBlock(a, i, view.attempts[i], view.returned === i)));
+  add(sec, attemptTable(attempts, view.returned));
+  attempts.forEach((a, i) => add(sec, attemptBlock(a, i, view.attempts[i], view.returned === i)));
   return sec;
 }
 
@@ -144,12 +144,12 @@ function attemptBlock(a, i, av, isReturned) {
   const block = h('article', { class: ['attempt', isReturned ? 'returned' : null], 'aria-labelledby': idp + '-h' },
     h('h3', { id: idp + '-h' }, attemptTitle(a, i), ' ', h('span', { class: 'muted small', text: `${a.counts} · ${fmtMs(a.duration)}` }),
       isReturned ? h('span', { class: 'badge good', text: t('trace.returned') }) : null));
-  if (a.error) block.append(h('p', { class: 'error', text: t('trace.callFailed', { error: a.error }) }));
+  if (a.error) add(block, h('p', { class: 'error', text: t('trace.callFailed', { error: a.error }) }));
   const content = h('pre', { class: 'content answer', 'aria-label': t('trace.answerOf', { what: attemptTitle(a, i) }) });
   if (a.content) {
     for (const seg of (av ? av.segments : [{ text: a.content }])) {
       if (!seg.issues || seg.issues.length === 0) {
-        content.append(seg.text);
+        add(content, seg.text);
         continue;
       }
       const worst = Math.max(...seg.issues.map((k) => severityRank(issues[k].severity)));
@@ -163,16 +163,16 @@ function attemptBlock(a, i, av, isReturned) {
         'data-issues': seg.issues.join(','),
         text: seg.text,
       });
-      content.append(mark);
+      add(content, mark);
     }
-    block.append(content);
+    add(block, content);
   } else {
-    block.append(h('p', { class: 'muted', text: t('trace.noContent') }));
+    add(block, h('p', { class: 'muted', text: t('trace.noContent') }));
   }
   if (issues.length) {
     const placed = new Set();
     if (av) for (const seg of av.segments) for (const k of seg.issues || []) placed.add(k);
-    block.append(h('h4', { text: t('trace.issuesOf', { n: issues.length }) }),
+    add(block, h('h4', { text: t('trace.issuesOf', { n: issues.length }) }),
       h('ol', { class: 'issues-list' }, issues.map((is, k) => issueItem(is, `${idp}-i${k}`, placed.has(k) ? `${idp}-m${firstMarkOf(av, k)}` : null))));
   }
   return block;
@@ -209,14 +209,14 @@ function issueItem(is, id, markId) {
 function diffSection(view, attempts) {
   const sec = h('section', { class: 'card', 'aria-labelledby': 'df-h' }, h('h2', { id: 'df-h', text: t('trace.diff') }));
   if (attempts.length < 2 || view.returned === 0) {
-    sec.append(h('p', { class: 'muted', text: attempts.length ? t('trace.draftReturned') : t('trace.noAttempts') }));
+    add(sec, h('p', { class: 'muted', text: attempts.length ? t('trace.draftReturned') : t('trace.noAttempts') }));
     return sec;
   }
   if (!view.diff.length) {
-    sec.append(h('p', { class: 'muted', text: t('trace.noContent') }));
+    add(sec, h('p', { class: 'muted', text: t('trace.noContent') }));
     return sec;
   }
-  sec.append(h('p', { class: 'muted small', text: t('trace.diffExplain', { to: attemptTitle(attempts[view.returned], view.returned) }) }),
+  add(sec, h('p', { class: 'muted small', text: t('trace.diffExplain', { to: attemptTitle(attempts[view.returned], view.returned) }) }),
     diffView(view.diff));
   return sec;
 }
@@ -233,10 +233,10 @@ function downgradesSection(tr) {
   const sec = h('section', { class: 'card', 'aria-labelledby': 'dg-h' }, h('h2', { id: 'dg-h', text: t('trace.downgrades') }));
   const list = tr.downgrades || [];
   if (!list.length) {
-    sec.append(h('p', { class: 'muted', text: t('trace.noDowngrades') }));
+    add(sec, h('p', { class: 'muted', text: t('trace.noDowngrades') }));
     return sec;
   }
-  sec.append(h('table', { class: 'compact' },
+  add(sec, h('table', { class: 'compact' },
     h('thead', null, h('tr', null, [t('trace.claim'), t('trace.from'), t('trace.to'), t('trace.alternatives')].map((c) => h('th', { scope: 'col', text: c })))),
     h('tbody', null, list.map((d) => h('tr', null, h('td', null, h('code', { text: d.path })), h('td', { text: d.from }), h('td', { text: d.to }),
       h('td', { text: (d.alternatives || []).join(', ') }))))));
