@@ -100,7 +100,7 @@ func (s *Server) keepRequest(ex *interceptors.Exchange) {
 		return
 	}
 	if n := s.console.RequestBytes(); n > 0 {
-		ex.Trace.Request = console.CaptureRequest(ex.Original, n)
+		ex.Trace.Request = console.CaptureRequest(ex, n)
 	}
 }
 

@@ -208,11 +208,11 @@ func TestTraceViewOwnership(t *testing.T) {
 	if len(msgs) != 2 || msgs[0].Get("role").Str != "system" || !strings.Contains(msgs[1].Get("content").Str, "玩家: PlayerA (盟军)") {
 		t.Fatalf("the client's request: %s", v.Get("trace.request").Raw)
 	}
-	// The 23 KB replay is cut at console.request_bytes (16 KiB), on a character
+	// The 23 KB replay is cut at console.request_bytes (8 KiB), on a character
 	// boundary, and says how long it was.
 	full := "分析这局录像。\n\n" + replay
 	kept := msgs[1].Get("content").Str
-	if !msgs[1].Get("truncated").Bool() || msgs[1].Get("bytes").Int() != int64(len(full)) || len(kept) > 16<<10 || len(kept) < 16<<10-4 || !strings.HasPrefix(full, kept) {
+	if !msgs[1].Get("truncated").Bool() || msgs[1].Get("bytes").Int() != int64(len(full)) || len(kept) > 8<<10 || len(kept) < 8<<10-4 || !strings.HasPrefix(full, kept) {
 		t.Fatalf("the replay in the trace: %d of %d bytes kept (truncated %v), a prefix: %v", len(kept), msgs[1].Get("bytes").Int(), msgs[1].Get("truncated").Bool(), strings.HasPrefix(full, kept))
 	}
 	if v.Get("returned").Int() != 1 || len(v.Get("attempts").Array()) != 2 {

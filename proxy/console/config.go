@@ -15,7 +15,7 @@ import (
 //	  enabled: true          # default: on with auth.mode keys, off with passthrough
 //	  session_ttl: 12h
 //	  recent_requests: 1000
-//	  request_bytes: 16KiB
+//	  request_bytes: 8KiB
 //	  admin_key_env: FACTGATE_CONSOLE_ADMIN_KEY   # auth.mode passthrough only
 type Config struct {
 	// Enabled turns the console on. Nil means the default: on when auth.mode is
@@ -28,9 +28,9 @@ type Config struct {
 	// keeps in memory for the requests page. Default 1000.
 	RecentRequests int `yaml:"recent_requests"`
 	// RequestBytes bounds each message of the client's request that the trace
-	// keeps for the trace page (an operation log is cut there). Default 16KiB;
-	// -1 keeps none. traces.content: false keeps none either.
-	RequestBytes cache.ByteSize `yaml:"request_bytes"`
+	// keeps for the trace page (an operation log is cut there). Nil means 8KiB;
+	// 0 keeps none. traces.content: false keeps none either.
+	RequestBytes *cache.ByteSize `yaml:"request_bytes"`
 	// AdminKeyEnv names the environment variable holding the console's admin key
 	// in auth mode passthrough: whoever logs in with it may edit knowledge. Without
 	// it a passthrough console is read-only. In auth mode keys, flag a key with
@@ -42,7 +42,7 @@ type Config struct {
 const (
 	DefaultSessionTTL     = 12 * time.Hour
 	DefaultRecentRequests = 1000
-	DefaultRequestBytes   = 16 << 10
+	DefaultRequestBytes   = 8 << 10
 	maxRecentRequests     = 100000
 )
 
@@ -58,8 +58,9 @@ func (c *Config) ApplyDefaults(authMode string) {
 	if c.RecentRequests == 0 {
 		c.RecentRequests = DefaultRecentRequests
 	}
-	if c.RequestBytes == 0 {
-		c.RequestBytes = DefaultRequestBytes
+	if c.RequestBytes == nil {
+		n := cache.ByteSize(DefaultRequestBytes)
+		c.RequestBytes = &n
 	}
 }
 
@@ -74,9 +75,6 @@ func (c *Config) Validate(authMode string) error {
 	}
 	if c.RecentRequests < 0 || c.RecentRequests > maxRecentRequests {
 		errs = append(errs, fmt.Errorf("console.recent_requests: %d is not between 1 and %d", c.RecentRequests, maxRecentRequests))
-	}
-	if c.RequestBytes < -1 {
-		errs = append(errs, fmt.Errorf("console.request_bytes: %d must be a size, or -1 to keep no request", c.RequestBytes))
 	}
 	if c.AdminKeyEnv != "" {
 		switch {

@@ -119,10 +119,10 @@ func New(opt Options) *Console {
 // RequestBytes is the bound on each client message the trace keeps for the trace
 // page; 0 means keep none.
 func (c *Console) RequestBytes() int {
-	if c.cfg.RequestBytes < 0 {
-		return 0
+	if c.cfg.RequestBytes == nil {
+		return DefaultRequestBytes
 	}
-	return int(c.cfg.RequestBytes)
+	return int(*c.cfg.RequestBytes)
 }
 
 // Public reports whether path is served without the API's authentication: the

@@ -42,7 +42,7 @@ func TestPassthroughConsoleIsOffByDefault(t *testing.T) {
 // admin key of console.admin_key_env logs in to edit knowledge.
 func TestPassthroughConsoleReadOnlyUnlessAdmin(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, passthroughConfig+"console: {enabled: true, admin_key_env: FACTGATE_TEST_CONSOLE_ADMIN}\n")
+	f := newFixture(t, passthroughConfig+"console: {enabled: true, admin_key_env: FACTGATE_TEST_CONSOLE_ADMIN, request_bytes: 0}\n")
 	id := f.story("sk-provider-key-of-the-app", "分析这局录像。")
 	waitFor(t, "the request in the list", func() bool {
 		_, _, b := f.do("GET", "/factgate/v1/requests", "", "")
@@ -53,8 +53,12 @@ func TestPassthroughConsoleReadOnlyUnlessAdmin(t *testing.T) {
 		t.Fatalf("anonymous session: %d %s", status, b)
 	}
 	// An app's provider key on an API call is not a console login.
-	if status, _, b := f.do("GET", "/factgate/v1/requests/"+id, "sk-provider-key-of-the-app", ""); status != 200 {
+	status, _, b = f.do("GET", "/factgate/v1/requests/"+id, "sk-provider-key-of-the-app", "")
+	if status != 200 {
 		t.Fatalf("the trace with a provider key: %d %s", status, b)
+	}
+	if gjson.GetBytes(b, "trace.request").Exists() {
+		t.Fatal("request_bytes: 0 kept the request in the trace")
 	}
 	body := editBody("put", "", "", "house-rule", []string{"rule"}, "### 本站规则\n- 先写结论。", "", false)
 	if status, _, b := f.do("POST", "/factgate/v1/knowledge/sets/ra3/entries", "", body, "X-Factgate-Console", "1"); status != 403 || gjson.GetBytes(b, "error.code").Str != "admin_required" {

@@ -2,11 +2,14 @@ package console
 
 import (
 	"encoding/json"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/factgate/factgate/interceptors"
 )
 
 func TestDiff(t *testing.T) {
@@ -65,7 +68,10 @@ func TestCaptureRequest(t *testing.T) {
 		{"role": "user", "content": "\u4f60\u597d\n\"quoted\" \ud83d\ude00 tail"},
 		{"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "part two"}]}
 	]}`)
-	full := CaptureRequest(body, 1<<10)
+	capture := func(limit int) *interceptors.TraceRequest {
+		return CaptureRequest(&interceptors.Exchange{Original: body, Model: "m", Stream: true}, limit)
+	}
+	full := capture(1 << 10)
 	if full.Model != "m" || !full.Stream || len(full.Messages) != 3 {
 		t.Fatalf("%+v", full)
 	}
@@ -76,13 +82,13 @@ func TestCaptureRequest(t *testing.T) {
 		t.Fatalf("text parts: %+v", m)
 	}
 	// Cut at 8 bytes: "你好\n" is 7, the quote escape decodes to 1 more.
-	cut := CaptureRequest(body, 8)
+	cut := capture(8)
 	if m := cut.Messages[1]; m.Content != "你好\n\"" || !m.Truncated || m.Bytes != len("你好\n\"quoted\" 😀 tail") {
 		t.Fatalf("cut: %+v", m)
 	}
 	// A cut inside a surrogate pair keeps the pair out whole.
 	for n := 0; n < 30; n++ {
-		m := CaptureRequest(body, n).Messages[1]
+		m := capture(n).Messages[1]
 		if len(m.Content) > n || strings.ContainsRune(m.Content, '\uFFFD') || !strings.HasPrefix("你好\n\"quoted\" 😀 tail", m.Content) {
 			t.Fatalf("limit %d: %q", n, m.Content)
 		}
@@ -188,4 +194,40 @@ func TestSummaryJSONLeavesTheSeverityRankOut(t *testing.T) {
 	if strings.Contains(string(b), "draftWorst") || !strings.Contains(string(b), `"draft_worst":"Contradiction"`) {
 		t.Fatal(string(b))
 	}
+}
+
+// BenchmarkCaptureRequest: what keeping the client's request costs each
+// intercepted request: the 23 KB operation log cut at the default 8 KiB.
+func BenchmarkCaptureRequest(b *testing.B) {
+	replay, err := os.ReadFile("testdata/allied_vs_soviet.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"model": "ra3-analyst", "messages": []map[string]string{
+		{"role": "system", "content": "你是红警 3 录像分析助手。"},
+		{"role": "user", "content": "分析这局录像。\n\n" + string(replay)},
+	}})
+	ex := &interceptors.Exchange{Original: body, Model: "ra3-analyst"}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		CaptureRequest(ex, DefaultRequestBytes)
+	}
+}
+
+// BenchmarkRecord: adding a finished request to the list, with a live feed
+// subscribed.
+func BenchmarkRecord(b *testing.B) {
+	r := newRecentRequests(DefaultRecentRequests)
+	sub, _ := r.subscribe(0)
+	go func() {
+		for range sub.ch {
+		}
+	}()
+	s := Summary{TraceID: "0123456789abcdef0123456789abcdef", Route: "ra3-analyst", Client: "app", Status: 200}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.add(s)
+	}
+	r.unsubscribe(sub)
 }
