@@ -93,7 +93,7 @@ function requestSection(tr) {
     const lines = m.content.split('\n').length;
     // Facts (an operation log) are long: collapsed, with their size.
     const long = m.content.length > 600 || lines > 12;
-    const size = m.truncated ? t('trace.cut', { kept: fmtBytes(m.content.length), total: fmtBytes(m.bytes) }) : fmtBytes(m.bytes);
+    const size = m.truncated ? t('trace.cut', { kept: fmtBytes(new TextEncoder().encode(m.content).length), total: fmtBytes(m.bytes) }) : fmtBytes(m.bytes);
     add(sec, h('details', { class: 'message', open: !long },
       h('summary', null, h('span', { class: ['role', m.role], text: m.role }), ' ',
         h('span', { class: 'muted small', text: long ? t('trace.lines', { n: lines, size }) : size }),
