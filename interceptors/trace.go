@@ -39,6 +39,32 @@ type Trace struct {
 	Usage Usage `json:"usage"`
 	// Notes are human-readable remarks (a fail-open failure, a skipped step).
 	Notes []string `json:"notes,omitempty"`
+	// ClientKey names the client key that made the request ("" in auth mode
+	// passthrough): the trace's owner.
+	ClientKey string `json:"client_key,omitempty"`
+	// Request is the client's request as the console shows it; nil when it is not
+	// kept (console off, or traces.content false).
+	Request *TraceRequest `json:"request,omitempty"`
+}
+
+// TraceRequest is the client's request as received, each message's text cut at a
+// bound so that an operation log does not make every trace large.
+type TraceRequest struct {
+	Model    string         `json:"model,omitempty"`
+	Stream   bool           `json:"stream,omitempty"`
+	Messages []TraceMessage `json:"messages"`
+}
+
+// TraceMessage is one message of the client's request.
+type TraceMessage struct {
+	Role string `json:"role"`
+	// Content is the message's text (text parts joined by a newline), cut at the
+	// bound when Bytes is larger than its length.
+	Content string `json:"content"`
+	// Bytes is the text's full length in bytes.
+	Bytes int `json:"bytes"`
+	// Truncated reports that Content is a prefix of the text.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Attempt is one answer the model produced for the request.

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/proxy/console"
 )
 
 // Config is factgate's whole configuration, decoded strictly from YAML: an unknown
@@ -29,6 +30,7 @@ type Config struct {
 	Cache     cache.Config              `yaml:"cache"`
 	Knowledge KnowledgeConfig           `yaml:"knowledge"`
 	Traces    TracesConfig              `yaml:"traces"`
+	Console   console.Config            `yaml:"console"`
 
 	// File is the path the config was loaded from ("" when built in code). Relative
 	// paths in the config (overlays, prompt files) resolve against its directory.
@@ -99,6 +101,9 @@ type ClientKeyConfig struct {
 	Name string `yaml:"name"`
 	// KeyEnv names the environment variable holding the key (FACTGATE_KEY_...).
 	KeyEnv string `yaml:"key_env"`
+	// Admin lets the key read every client's requests and traces in the console
+	// and edit knowledge overlays there.
+	Admin bool `yaml:"admin"`
 }
 
 // UpstreamConfig is one OpenAI-compatible provider.
@@ -279,6 +284,7 @@ func (c *Config) applyDefaults() {
 		t := true
 		c.Traces.Content = &t
 	}
+	c.Console.ApplyDefaults(c.Auth.Mode)
 }
 
 // Validate checks the config's consistency; the error names the offending key.
@@ -373,6 +379,9 @@ func (c *Config) Validate() error {
 	}
 	if defaults > 1 {
 		add("routes: more than one route has default: true")
+	}
+	if err := c.Console.Validate(c.Auth.Mode); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -117,6 +117,8 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		},
 		Trace: interceptors.NewTrace(rt.name),
 	}
+	ex.Trace.ClientKey = client
+	s.keepRequest(ex)
 	// The trace is stored before the answer's last bytes go out, so that it can be
 	// fetched the moment the answer is complete; saveTrace runs once.
 	traceSaved := false
@@ -144,6 +146,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		}
 		rt.metrics.observe(status, total, caller.waited())
 		s.logAccess(rt.name, rc, status, total, caller.waited(), client, errCode)
+		s.recordRequest(ex, status, errCode, total)
 		saveTrace()
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/proxy/console"
 )
 
 // handle is the fasthttp handler: every request starts here.
@@ -188,7 +189,11 @@ func (s *Server) handleReady(rc *fasthttp.RequestCtx) {
 // handleAPI serves the factgate API under /factgate/ (auth as for the proxy).
 func (s *Server) handleAPI(rc *fasthttp.RequestCtx) {
 	start := time.Now()
-	if _, aerr := s.authenticate(rc); aerr != nil {
+	if s.console != nil && console.Public(rc.Path()) {
+		s.console.ServePublic(rc)
+		return
+	}
+	if aerr := s.authenticateAPI(rc); aerr != nil {
 		s.fail(rc, s.passMetrics, start, aerr)
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/proxy/console"
 )
 
 // Server is the factgate proxy. Create it with New, run it with Serve or
@@ -55,6 +56,7 @@ type Server struct {
 
 	cache   cache.Cache
 	library *knowledge.Library
+	console *console.Console // nil when the console is off
 
 	allowMissingSecrets bool
 	warnings            []string
@@ -273,6 +275,9 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		if err := o(s); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.newConsole(); err != nil {
+		return nil, err
 	}
 	s.metricsH = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	s.srv = &fasthttp.Server{
