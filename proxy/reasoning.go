@@ -127,7 +127,18 @@ type choiceAssembly struct {
 	role      string
 	content   bytes.Buffer
 	reasoning bytes.Buffer
-	finish    string // raw finish_reason
+	// hasContent: a delta carried a content string (without, a choice that only
+	// calls tools has content null, as in a non-streamed answer).
+	hasContent bool
+	calls      []*toolCallAssembly
+	finish     string // raw finish_reason
+}
+
+// toolCallAssembly accumulates one tool call's deltas: the id, type and name
+// come once, the arguments in pieces.
+type toolCallAssembly struct {
+	id, typ, name string
+	args          bytes.Buffer
 }
 
 var errStreamTooLarge = errors.New("the answer exceeds max_response_body")
@@ -204,7 +215,29 @@ func (a *streamAssembly) line(line []byte) (done bool, err error) {
 		if r := d.Get("role").Str; r != "" {
 			c.role = r
 		}
-		c.content.WriteString(d.Get("content").Str)
+		if ct := d.Get("content"); ct.Type == gjson.String {
+			c.content.WriteString(ct.Str)
+			c.hasContent = true
+		}
+		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			k := int(tc.Get("index").Int())
+			if k < 0 || k > 127 {
+				return true
+			}
+			for len(c.calls) <= k {
+				c.calls = append(c.calls, &toolCallAssembly{})
+			}
+			call := c.calls[k]
+			if v := tc.Get("id").Str; v != "" {
+				call.id = v
+			}
+			if v := tc.Get("type").Str; v != "" {
+				call.typ = v
+			}
+			call.name += tc.Get("function.name").Str
+			call.args.WriteString(tc.Get("function.arguments").Str)
+			return true
+		})
 		if rc := d.Get("reasoning_content").Str; rc != "" {
 			c.reasoning.WriteString(rc)
 			live = a.appendReasoningEvent(live, chunk, idx, rc)
@@ -266,10 +299,36 @@ func (a *streamAssembly) completion() []byte {
 		b = append(b, `,"message":{"role":`...)
 		b = appendJSONString(b, role)
 		b = append(b, `,"content":`...)
-		b = appendJSONString(b, c.content.String())
+		if !c.hasContent && len(c.calls) > 0 {
+			b = append(b, "null"...)
+		} else {
+			b = appendJSONString(b, c.content.String())
+		}
 		if c.reasoning.Len() > 0 {
 			b = append(b, `,"reasoning_content":`...)
 			b = appendJSONString(b, c.reasoning.String())
+		}
+		if len(c.calls) > 0 {
+			b = append(b, `,"tool_calls":[`...)
+			for k, call := range c.calls {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				typ := call.typ
+				if typ == "" {
+					typ = "function"
+				}
+				b = append(b, `{"id":`...)
+				b = appendJSONString(b, call.id)
+				b = append(b, `,"type":`...)
+				b = appendJSONString(b, typ)
+				b = append(b, `,"function":{"name":`...)
+				b = appendJSONString(b, call.name)
+				b = append(b, `,"arguments":`...)
+				b = appendJSONString(b, call.args.String())
+				b = append(b, "}}"...)
+			}
+			b = append(b, ']')
 		}
 		b = append(b, `},"finish_reason":`...)
 		if c.finish == "" {
