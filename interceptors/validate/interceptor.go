@@ -142,9 +142,15 @@ type requestState struct {
 }
 
 // OnRequest implements interceptors.RequestPhase: it resolves the request context
-// and registers the validator.
+// and registers the validator — when validation is on for the request and the
+// pack's contract applies to it (scope.Applies: not a greeting, not a JSON-mode
+// call of a claims pack); any other answer passes as the upstream sent it.
 func (v *Validate) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
 	if !v.enabled(ex) {
+		return nil
+	}
+	if a := scope.Applies(ex, v.pack); !a.Contract {
+		ex.Trace.Note("validate: not validated: " + a.Reason)
 		return nil
 	}
 	ex.SetValue(stateKey{}, v.requestContext(ex))
