@@ -136,9 +136,21 @@ type RouteConfig struct {
 	// StreamReasoning forwards upstream reasoning_content live to streaming clients
 	// while the content is held for validation.
 	StreamReasoning bool `yaml:"stream_reasoning"`
+	// ResponseModel is the model name the answer carries: ResponseModelUpstream
+	// (empty, the default: the upstream's, as OpenAI answers with the dated
+	// snapshot it used) or ResponseModelAlias (the model the client asked for).
+	// "alias" needs a route with interceptors: a pass-through route relays the
+	// upstream's answer unchanged.
+	ResponseModel string `yaml:"response_model"`
 
 	Interceptors RouteInterceptors `yaml:",inline"`
 }
+
+// The values of RouteConfig.ResponseModel.
+const (
+	ResponseModelUpstream = "upstream"
+	ResponseModelAlias    = "alias"
+)
 
 // KnowledgeConfig locates user knowledge.
 type KnowledgeConfig struct {
@@ -359,6 +371,11 @@ func (c *Config) Validate() error {
 				add("%s.models: %q is already routed by %q", where, m, other)
 			}
 			models[m] = r.Name
+		}
+		switch r.ResponseModel {
+		case "", ResponseModelUpstream, ResponseModelAlias:
+		default:
+			add("%s.response_model: %q is not upstream or alias", where, r.ResponseModel)
 		}
 	}
 	if defaults > 1 {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -24,9 +23,10 @@ import (
 // accumulated and assembled into a chat.completion body for the response phases
 // (validation, the hidden revision). Only content is validated and revised, so the
 // reasoning the client already saw never needs taking back. Revisions and other
-// hidden calls do not stream. The client's stream is committed before the chain
-// runs, so the X-Factgate-* headers other than the trace id cannot follow: the
-// trace has them.
+// hidden calls do not stream. The client's stream is committed as soon as the
+// upstream starts answering (with its headers), so the X-Factgate-* headers of
+// the response phases cannot follow: they come as comments at the end of the
+// stream, and the trace has them.
 
 // liveEvents queues SSE events produced by the upstream reader for the client's
 // stream. The queue is unbounded: the upstream answer it comes from is bounded by
@@ -70,10 +70,10 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	c.prepare(req, body)
-	start := time.Now()
+	start := c.begin()
 	cl, err := c.up.do(ctx, req, resp, isStreamed, c.maxBody)
 	if err != nil {
-		c.waitedNs.Add(int64(time.Since(start)))
+		c.end(start)
 		return nil, err
 	}
 	out := &interceptors.Response{Status: resp.StatusCode()}
@@ -86,11 +86,13 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	if !cl.stream {
 		out.Body = append([]byte(nil), resp.Body()...)
 		cl.Close(true)
-		out.Duration = time.Since(start)
-		c.waitedNs.Add(int64(out.Duration))
+		out.Duration = c.end(start)
+		c.reportHeaders(out.Status, out.Header)
 		return out, nil
 	}
-	asm := &streamAssembly{live: live, max: c.maxBody}
+	// The answer has begun: a held stream may now commit, with these headers.
+	c.reportHeaders(out.Status, out.Header)
+	asm := &streamAssembly{live: live, max: c.maxBody, model: c.model}
 	stream := cl.body()
 	err = asm.read(stream)
 	complete := false
@@ -100,8 +102,7 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 		complete = derr == nil && n <= 64<<10
 	}
 	cl.Close(complete)
-	out.Duration = time.Since(start)
-	c.waitedNs.Add(int64(out.Duration))
+	out.Duration = c.end(start)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -117,6 +118,7 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 type streamAssembly struct {
 	live    *liveEvents
 	max     int
+	model   string // replaces the upstream's model in live events ("": keep it)
 	size    int
 	head    gjson.Result // the first chunk: id, created, model, system_fingerprint
 	choices []*choiceAssembly
@@ -260,7 +262,11 @@ func (a *streamAssembly) appendReasoningEvent(dst []byte, chunk gjson.Result, id
 	dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
 	dst = appendRawOr(dst, chunk.Get("created"), "0")
 	dst = append(dst, `,"model":`...)
-	dst = appendRawOr(dst, chunk.Get("model"), `""`)
+	if a.model != "" {
+		dst = appendJSONString(dst, a.model)
+	} else {
+		dst = appendRawOr(dst, chunk.Get("model"), `""`)
+	}
 	dst = append(dst, `,"choices":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(idx), 10)
 	dst = append(dst, `,"delta":{"role":"assistant","reasoning_content":`...)
