@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -382,6 +383,23 @@ func (c *Config) Validate() error {
 		add("routes: more than one route has default: true")
 	}
 	return errors.Join(errs...)
+}
+
+// SetUpstreamURL points the upstream named name at baseURL ("NAME=URL" of
+// factgate serve --upstream), as if the file said so, and validates the result.
+func (c *Config) SetUpstreamURL(name, baseURL string) error {
+	u, ok := c.Upstreams[name]
+	if !ok {
+		names := make([]string, 0, len(c.Upstreams))
+		for n := range c.Upstreams {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("no upstream named %q (have %s)", name, strings.Join(names, ", "))
+	}
+	u.BaseURL = baseURL
+	c.Upstreams[name] = u
+	return c.Validate()
 }
 
 // DefaultRoute returns the route with default: true, or nil.
