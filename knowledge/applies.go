@@ -35,6 +35,9 @@ type ApplyRules struct {
 	JSONMode bool `yaml:"json_mode"`
 
 	UserLineRe *regexp.Regexp `yaml:"-"`
+
+	// userLineStart and opStart skip lines that cannot match (nil: no prefilter).
+	userLineStart, opStart *lineStart
 }
 
 // ApplyInput is what a request shows the pack's apply rules.
@@ -72,9 +75,11 @@ func (p *Pack) Applies(in ApplyInput) Applicability {
 	switch {
 	case rules == nil:
 		a.Domain, a.Reason = true, "pack "+p.Name+" applies to every request"
-	case rules.Facts && p.Facts != nil && p.hasOperationLine(in.UserTexts):
+	case rules.Facts && p.Facts != nil && p.hasOperationLine(in.UserTexts, rules.opStart):
 		a.Domain, a.Reason = true, "a user message holds an operation the pack's fact rules read"
-	case rules.UserLineRe != nil && p.anyLine(in.UserTexts, rules.UserLineRe.MatchString):
+	case rules.UserLineRe != nil && p.anyLine(in.UserTexts, func(line string) bool {
+		return rules.userLineStart.admits(line) && rules.UserLineRe.MatchString(line)
+	}):
 		a.Domain, a.Reason = true, "a user message has a line the pack's user_line rule matches"
 	case rules.Marker && p.Claims != nil && in.ClientMentions != nil && in.ClientMentions(p.Claims.Marker):
 		a.Domain, a.Reason = true, "the client's own prompt asks for the claims block ("+p.Claims.Marker+")"
@@ -90,10 +95,14 @@ func (p *Pack) Applies(in ApplyInput) Applicability {
 	return a
 }
 
-// hasOperationLine reports whether a line of the texts is an operation.
-func (p *Pack) hasOperationLine(texts []string) bool {
+// hasOperationLine reports whether a line of the texts is an operation; start,
+// when not nil, skips lines no operation rule can match.
+func (p *Pack) hasOperationLine(texts []string, start *lineStart) bool {
 	ops := p.Facts.Ops
 	return p.anyLine(texts, func(line string) bool {
+		if !start.admits(line) {
+			return false
+		}
 		for i := range ops {
 			if re := ops[i].Re; re != nil && re.MatchString(line) {
 				return true

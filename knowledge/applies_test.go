@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -69,5 +70,64 @@ func TestAPackWithoutApplyRulesIsAboutEveryRequest(t *testing.T) {
 	}
 	if a := p.Applies(ApplyInput{UserTexts: []string{"intro\nQ: why?"}, JSONMode: true}); !a.Domain || !a.Contract {
 		t.Fatalf("user_line + json_mode: Applies = %+v", a)
+	}
+}
+
+func TestLineStartSkipsOnlyLinesThatCannotMatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		expr            string
+		admit, rejected []string
+	}{
+		{`^(?P<time>\d+:\d{1,2})\s+x`, []string{"1:24 x", "12"}, []string{"x 1:24", "", " 1:24 x"}},
+		{`^\s*(?:地图|玩家)\s*[:：]`, []string{"地图: m", "  玩家：A", "\t地图"}, []string{"Mod: default", "我们"}},
+		{`^(?i)dm:`, []string{"DM: hi", "dm:"}, []string{"Tom: hi"}},
+		{`^(?:a|b?)c`, []string{"ac", "c"}, []string{"dc"}},
+		{`^[^x]`, []string{"y", "é"}, nil},
+		{`unanchored`, []string{"anything", ""}, nil},
+		{`^.*x`, []string{"anything"}, nil},
+		{`^x{0,2}y`, []string{"y", "xy"}, []string{"zy"}},
+	}
+	for _, tc := range tests {
+		s := lineStartOf(tc.expr)
+		for _, line := range tc.admit {
+			if !s.admits(line) {
+				t.Errorf("%s rejects %q", tc.expr, line)
+			}
+		}
+		for _, line := range tc.rejected {
+			if s.admits(line) {
+				t.Errorf("%s admits %q", tc.expr, line)
+			}
+		}
+	}
+}
+
+// Every operation line of the fixture replays passes the RA3 pack's prefilter.
+func TestOperationLinesPassThePrefilter(t *testing.T) {
+	t.Parallel()
+	p := ra3Pack(t)
+	start := p.ApplyRules.opStart
+	if start == nil || start.all {
+		t.Fatalf("the ra3 pack has no operation-line prefilter: %+v", start)
+	}
+	files, _ := filepath.Glob("testdata/replays/*.txt")
+	n := 0
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if r, _ := firstOp(p.Facts, line); r != nil {
+				n++
+				if !start.admits(line) {
+					t.Fatalf("%s: the prefilter rejects the operation line %q", path, line)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no operation lines")
 	}
 }

@@ -698,7 +698,15 @@ func (l *packLoader) applies() {
 		l.fail(PackFile, "applies.marker", "true, but the pack has no claims contract, so no marker")
 	}
 	if a.UserLine != "" {
-		a.UserLineRe = l.compile("applies.user_line", a.UserLine)
+		if a.UserLineRe = l.compile("applies.user_line", a.UserLine); a.UserLineRe != nil {
+			a.userLineStart = lineStartOf(a.UserLine)
+		}
+	}
+	if a.Facts && l.p.Facts != nil {
+		a.opStart = &lineStart{}
+		for _, op := range l.p.Facts.Ops {
+			a.opStart.union(lineStartOf(op.Regex))
+		}
 	}
 	if !a.Facts && !a.Marker && a.UserLine == "" {
 		l.fail(PackFile, "applies", "no condition: set facts, marker or user_line (or leave applies out: the pack then applies to every request)")

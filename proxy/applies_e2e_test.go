@@ -83,3 +83,35 @@ func TestHeldRouteForwardsWhatIsNotAnAnalysisUnchanged(t *testing.T) {
 		})
 	}
 }
+
+// TestClientsGetWhatIsNotAnAnalysisAsSent: both clients, streamed and not, get a
+// greeting and a JSON-mode answer exactly as the upstream wrote them, with no
+// hidden call.
+func TestClientsGetWhatIsNotAnAnalysisAsSent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, greetingScript, heldRouteConfig("", ""))
+	for _, tc := range []struct {
+		name string
+		c    chatCase
+		want string
+	}{
+		{"say hello", chatCase{Model: "ra3-analyst", Turns: []chatTurn{{Role: "user", Content: "Say hello"}}}, "Hello there!"},
+		{"JSON mode", chatCase{Model: "ra3-analyst", ResponseFormat: "json_object", Turns: []chatTurn{{Role: "system", Content: "Answer in JSON."}, {Role: "user", Content: "Greet me"}}}, `{"greeting":"你好"}`},
+		{"JSON mode on an analysis", chatCase{Model: "ra3-analyst", ResponseFormat: "json_object", Turns: []chatTurn{{Role: "user", Content: "以 JSON 给出结论。\n" + replayText}}}, `{"greeting":"你好"}`},
+	} {
+		for client, got := range allClients(t, h, tc.c) {
+			if len(got.Choices) != 1 || got.Choices[0].Content != tc.want || got.Choices[0].Finish != "stop" {
+				t.Errorf("%s: %s: %+v, want %q", tc.name, client, got.Choices, tc.want)
+			}
+			if r := got.Header.Get("X-Factgate-Revisions"); r != "" && r != "0" {
+				t.Errorf("%s: %s: X-Factgate-Revisions %q", tc.name, client, r)
+			}
+		}
+		if _, err := h.mock.WaitFor(1, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if n := h.chatRequests(); n != 1 {
+			t.Errorf("%s: %d upstream calls, want 1", tc.name, n)
+		}
+	}
+}

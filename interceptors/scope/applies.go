@@ -67,11 +67,21 @@ func clientMentions(body, s string) bool {
 	if !ok {
 		return false
 	}
+	// s as JSON writes it unescaped: a content without \u escapes contains s iff
+	// its raw JSON does, which costs a scan instead of decoding a long log.
+	plain := !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == '"' || r == '\\' })
 	for _, m := range ml.Items {
 		if (m.Role != "system" && m.Role != "developer" && m.Role != "user") || m.ContentEnd == 0 {
 			continue
 		}
-		c := gjson.Parse(body[m.ContentStart:m.ContentEnd])
+		raw := body[m.ContentStart:m.ContentEnd]
+		if plain && !strings.Contains(raw, `\u`) {
+			if strings.Contains(raw, s) {
+				return true
+			}
+			continue
+		}
+		c := gjson.Parse(raw)
 		switch {
 		case c.Type == gjson.String:
 			if strings.Contains(c.Str, s) {
