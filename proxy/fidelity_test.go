@@ -342,6 +342,14 @@ func checkToolCallsReturned(t *testing.T, h *harness) {
 			if n := h.chatRequests(); n != 1 {
 				t.Errorf("the upstream received %d chat completions for a tool step, want 1 (no hidden call)", n)
 			}
+			// The body is the upstream's: choices and usage byte for byte.
+			body, _ := json.Marshal(map[string]any{"model": "ra3-analyst", "messages": []map[string]string{{"role": tc.turns[0].Role, "content": tc.turns[0].Content}}})
+			status, _, raw := h.post("/v1/chat/completions", string(body))
+			choices := gjson.GetBytes(raw, "choices").Raw
+			if status != 200 || !strings.HasPrefix(choices, `[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"`+tc.want.Calls[0].ID+`","type":"function","function":{"name":"`) ||
+				!strings.HasSuffix(choices, `]},"logprobs":null,"finish_reason":"tool_calls"}]`) || !strings.HasSuffix(string(raw), `"total_tokens":`+gjson.GetBytes(raw, "usage.total_tokens").Raw+`}}`) {
+				t.Errorf("the body is not the upstream's: %d %s", status, raw)
+			}
 		})
 	}
 }

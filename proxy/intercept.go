@@ -525,10 +525,26 @@ func upstreamFailure(name string, ex *interceptors.Exchange) *interceptors.Error
 }
 
 // finalBody is the answer's body with usage summed over every upstream call.
+//
+// Only the three counts change, and only when other calls were made: an answer
+// from one call keeps its usage as the upstream wrote it, and the upstream's other
+// usage fields (prompt_tokens_details, …) stay.
 func (s *Server) finalBody(ex *interceptors.Exchange) []byte {
 	body := ex.Response.Body
-	if ex.Usage != (interceptors.Usage{}) {
+	if ex.Usage == (interceptors.Usage{}) || ex.Usage == ex.Response.Usage() {
+		return body
+	}
+	if !gjson.GetBytes(body, "usage").IsObject() {
 		if b, err := sjson.SetRawBytes(body, "usage", ex.Usage.JSON()); err == nil {
+			body = b
+		}
+		return body
+	}
+	for _, f := range [...]struct {
+		path string
+		n    int
+	}{{"usage.prompt_tokens", ex.Usage.PromptTokens}, {"usage.completion_tokens", ex.Usage.CompletionTokens}, {"usage.total_tokens", ex.Usage.TotalTokens}} {
+		if b, err := sjson.SetBytes(body, f.path, f.n); err == nil {
 			body = b
 		}
 	}
