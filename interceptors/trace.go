@@ -24,11 +24,17 @@ type Trace struct {
 	Session      string              `json:"session,omitempty"`
 	// FactKey is the cache key of the fact index the answer was checked against.
 	FactKey string `json:"fact_key,omitempty"`
-	// Attempts are the draft and every revision or repair, in order.
+	// Attempts are the draft and every revision or repair, in order; each names
+	// its choice (an answer with several choices has a draft per choice).
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// Final says which attempt was returned and how ("accepted", "resolved",
-	// "downgraded", "failed").
+	// "downgraded", "failed"). With several validated choices it is the choice
+	// whose outcome says most (failed, downgraded, improved, resolved, accepted, in
+	// that order), and Counts covers every choice.
 	Final *FinalOutcome `json:"final,omitempty"`
+	// Choices are the outcome of every validated choice, when the answer has more
+	// than one choice.
+	Choices []FinalOutcome `json:"choices,omitempty"`
 	// Downgrades are the deterministic edits made to the returned claims.
 	Downgrades []Downgrade `json:"downgrades,omitempty"`
 	// ValidationIncomplete is set when a validator could not run (fail-open).
@@ -71,6 +77,9 @@ type TraceMessage struct {
 type Attempt struct {
 	// Kind is "draft", "revision" or "repair".
 	Kind string `json:"kind"`
+	// Choice is the index of the choice the attempt answers (0 unless the client
+	// asked for several).
+	Choice int `json:"choice"`
 	// Issues are the issues found in the attempt.
 	Issues []Issue `json:"issues"`
 	// Counts is the attempt's issue count by severity ("C1,W2").
@@ -90,6 +99,8 @@ type Attempt struct {
 
 // FinalOutcome says which attempt was returned.
 type FinalOutcome struct {
+	// Choice is the index of the choice.
+	Choice  int    `json:"choice"`
 	Attempt int    `json:"attempt"`
 	Outcome string `json:"outcome"`
 	Counts  string `json:"counts"`
@@ -97,6 +108,8 @@ type FinalOutcome struct {
 
 // Downgrade is one deterministic edit of a claim when the revision budget was spent.
 type Downgrade struct {
+	// Choice is the index of the choice whose claim was edited.
+	Choice       int      `json:"choice"`
 	Path         string   `json:"path"`
 	From         string   `json:"from"`
 	To           string   `json:"to"`

@@ -26,6 +26,10 @@ type Pack struct {
 	DefaultSet string `yaml:"default_set"`
 	// Context extracts the request context from the request text.
 	Context ContextRules `yaml:"context"`
+	// ApplyRules say which requests the pack is about: only those get its
+	// contract, validation and the hidden revision (and, under inject.when facts,
+	// its knowledge). Nil: every request, JSON-mode ones without the contract.
+	ApplyRules *ApplyRules `yaml:"applies"`
 	// Facts turns lines of the user messages into typed operations. Nil: the pack
 	// has no facts.
 	Facts *FactRules `yaml:"facts"`

@@ -438,6 +438,8 @@ func TestLoadPackErrorsNameTheFileAndKey(t *testing.T) {
 		{"revision template field", "p/revision.tmpl", func(string) string { return "{{.Issuez}}" }, "p/revision.tmpl: template:"},
 		{"set file error", "p/sets/mini.json", func(string) string { return `{"global": {"entries": [{"id": "r", "tags": ["rulez"], "text": "x"}]}}` }, `p/sets/mini.json:1:46: global: entry "r": tags[0]: unknown tag "rulez"`},
 		{"cap not positive", "p/pack.yaml", func(s string) string { return strings.Replace(s, "unitClaims: 10", "unitClaims: 0", 1) }, "claims.caps.unitClaims: must be positive"},
+		{"applies without a condition", "p/pack.yaml", func(s string) string { return s + "applies: {json_mode: true}\n" }, "p/pack.yaml: applies: no condition"},
+		{"applies: a bad user_line", "p/pack.yaml", func(s string) string { return s + "applies: {user_line: '('}\n" }, "p/pack.yaml: applies.user_line: error parsing regexp"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

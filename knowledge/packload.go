@@ -155,6 +155,7 @@ func loadPack(fsys fs.FS, dir, display string) (*Pack, error) {
 	l.revision()
 	l.answer()
 	l.semantic()
+	l.applies()
 	if len(l.errs) > 0 {
 		return nil, l.errs
 	}
@@ -682,6 +683,33 @@ func (l *packLoader) verdicts(s *SemanticSpec, key string, enum []string) {
 		if t := l.template(PackFile, key+".guidance."+name, s.Guidance[name], GuidanceData{}); t != nil {
 			s.GuidanceTmpl[name] = t
 		}
+	}
+}
+
+func (l *packLoader) applies() {
+	a := l.p.ApplyRules
+	if a == nil {
+		return
+	}
+	if a.Facts && l.p.Facts == nil {
+		l.fail(PackFile, "applies.facts", "true, but the pack has no facts rules to read operations with")
+	}
+	if a.Marker && l.p.Claims == nil {
+		l.fail(PackFile, "applies.marker", "true, but the pack has no claims contract, so no marker")
+	}
+	if a.UserLine != "" {
+		if a.UserLineRe = l.compile("applies.user_line", a.UserLine); a.UserLineRe != nil {
+			a.userLineStart = lineStartOf(a.UserLine)
+		}
+	}
+	if a.Facts && l.p.Facts != nil {
+		a.opStart = &lineStart{}
+		for _, op := range l.p.Facts.Ops {
+			a.opStart.union(lineStartOf(op.Regex))
+		}
+	}
+	if !a.Facts && !a.Marker && a.UserLine == "" {
+		l.fail(PackFile, "applies", "no condition: set facts, marker or user_line (or leave applies out: the pack then applies to every request)")
 	}
 }
 

@@ -145,6 +145,9 @@ func (s *Server) buildChains() error {
 				chain = append(chain, ic)
 			}
 		}
+		if rc.ResponseModel == ResponseModelAlias && len(chain) == 0 {
+			return fmt.Errorf("routes[%d] (%s).response_model: alias needs a route with interceptors (a pack, inject, validate...): a pass-through route relays the upstream's answer unchanged", i, rc.Name)
+		}
 		rt.setChain(chain)
 	}
 	return nil

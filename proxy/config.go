@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -147,9 +148,21 @@ type RouteConfig struct {
 	// StreamReasoning forwards upstream reasoning_content live to streaming clients
 	// while the content is held for validation.
 	StreamReasoning bool `yaml:"stream_reasoning"`
+	// ResponseModel is the model name the answer carries: ResponseModelUpstream
+	// (empty, the default: the upstream's, as OpenAI answers with the dated
+	// snapshot it used) or ResponseModelAlias (the model the client asked for).
+	// "alias" needs a route with interceptors: a pass-through route relays the
+	// upstream's answer unchanged.
+	ResponseModel string `yaml:"response_model"`
 
 	Interceptors RouteInterceptors `yaml:",inline"`
 }
+
+// The values of RouteConfig.ResponseModel.
+const (
+	ResponseModelUpstream = "upstream"
+	ResponseModelAlias    = "alias"
+)
 
 // KnowledgeConfig locates user knowledge.
 type KnowledgeConfig struct {
@@ -376,6 +389,11 @@ func (c *Config) Validate() error {
 			}
 			models[m] = r.Name
 		}
+		switch r.ResponseModel {
+		case "", ResponseModelUpstream, ResponseModelAlias:
+		default:
+			add("%s.response_model: %q is not upstream or alias", where, r.ResponseModel)
+		}
 	}
 	if defaults > 1 {
 		add("routes: more than one route has default: true")
@@ -392,6 +410,23 @@ func (s *ServerConfig) drainGrace() time.Duration {
 		return 0
 	}
 	return time.Duration(*s.DrainGrace)
+}
+
+// SetUpstreamURL points the upstream named name at baseURL ("NAME=URL" of
+// factgate serve --upstream), as if the file said so, and validates the result.
+func (c *Config) SetUpstreamURL(name, baseURL string) error {
+	u, ok := c.Upstreams[name]
+	if !ok {
+		names := make([]string, 0, len(c.Upstreams))
+		for n := range c.Upstreams {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("no upstream named %q (have %s)", name, strings.Join(names, ", "))
+	}
+	u.BaseURL = baseURL
+	c.Upstreams[name] = u
+	return c.Validate()
 }
 
 // DefaultRoute returns the route with default: true, or nil.

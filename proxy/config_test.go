@@ -21,6 +21,7 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 		{"two defaults", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: a, default: true, upstream: u}, {name: b, default: true, upstream: u}]", `more than one route has default: true`},
 		{"duplicate alias", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: a, models: [m], upstream: u}, {name: b, models: [m], upstream: u}]", `"m" is already routed by "a"`},
 		{"secret in file", "upstreams: {u: {base_url: 'http://x/v1', api_key_env: OPENAI_KEY}}\nroutes: [{name: r, default: true, upstream: u}]", `must name a FACTGATE_* environment variable`},
+		{"bad response_model", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, models: [m], upstream: u, response_model: client}]", `routes[0] (r).response_model: "client" is not upstream or alias`},
 		{"bad auth mode", "auth: {mode: open}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `auth.mode: "open"`},
 	}
 	for _, tc := range tests {

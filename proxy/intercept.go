@@ -27,9 +27,18 @@ type routeCaller struct {
 	header   *fasthttp.RequestHeader // the client's headers, copied
 	maxBody  int
 	waitedNs *atomic.Int64 // shared by every caller of one request
+	// inflight is when the upstream call in flight started (Unix ns; 0: none),
+	// shared like waitedNs, so the overhead can be told while a call runs.
+	inflight *atomic.Int64
 	// live, when set, makes the exchange's first upstream call stream and forward
 	// its reasoning to the client (stream_reasoning); later calls never stream.
 	live *liveEvents
+	// firstHeaders receives the response headers of the first upstream call that
+	// answered 2xx, once; nil for callers that do not report them.
+	firstHeaders chan [][2]string
+	// model, when set, replaces the upstream's model in the reasoning events
+	// forwarded live (response_model: alias).
+	model string
 	// foreign: an upstream other than the route's own; it gets its own key, never
 	// the client's credentials.
 	foreign bool
@@ -51,10 +60,9 @@ func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	c.prepare(req, body)
-	start := time.Now()
+	start := c.begin()
 	cl, err := c.up.do(ctx, req, resp, nil, c.maxBody)
-	d := time.Since(start)
-	c.waitedNs.Add(int64(d))
+	d := c.end(start)
 	if err != nil {
 		return nil, err
 	}
@@ -71,10 +79,56 @@ func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.
 		out.Header = append(out.Header, [2]string{string(k), string(v)})
 	}
 	cl.Close(true)
+	c.reportHeaders(out.Status, out.Header)
 	return out, nil
 }
 
 func (c *routeCaller) waited() time.Duration { return time.Duration(c.waitedNs.Load()) }
+
+// begin marks an upstream call in flight.
+func (c *routeCaller) begin() time.Time {
+	now := time.Now()
+	if c.inflight != nil {
+		c.inflight.Store(now.UnixNano())
+	}
+	return now
+}
+
+// end marks the call that began at start done and counts its time as waited.
+func (c *routeCaller) end(start time.Time) time.Duration {
+	d := time.Since(start)
+	c.waitedNs.Add(int64(d))
+	if c.inflight != nil {
+		c.inflight.Store(0)
+	}
+	return d
+}
+
+// overhead is the time since start spent in the proxy, upstream calls excluded,
+// including the one in flight.
+func (c *routeCaller) overhead(start time.Time) time.Duration {
+	now := time.Now()
+	d := now.Sub(start) - c.waited()
+	if c.inflight != nil {
+		if since := c.inflight.Load(); since != 0 {
+			d -= now.Sub(time.Unix(0, since))
+		}
+	}
+	return max(d, 0)
+}
+
+// reportHeaders hands the headers of the first 2xx upstream answer to
+// firstHeaders (a held stream whose headers are not sent yet takes them along).
+func (c *routeCaller) reportHeaders(status int, h [][2]string) {
+	if c.firstHeaders == nil || status < 200 || status > 299 {
+		return
+	}
+	select {
+	case c.firstHeaders <- h:
+	default:
+	}
+	c.firstHeaders = nil
+}
 
 // outcome is what running a route's chain produced.
 type outcome struct {
@@ -93,7 +147,10 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	if wc != nil {
 		wc.arm(cancel)
 	}
-	caller := &routeCaller{s: s, up: rt.up, maxBody: int(s.cfg.Server.MaxResponseBody), header: &fasthttp.RequestHeader{}, waitedNs: &atomic.Int64{}}
+	caller := &routeCaller{s: s, up: rt.up, maxBody: int(s.cfg.Server.MaxResponseBody), header: &fasthttp.RequestHeader{}, waitedNs: &atomic.Int64{}, inflight: &atomic.Int64{}}
+	if rt.responseAlias {
+		caller.model = model
+	}
 	rc.Request.Header.CopyTo(caller.header)
 	out := append([]byte(nil), body...)
 	if rt.upstreamModel != "" && rt.upstreamModel != model {
@@ -113,7 +170,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 			if up == nil {
 				return nil, false
 			}
-			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, foreign: up != rt.up}, true
+			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, inflight: caller.inflight, foreign: up != rt.up}, true
 		},
 		Trace: interceptors.NewTrace(rt.name),
 	}
@@ -153,8 +210,15 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	if stream && rt.streamReason {
 		caller.live = newLiveEvents()
 	}
+	run := func(early chan<- [][2]string) outcome {
+		o := s.runChain(ctx, rt, ex, early)
+		if rt.responseAlias {
+			answerAsAlias(o, model)
+		}
+		return o
+	}
 	if !stream {
-		o := s.runChain(ctx, rt, ex, nil)
+		o := run(nil)
 		status, code := s.writeOutcome(rc, o, caller, start, false, includeUsage)
 		finish(status, code, false)
 		return
@@ -162,20 +226,41 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 
 	// A streaming client: answer directly if the chain is quick, else commit an
 	// event stream and keep it alive with comments until the answer is ready.
+	// The stream's headers carry what is known when they go out: the draft's
+	// upstream headers when it has answered, the overhead so far; the rest follows
+	// as comments at the end of the stream.
 	done := make(chan outcome, 1)
 	early := make(chan [][2]string, 1)
-	go func() { done <- s.runChain(ctx, rt, ex, early) }()
+	caller.firstHeaders = make(chan [][2]string, 1)
+	upHeaders := caller.firstHeaders
+	go func() { done <- run(early) }()
 	interval := time.Duration(s.cfg.Server.KeepaliveInterval)
-	// With live reasoning the stream is committed at once, so reasoning can flow.
-	if caller.live == nil {
-		timer := time.NewTimer(interval)
+	var sent [][2]string // the upstream headers the stream's headers carry
+	timer := time.NewTimer(interval)
+wait:
+	for {
 		select {
 		case o := <-done:
 			timer.Stop()
 			status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
 			finish(status, code, false)
 			return
+		case h := <-upHeaders:
+			sent, upHeaders = h, nil
+			// With live reasoning the stream is committed as the upstream starts
+			// answering, so the reasoning can flow.
+			if caller.live != nil {
+				timer.Stop()
+				break wait
+			}
 		case <-timer.C:
+			break wait
+		}
+	}
+	if upHeaders != nil {
+		select {
+		case sent = <-upHeaders:
+		default:
 		}
 	}
 	// Headers the request phases set (X-Factgate-Variant) go out with the
@@ -190,11 +275,17 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		finish(status, code, false)
 		return
 	}
+	for _, h := range sent {
+		if !equalFold(h[0], "Content-Type") {
+			rc.Response.Header.Add(h[0], h[1])
+		}
+	}
 	rc.SetStatusCode(200)
 	rc.SetContentType("text/event-stream")
 	rc.Response.Header.Set("Cache-Control", "no-cache")
 	rc.Response.Header.Set("X-Accel-Buffering", "no")
 	rc.Response.Header.Set("X-Factgate-Trace-Id", ex.Trace.ID)
+	rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(caller.overhead(start)))
 	hs := &heldStream{
 		done:    done,
 		ticker:  time.NewTicker(interval),
@@ -202,7 +293,15 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		live:    caller.live,
 		render: func(o outcome) ([]byte, int, string) {
 			saveTrace()
-			return s.renderHeldOutcome(rt, o, includeUsage, caller.live != nil)
+			late := []string{"X-Factgate-Overhead: " + formatOverhead(caller.overhead(start))}
+			if sent == nil && o.ex.Response.OK() {
+				for _, h := range o.ex.Response.Header {
+					if !equalFold(h[0], "Content-Type") {
+						late = append(late, h[0]+": "+h[1])
+					}
+				}
+			}
+			return s.renderHeldOutcome(rt, o, includeUsage, caller.live != nil, late...)
 		},
 	}
 	hs.finish = func(clientGone bool) {
@@ -218,6 +317,17 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		finish(hs.status, hs.code, true)
 	}
 	rc.Response.SetBodyStream(hs, -1)
+}
+
+// answerAsAlias makes a finished chain's answer carry the model the client asked
+// for (response_model: alias).
+func answerAsAlias(o outcome, model string) {
+	if o.err != nil || !o.ex.Response.OK() || !gjson.GetBytes(o.ex.Response.Body, "model").Exists() {
+		return
+	}
+	if b, err := sjson.SetBytes(o.ex.Response.Body, "model", model); err == nil {
+		o.ex.Response.Body = b
+	}
 }
 
 // heldStream is the body of a streaming response whose answer is held while the
@@ -279,8 +389,10 @@ func (h *heldStream) CloseWithError(werr error) error {
 
 // renderHeldOutcome renders a finished chain as the rest of an event stream whose
 // headers are already sent: the answer's chunks, or an error event.
-// With liveReasoning the reasoning already went out and is not repeated.
-func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReasoning bool) ([]byte, int, string) {
+// With liveReasoning the reasoning already went out and is not repeated. late are
+// more "Name: value" lines the headers could not carry, told as comments at the
+// end of an answer with the revision headers.
+func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReasoning bool, late ...string) ([]byte, int, string) {
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
 	status, code := 200, ""
@@ -302,13 +414,14 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 			body = withoutReasoning(body)
 		}
 		// The stream's headers went out before these were known.
-		var late []string
+		var comments []string
 		for _, h := range o.ex.ResponseHeaders {
 			if h[0] == "X-Factgate-Revisions" || h[0] == "X-Factgate-Issues" {
-				late = append(late, h[0]+": "+h[1])
+				comments = append(comments, h[0]+": "+h[1])
 			}
 		}
-		_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes, late...)
+		comments = append(comments, late...)
+		_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes, comments...)
 	}
 	_ = w.Flush()
 	return buf.Bytes(), status, code
@@ -437,10 +550,26 @@ func upstreamFailure(name string, ex *interceptors.Exchange) *interceptors.Error
 }
 
 // finalBody is the answer's body with usage summed over every upstream call.
+//
+// Only the three counts change, and only when other calls were made: an answer
+// from one call keeps its usage as the upstream wrote it, and the upstream's other
+// usage fields (prompt_tokens_details, …) stay.
 func (s *Server) finalBody(ex *interceptors.Exchange) []byte {
 	body := ex.Response.Body
-	if ex.Usage != (interceptors.Usage{}) {
+	if ex.Usage == (interceptors.Usage{}) || ex.Usage == ex.Response.Usage() {
+		return body
+	}
+	if !gjson.GetBytes(body, "usage").IsObject() {
 		if b, err := sjson.SetRawBytes(body, "usage", ex.Usage.JSON()); err == nil {
+			body = b
+		}
+		return body
+	}
+	for _, f := range [...]struct {
+		path string
+		n    int
+	}{{"usage.prompt_tokens", ex.Usage.PromptTokens}, {"usage.completion_tokens", ex.Usage.CompletionTokens}, {"usage.total_tokens", ex.Usage.TotalTokens}} {
+		if b, err := sjson.SetBytes(body, f.path, f.n); err == nil {
 			body = b
 		}
 	}
@@ -455,7 +584,7 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 			rc.Response.Header.Set(h[0], h[1])
 		}
 		rc.Response.Header.Set("X-Factgate-Trace-Id", ex.Trace.ID)
-		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(time.Since(start)-caller.waited()))
+		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(caller.overhead(start)))
 	}
 	switch {
 	case o.err != nil:

@@ -157,6 +157,9 @@ func (s *Server) handlePassthrough(rc *fasthttp.RequestCtx) {
 		s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found", "no upstream for %s", rc.Path()))
 		return
 	}
+	if s.serveModels(rc, client, start) {
+		return
+	}
 	s.forward(rc, s.passUp, s.passMetrics, rc.PostBody(), start, client)
 }
 

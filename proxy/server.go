@@ -31,6 +31,9 @@ type Server struct {
 	cfg     *Config
 	log     *slog.Logger
 	metrics *metrics
+	// started is when the server was built: the "created" of the route aliases in
+	// the model list.
+	started time.Time
 
 	upstreams    map[string]*upstream
 	routes       map[string]*route // by model alias
@@ -81,6 +84,7 @@ type route struct {
 	chain         []interceptors.Interceptor
 	hasResponse   bool // at least one response phase: answers are buffered
 	streamReason  bool
+	responseAlias bool // response_model: alias
 	metrics       *routeMetrics
 }
 
@@ -161,6 +165,7 @@ func CheckConfig(path string) (warnings []string, err error) {
 func New(cfg *Config, opts ...Option) (*Server, error) {
 	s := &Server{
 		cfg:         cfg,
+		started:     time.Now(),
 		metrics:     newMetrics(),
 		upstreams:   map[string]*upstream{},
 		routes:      map[string]*route{},
@@ -214,6 +219,7 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 			up:            s.upstreams[rc.Upstream],
 			upstreamModel: rc.UpstreamModel,
 			streamReason:  rc.StreamReasoning,
+			responseAlias: rc.ResponseModel == ResponseModelAlias,
 			metrics:       s.metrics.forRoute(rc.Name),
 		}
 		s.routeByName[rc.Name] = rt

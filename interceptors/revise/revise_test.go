@@ -349,6 +349,17 @@ func TestRepairAppendsTheMissingClaimsBlock(t *testing.T) {
 			t.Errorf("trace attempts %+v, want draft and repair", a)
 		}
 	})
+	// Issue 11: stripping the repaired block gave the draft plus a "\n".
+	t.Run("stripped again, the repaired answer is the draft byte for byte", func(t *testing.T) {
+		t.Parallel()
+		for _, draft := range []string{prose, prose + "\n", prose + "\r\n"} {
+			f := newFixture(t, setup{draft: draft, rules: storyRules, injected: true, replies: []reply{{content: block}}})
+			f.run(t)
+			if got := f.ex.Response.Content(); got != draft {
+				t.Errorf("the client got %q, want the draft %q", got, draft)
+			}
+		}
+	})
 	t.Run("a repaired block with a contradiction is then revised", func(t *testing.T) {
 		t.Parallel()
 		bad := marker + "\n```json\n" + `{"unitClaims":[{"unitId":733,"player":"PlayerA","claim":"AlliedBomberAircraft","evidenceLevel":"highly likely","evidence":["select|6:02.00|733"]}]}` + "\n```"

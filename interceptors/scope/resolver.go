@@ -98,9 +98,15 @@ func (r *Resolver) OnRequest(_ context.Context, ex *interceptors.Exchange) error
 func (r *Resolver) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
 	body := bytesView(ex.Body)
 	meta := factgateMetadata(body)
-	ext := knowledge.ExtractContextTexts(r.pack, userTextHeads(body, r.limit))
+	heads := userTextHeads(body, r.limit)
+	ext := knowledge.ExtractContextTexts(r.pack, heads)
 	c := &Context{Players: ext.Players}
-	var notes []string
+	c.Applies = r.pack.Applies(knowledge.ApplyInput{
+		UserTexts:      heads,
+		ClientMentions: func(s string) bool { return clientMentions(body, s) },
+		JSONMode:       IsJSONMode(body),
+	})
+	notes := []string{"context: " + c.Applies.Reason}
 
 	// The knowledge set.
 	if v, ok, err := headerValue(ex.Header, HeaderKnowledgeSet); err != nil {
