@@ -214,13 +214,13 @@ func (h headerTap) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // trace fetches a request's trace (stored in the background) from the proxy.
-func (h *harness) trace(id string) gjson.Result {
-	h.t.Helper()
+func (h *harness) trace(t testing.TB, id string) gjson.Result {
+	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		resp, err := http.Get(h.base + "/factgate/v1/traces/" + id)
 		if err != nil {
-			h.t.Fatal(err)
+			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -228,7 +228,7 @@ func (h *harness) trace(id string) gjson.Result {
 			return gjson.ParseBytes(b)
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("trace %s: %d %s", id, resp.StatusCode, b)
+			t.Fatalf("trace %s: %d %s", id, resp.StatusCode, b)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

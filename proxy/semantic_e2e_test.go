@@ -37,7 +37,7 @@ func TestSemanticApprovalPassesTheDraftUnchanged(t *testing.T) {
 	if v := got.header.Get("X-Factgate-Issues"); v != "draft=0;final=0" {
 		t.Fatalf("X-Factgate-Issues = %q", v)
 	}
-	tr := h.trace(got.header.Get("X-Factgate-Trace-Id"))
+	tr := h.trace(t, got.header.Get("X-Factgate-Trace-Id"))
 	if tr.Get("validation_incomplete").Bool() || tr.Get("usage.total_tokens").Int() != draftTokens+judgeTokens {
 		t.Fatalf("trace: %s", tr.Raw)
 	}
@@ -117,7 +117,7 @@ func TestSemanticRejectionIsSilentlyRevised(t *testing.T) {
 			if message(rev, -2) != draft {
 				t.Fatalf("the assistant turn is %q, want the draft", message(rev, -2))
 			}
-			tr := h.trace(got.header.Get("X-Factgate-Trace-Id"))
+			tr := h.trace(t, got.header.Get("X-Factgate-Trace-Id"))
 			if o := tr.Get("final.outcome").Str; o != "resolved" {
 				t.Fatalf("final outcome %q: %s", o, tr.Raw)
 			}
@@ -135,7 +135,7 @@ func TestSemanticPolicyIsOneAssetInBothPrompts(t *testing.T) {
 	script := dndScript(answerJSON{Content: sceneJSON("combat", "Ambush")},
 		judgeRule("combat", answerJSON{Content: verdict("approved", "They fight.")}))
 	h := newHarness(t, script, dndRouteConfig("{validators: [combat]}", "", ""))
-	if status, _, body := h.post("/v1/chat/completions", sceneRequest(ambushChunk)); status != 200 {
+	if status, _, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk)); status != 200 {
 		t.Fatalf("status %d: %s", status, body)
 	}
 	policy := dndPolicy(t)
@@ -161,7 +161,7 @@ func TestSemanticJudgeRequestIsStrictAndCarriesNoIDs(t *testing.T) {
 	script := dndScript(answerJSON{Content: sceneJSON("narrative", "Ambush")},
 		judgeRule("narrative", answerJSON{Content: verdict("approved", "Fine.")}))
 	h := newHarness(t, script, dndRouteConfig("{validators: [combat]}", "", ""))
-	status, hdr, body := h.post("/v1/chat/completions", sceneRequest(ambushChunk), "X-Factgate-Session", "campaign-7")
+	status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk), "X-Factgate-Session", "campaign-7")
 	if status != 200 {
 		t.Fatalf("status %d: %s", status, body)
 	}
@@ -262,7 +262,7 @@ func TestSemanticFailurePolicy(t *testing.T) {
 			script := dndScript(answerJSON{Content: draft}, judgeRule("combat", tc.judge...),
 				revisionRule(answerJSON{Content: sceneJSON("narrative", "Never sent")}))
 			h := newHarness(t, script, dndRouteConfig(tc.semantic, "", ""))
-			status, hdr, body := h.post("/v1/chat/completions", sceneRequest(ambushChunk))
+			status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk))
 			if status != tc.status {
 				t.Fatalf("status %d, want %d: %s", status, tc.status, body)
 			}
@@ -272,7 +272,7 @@ func TestSemanticFailurePolicy(t *testing.T) {
 			if v := hdr.Get("X-Factgate-Issues"); v != tc.issues {
 				t.Fatalf("X-Factgate-Issues = %q, want %q", v, tc.issues)
 			}
-			tr := h.trace(hdr.Get("X-Factgate-Trace-Id"))
+			tr := h.trace(t, hdr.Get("X-Factgate-Trace-Id"))
 			failed := strings.Contains(tc.issues, "W1") || strings.Contains(tc.issues, "F1")
 			if tr.Get("validation_incomplete").Bool() != failed {
 				t.Fatalf("validation_incomplete = %v: %s", tr.Get("validation_incomplete").Bool(), tr.Raw)
@@ -316,13 +316,13 @@ func TestSemanticJudgeProfile(t *testing.T) {
 		script := dndScript(answerJSON{Content: sceneJSON("combat", "Planning")})
 		cfg := dndRouteConfig("{validators: [combat], upstream: judge, model: judge-model, temperature: 0.25, max_tokens: 150, timeout: 2s}", "", judge.URL())
 		h := newHarness(t, script, cfg)
-		if status, _, body := h.post("/v1/chat/completions", sceneRequest(raidChunk), "Authorization", "Bearer the-apps-provider-key"); status != 200 {
+		if status, _, body := h.post(t, "/v1/chat/completions", sceneRequest(raidChunk), "Authorization", "Bearer the-apps-provider-key"); status != 200 {
 			t.Fatalf("status %d: %s", status, body)
 		}
 		if k := kinds(h.mock); k != "draft" {
 			t.Fatalf("the route's upstream got %q", k)
 		}
-		if got := h.lastRequest().Header.Get("Authorization"); got != "Bearer the-apps-provider-key" {
+		if got := h.lastRequest(t).Header.Get("Authorization"); got != "Bearer the-apps-provider-key" {
 			t.Fatalf("the route's own upstream got Authorization %q", got)
 		}
 		var req []byte
@@ -350,11 +350,11 @@ func TestSemanticJudgeProfile(t *testing.T) {
 		script := dndScript(answerJSON{Content: sceneJSON("combat", "Ambush")})
 		cfg := dndRouteConfig("{validators: [combat], upstream: judge, model: judge-model, timeout: 100ms, retries: 0}", "", judge.URL())
 		h := newHarness(t, script, cfg)
-		status, hdr, body := h.post("/v1/chat/completions", sceneRequest(ambushChunk))
+		status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk))
 		if status != 200 || hdr.Get("X-Factgate-Issues") != "draft=W1;final=W1" {
 			t.Fatalf("status %d, issues %q: %s", status, hdr.Get("X-Factgate-Issues"), body)
 		}
-		tr := h.trace(hdr.Get("X-Factgate-Trace-Id"))
+		tr := h.trace(t, hdr.Get("X-Factgate-Trace-Id"))
 		if !strings.Contains(tr.Get("attempts.0.issues.0.args.error").Str, "within the timeout of 100ms") {
 			t.Fatalf("trace: %s", tr.Raw)
 		}
