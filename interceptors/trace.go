@@ -26,6 +26,9 @@ type Trace struct {
 	FactKey string `json:"fact_key,omitempty"`
 	// Attempts are the draft and every revision or repair, in order.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Calls are the hidden calls that produce no answer — the LLM-backed
+	// validators' judge calls — in the order they ended.
+	Calls []Call `json:"calls,omitempty"`
 	// Final says which attempt was returned and how ("accepted", "resolved",
 	// "downgraded", "failed").
 	Final *FinalOutcome `json:"final,omitempty"`
@@ -60,6 +63,24 @@ type Attempt struct {
 	Leaked bool `json:"leaked,omitempty"`
 	// Content is the attempt's answer text.
 	Content string `json:"content,omitempty"`
+}
+
+// Call is one hidden call that produced no answer: a judge call of an LLM-backed
+// validator.
+type Call struct {
+	// Kind says what the call was for ("judge").
+	Kind string `json:"kind"`
+	// Validator names the validator that made it ("semantic/combat").
+	Validator string `json:"validator"`
+	// Result is how the call ended: "ok" (a valid verdict), "failed" (no valid
+	// verdict: a transport error, a timeout, a non-2xx status, malformed output),
+	// "cancelled" (the client went away) or "budget_exhausted" (the revision
+	// budget ran out during the call).
+	Result   string   `json:"result"`
+	Duration Duration `json:"duration"`
+	Usage    Usage    `json:"usage"`
+	// Error is why the call failed, when it did.
+	Error string `json:"error,omitempty"`
 }
 
 // FinalOutcome says which attempt was returned.
@@ -140,6 +161,11 @@ func (t *Trace) AddAttempt(a Attempt) int {
 		n = len(t.Attempts) - 1
 	})
 	return n
+}
+
+// AddCall appends a hidden call.
+func (t *Trace) AddCall(c Call) {
+	t.Do(func(t *Trace) { t.Calls = append(t.Calls, c) })
 }
 
 // MarshalJSON renders the trace under its lock.

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -359,4 +361,68 @@ func TestSemanticJudgeProfile(t *testing.T) {
 			t.Fatalf("trace: %s", tr.Raw)
 		}
 	})
+}
+
+// When the revision budget, not the client, ends the judge call that checks a
+// revision, the trace and the metric say so, and the revision counts as unchecked:
+// it passes marked under failure_policy open and never wins over the checked
+// draft under closed.
+func TestTheRevisionBudgetEndsAJudgeCall(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		policy string
+		final  int64 // the attempt the client gets
+		issues string
+	}{
+		{"failure policy open", "open", 1, "draft=C1;final=W1"},
+		{"failure policy closed", "closed", 0, "draft=C1;final=C1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			draft := sceneJSON("narrative", "At the wagon")
+			script := dndScript(answerJSON{Content: draft, Usage: draftUsage},
+				judgeRule("narrative", answerJSON{Content: verdict("combat_should_be_added", "Initiative is rolled and attacks are resolved."), Usage: judgeUsage}),
+				// The revision's judge answers long after the budget.
+				map[string]any{"name": "slow judge", "match": map[string]any{"response_format": "json_schema", "last_user": `(?s)## Proposed kind\s+combat\s*$`},
+					"answer": map[string]any{"content": verdict("approved", "Too late."), "fault": map[string]any{"slow_first_byte": "30s"}}},
+				revisionRule(answerJSON{Content: sceneJSON("combat", "At the wagon"), Usage: revisionUsage}))
+			// A budget far above one loopback revision call, far below the judge's wait.
+			h := newHarness(t, script, dndRouteConfig("{validators: [combat], failure_policy: "+tc.policy+"}", "{budget: 2s}", ""))
+			status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk))
+			if status != 200 || hdr.Get("X-Factgate-Issues") != tc.issues {
+				t.Fatalf("status %d, X-Factgate-Issues %q, want 200 and %q: %s", status, hdr.Get("X-Factgate-Issues"), tc.issues, body)
+			}
+			tr := h.trace(t, hdr.Get("X-Factgate-Trace-Id"))
+			results := tr.Get("calls.#.result").Raw
+			if results != `["ok","budget_exhausted"]` {
+				t.Fatalf("judge call results %s, want the draft's ok and the revision's budget_exhausted: %s", results, tr.Raw)
+			}
+			notes := tr.Get("notes").Raw
+			if !strings.Contains(notes, "the revision budget ran out before the judge gave a verdict") || strings.Contains(notes, "went away") {
+				t.Fatalf("notes: %s", notes)
+			}
+			if got := tr.Get("final.attempt").Int(); got != tc.final || !tr.Get("validation_incomplete").Bool() {
+				t.Fatalf("final attempt %d, want %d; validation_incomplete %v", got, tc.final, tr.Get("validation_incomplete").Bool())
+			}
+			resp, err := http.Get(h.base + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, want := range []string{
+				`factgate_semantic_calls_total{result="budget_exhausted",route="scenes",validator="combat",variant=""} 1`,
+				`factgate_semantic_calls_total{result="ok",route="scenes",validator="combat",variant=""} 1`,
+			} {
+				if !strings.Contains(string(m), want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+			if strings.Contains(string(m), `result="cancelled"`) {
+				t.Error("/metrics counts a cancelled judge call")
+			}
+		})
+	}
 }
