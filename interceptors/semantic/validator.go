@@ -16,7 +16,6 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/sashabaranov/go-openai/jsonschema"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/validate"
@@ -408,24 +407,30 @@ func (v *Validator) judge(ex *interceptors.Exchange) (interceptors.Upstream, str
 // value, nothing else: no ids, hashes, keys or codes); the temperature, max_tokens
 // when set, stream false and the strict json_schema response_format.
 func (v *Validator) Request(model, source, proposed string) ([]byte, error) {
-	b, err := json.Marshal(openai.ChatCompletionRequest{
-		Model: model,
-		Messages: []openai.ChatCompletionMessage{
-			{Role: openai.ChatMessageRoleSystem, Content: v.system},
-			{Role: openai.ChatMessageRoleUser, Content: v.input(source, proposed)},
+	b, err := json.Marshal(judgeRequest{
+		ChatCompletionRequest: openai.ChatCompletionRequest{
+			Model: model,
+			Messages: []openai.ChatCompletionMessage{
+				{Role: openai.ChatMessageRoleSystem, Content: v.system},
+				{Role: openai.ChatMessageRoleUser, Content: v.input(source, proposed)},
+			},
+			MaxTokens:      v.settings.MaxTokens,
+			ResponseFormat: v.responseFormat,
 		},
-		MaxTokens:      v.settings.MaxTokens,
-		ResponseFormat: v.responseFormat,
+		Temperature: v.settings.Temperature,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the judge request: %w", err)
 	}
-	// go-openai leaves out a zero temperature (omitempty), and a provider's
-	// default is not 0: the judge's temperature is always sent, as configured.
-	if b, err = sjson.SetBytes(b, "temperature", v.settings.Temperature); err != nil {
-		return nil, fmt.Errorf("encoding the judge request: %w", err)
-	}
 	return b, nil
+}
+
+// judgeRequest is the judge's chat completion request. Its temperature replaces
+// go-openai's, which leaves out a zero temperature (omitempty) — and a provider's
+// default is not 0: the judge's temperature is always sent, as configured.
+type judgeRequest struct {
+	openai.ChatCompletionRequest
+	Temperature float64 `json:"temperature"`
 }
 
 // input renders the variable part of the judge's prompt.
