@@ -18,6 +18,10 @@ type Trace struct {
 	Route   string    `json:"route"`
 	Variant string    `json:"variant,omitempty"`
 	Started time.Time `json:"started"`
+	// Owner names who may read the trace through the API: "key:<name>" for the
+	// client key that made the request, "credential:<hash>" for a passthrough
+	// client's credential, "" for nobody but an admin key. The proxy sets it.
+	Owner string `json:"owner,omitempty"`
 	// KnowledgeSet and Scopes are the resolved request context.
 	KnowledgeSet string              `json:"knowledge_set,omitempty"`
 	Scopes       map[string][]string `json:"scopes,omitempty"`

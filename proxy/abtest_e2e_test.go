@@ -101,7 +101,7 @@ func abTrace(t *testing.T, h *harness, id string) gjson.Result {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		resp, err := http.Get(h.base + "/factgate/v1/traces/" + id)
+		resp, err := h.getTrace(id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -228,7 +228,7 @@ func TestValidationThroughTheProxy(t *testing.T) {
 	var tr gjson.Result
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		resp, err := http.Get(h.base + "/factgate/v1/traces/" + id)
+		resp, err := h.getTrace(id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,10 @@ type Config struct {
 type ServerConfig struct {
 	// Listen is the address to serve on. Default "127.0.0.1:8080".
 	Listen string `yaml:"listen"`
+	// MetricsListen, when set, is a second address that serves /metrics (and only
+	// it), and the main listener stops serving /metrics: Prometheus can scrape a
+	// port clients cannot reach. Empty: /metrics on the main listener.
+	MetricsListen string `yaml:"metrics_listen"`
 	// MaxRequestBody bounds a request body; larger requests get 413. Default 16MiB.
 	MaxRequestBody cache.ByteSize `yaml:"max_request_body"`
 	// MaxHeaderSize bounds the request line and headers; larger get 431. Default 16KiB.
@@ -89,10 +94,14 @@ type AuthConfig struct {
 // ClientKeyConfig is one proxy-issued client key. The key itself comes from the
 // environment variable KeyEnv.
 type ClientKeyConfig struct {
-	// Name identifies the client in logs, metrics and A/B assignment.
+	// Name identifies the client in logs, metrics and A/B assignment, and owns
+	// the traces of its requests.
 	Name string `yaml:"name"`
 	// KeyEnv names the environment variable holding the key (FACTGATE_KEY_...).
 	KeyEnv string `yaml:"key_env"`
+	// Admin lets the key read every client's traces (GET
+	// /factgate/v1/traces/{id}); other keys read only their own. Default false.
+	Admin bool `yaml:"admin"`
 }
 
 // UpstreamConfig is one OpenAI-compatible provider.
@@ -310,6 +319,9 @@ func (c *Config) Validate() error {
 	default:
 		add("auth.mode: %q is not passthrough or keys", c.Auth.Mode)
 	}
+	if m := c.Server.MetricsListen; m != "" && m == c.Server.Listen && !anyPort(m) {
+		add("server.metrics_listen: %q is server.listen: set another address, or leave it empty to serve /metrics on the main listener", c.Server.MetricsListen)
+	}
 	if len(c.Upstreams) == 0 {
 		add("upstreams: at least one upstream is required")
 	}
@@ -365,6 +377,13 @@ func (c *Config) Validate() error {
 		add("routes: more than one route has default: true")
 	}
 	return errors.Join(errs...)
+}
+
+// anyPort reports an address whose port the system picks (":0"): two of them never
+// collide.
+func anyPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
 }
 
 // DefaultRoute returns the route with default: true, or nil.

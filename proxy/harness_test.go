@@ -101,6 +101,11 @@ func (h *harness) post(t testing.TB, path string, body string, header ...string)
 	return status, hdr, b
 }
 
+// harnessCredential is the Authorization a harness client sends unless a test
+// names its own: in passthrough mode a trace belongs to the credential of its
+// request, and the harness reads traces with it (trace). The go-openai and openai-go clients of the tests send the same key.
+const harnessCredential = "Bearer client-key"
+
 // tryPost is post that returns a transport failure instead of failing a test.
 func (h *harness) tryPost(path string, body string, header ...string) (int, http.Header, []byte, error) {
 	req, err := http.NewRequest("POST", h.base+path, strings.NewReader(body))
@@ -108,6 +113,7 @@ func (h *harness) tryPost(path string, body string, header ...string) (int, http
 		return 0, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", harnessCredential)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}

@@ -213,12 +213,23 @@ func (h headerTap) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// trace fetches a request's trace (stored in the background) from the proxy.
+// getTrace asks the proxy for a trace once, as the harness client.
+func (h *harness) getTrace(id string) (*http.Response, error) {
+	req, err := http.NewRequest("GET", h.base+"/factgate/v1/traces/"+id, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", harnessCredential)
+	return http.DefaultClient.Do(req)
+}
+
+// trace fetches a request's trace (stored in the background) from the proxy, as
+// the harness client that made the request.
 func (h *harness) trace(t testing.TB, id string) gjson.Result {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		resp, err := http.Get(h.base + "/factgate/v1/traces/" + id)
+		resp, err := h.getTrace(id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,6 +37,10 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		s.handleReady(rc)
 		return
 	case "/metrics":
+		if s.metricsSrv != nil {
+			writeError(rc, interceptors.Errorf(404, "invalid_request_error", "not_found", "/metrics is served on another address (server.metrics_listen)"))
+			return
+		}
 		s.metricsH(rc)
 		return
 	}
@@ -166,10 +170,12 @@ func (s *Server) handleReady(rc *fasthttp.RequestCtx) {
 // handleAPI serves the factgate API under /factgate/ (auth as for the proxy).
 func (s *Server) handleAPI(rc *fasthttp.RequestCtx) {
 	start := time.Now()
-	if _, aerr := s.authenticate(rc); aerr != nil {
+	client, aerr := s.authenticate(rc)
+	if aerr != nil {
 		s.fail(rc, s.passMetrics, start, aerr)
 		return
 	}
+	rc.SetUserValue(clientKeyValue, client)
 	p := string(rc.Path())
 	if h, ok := s.api[p]; ok {
 		h(rc)

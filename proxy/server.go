@@ -6,6 +6,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -59,6 +60,10 @@ type Server struct {
 	allowMissingSecrets bool
 	warnings            []string
 	late                []Option // options that need the routes built
+
+	// metricsSrv serves /metrics on server.metrics_listen; nil when /metrics is
+	// served on the main listener.
+	metricsSrv *fasthttp.Server
 }
 
 // ReadinessCheck reports one dependency's state for /readyz. A check that is not ok
@@ -203,7 +208,7 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		if v == "" {
 			return nil, fmt.Errorf("auth.keys[%d] (%s): environment variable %s is not set", i, k.Name, k.KeyEnv)
 		}
-		s.keys = append(s.keys, clientKey{name: k.Name, key: []byte(v)})
+		s.keys = append(s.keys, clientKey{name: k.Name, key: []byte(v), admin: k.Admin})
 	}
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
@@ -275,6 +280,20 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		}
 	}
 	s.metricsH = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	if cfg.Server.MetricsListen != "" {
+		s.metricsSrv = &fasthttp.Server{
+			Handler:               s.handleMetricsListener,
+			Name:                  "factgate-metrics",
+			ReadTimeout:           time.Duration(cfg.Server.ReadTimeout),
+			IdleTimeout:           time.Duration(cfg.Server.IdleTimeout),
+			NoDefaultServerHeader: true,
+			NoDefaultDate:         true,
+			CloseOnShutdown:       true,
+			Logger:                fasthttpLogger{s.log},
+		}
+		// After the main listener drained: metrics stay scrapeable while it does.
+		s.closers = append(s.closers, s.metricsSrv.Shutdown)
+	}
 	s.srv = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.handleReadError,
@@ -335,15 +354,43 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.srv.Serve(watchListener{Listener: ln, probeAfter: s.probeAfter})
 }
 
-// ListenAndServe listens on the configured address and serves until ctx is
-// cancelled, then shuts down gracefully, draining in-flight requests.
+// ServeMetrics serves /metrics on ln until Shutdown; it is for
+// server.metrics_listen, and fails when the config sets none.
+func (s *Server) ServeMetrics(ln net.Listener) error {
+	if s.metricsSrv == nil {
+		return errors.New("server.metrics_listen is not set: /metrics is served on the main listener")
+	}
+	return s.metricsSrv.Serve(ln)
+}
+
+// handleMetricsListener serves the metrics listener: /metrics, nothing else.
+func (s *Server) handleMetricsListener(rc *fasthttp.RequestCtx) {
+	if string(rc.Path()) == "/metrics" {
+		s.metricsH(rc)
+		return
+	}
+	writeError(rc, interceptors.Errorf(404, "invalid_request_error", "not_found", "this address serves /metrics only"))
+}
+
+// ListenAndServe listens on the configured address (and on metrics_listen when
+// set) and serves until ctx is cancelled, then shuts down gracefully, draining
+// in-flight requests.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Server.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.Server.Listen, err)
 	}
+	errc := make(chan error, 2)
+	if s.metricsSrv != nil {
+		mln, err := net.Listen("tcp", s.cfg.Server.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listening on %s (server.metrics_listen): %w", s.cfg.Server.MetricsListen, err)
+		}
+		s.log.Info("factgate serving metrics", "metrics_listen", mln.Addr().String())
+		go func() { errc <- s.ServeMetrics(mln) }()
+	}
 	s.log.Info("factgate serving", "listen", ln.Addr().String(), "routes", len(s.routeByName))
-	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(ln) }()
 	select {
 	case err := <-errc:
