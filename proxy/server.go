@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -111,6 +112,24 @@ func withChain(routeName string, chain []interceptors.Interceptor) Option {
 			return fmt.Errorf("WithChain: no route named %q", routeName)
 		}
 		rt.setChain(chain)
+		return nil
+	}
+}
+
+// WithInnermostStage adds ic to the named route's chain after the stages its
+// config builds: its request phase runs last, right before the upstream call (it
+// may answer in the upstream's place), its response phase first. factgate eval
+// answers each case's first draft this way.
+func WithInnermostStage(routeName string, ic interceptors.Interceptor) Option {
+	return func(s *Server) error {
+		s.late = append(s.late, func(s *Server) error {
+			rt, ok := s.routeByName[routeName]
+			if !ok {
+				return fmt.Errorf("WithInnermostStage: no route named %q", routeName)
+			}
+			rt.setChain(append(slices.Clone(rt.chain), ic))
+			return nil
+		})
 		return nil
 	}
 }
@@ -324,6 +343,9 @@ func (rt *route) setChain(chain []interceptors.Interceptor) {
 // Metrics returns the registry the proxy's metrics live in, so interceptors can
 // register theirs beside them.
 func (s *Server) Metrics() *prometheus.Registry { return s.metrics.reg }
+
+// Traces returns where the server keeps request traces.
+func (s *Server) Traces() TraceStore { return s.traces }
 
 // Cache returns the server's cache.
 func (s *Server) Cache() cache.Cache { return s.cache }
