@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/semantic"
@@ -389,8 +390,11 @@ func caseCell(r eval.Result) string {
 	case r.Proposal == eval.ProposalWrong && r.Draft == eval.DraftRejected:
 		s += " (not corrected)"
 	}
-	if r.Error != "" {
-		s += " [" + bound(r.Error, 60) + "]"
+	if e := r.Error; e != "" {
+		if utf8.RuneCountInString(e) > 60 {
+			e = fmt.Sprintf("%.59s…", e) // precision counts runes: never cuts one
+		}
+		s += " [" + e + "]"
 	}
 	return s
 }
@@ -400,15 +404,4 @@ func msString(v float64) string {
 		return fmt.Sprintf("%.2fs", v/1000)
 	}
 	return fmt.Sprintf("%.0fms", v)
-}
-
-// bound cuts s to n bytes at a rune boundary, with an ellipsis.
-func bound(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }
