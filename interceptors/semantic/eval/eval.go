@@ -15,6 +15,7 @@
 package eval
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -159,7 +160,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("starting the proxy: %w", err)
 	}
 	defer px.Close()
-	r := &runner{px: px, model: opts.Model, spec: spec, timeout: timeout, client: &http.Client{}}
+	// Its own connections to the proxy, closed with it.
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency}}
+	defer client.CloseIdleConnections()
+	r := &runner{px: px, model: opts.Model, spec: spec, timeout: timeout, client: client}
 
 	results := make([]Result, len(cases))
 	next := make(chan int)
@@ -220,7 +224,7 @@ func (r *runner) run(ctx context.Context, id string, chunk Chunk, res *Result) {
 		fail("%v", err)
 		return
 	}
-	req, err := http.NewRequestWithContext(cctx, http.MethodPost, r.px.URL()+"/v1/chat/completions", strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, r.px.URL()+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		fail("%v", err)
 		return
