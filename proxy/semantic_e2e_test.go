@@ -386,10 +386,13 @@ func TestTheRevisionBudgetEndsAJudgeCall(t *testing.T) {
 				judgeRule("narrative", answerJSON{Content: verdict("combat_should_be_added", "Initiative is rolled and attacks are resolved."), Usage: judgeUsage}),
 				// The revision's judge answers long after the budget.
 				map[string]any{"name": "slow judge", "match": map[string]any{"response_format": "json_schema", "last_user": `(?s)## Proposed kind\s+combat\s*$`},
-					"answer": map[string]any{"content": verdict("approved", "Too late."), "fault": map[string]any{"slow_first_byte": "30s"}}},
+					"answer": map[string]any{"content": verdict("approved", "Too late."), "fault": map[string]any{"slow_first_byte": "10m"}}},
 				revisionRule(answerJSON{Content: sceneJSON("combat", "At the wagon"), Usage: revisionUsage}))
-			// A budget far above one loopback revision call, far below the judge's wait.
-			h := newHarness(t, script, dndRouteConfig("{validators: [combat], failure_policy: "+tc.policy+"}", "{budget: 2s}", ""))
+			// A budget far above one loopback revision call; nothing else can end
+			// the judge's wait (the upstream's read_timeout and the judge's timeout
+			// are minutes), however late a loaded machine fires the budget's timer.
+			config := strings.Replace(dndRouteConfig("{validators: [combat], timeout: 5m, failure_policy: "+tc.policy+"}", "{budget: 2s}", ""), "read_timeout: 5s", "read_timeout: 10m", 1)
+			h := newHarness(t, script, config)
 			status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk))
 			if status != 200 || hdr.Get("X-Factgate-Issues") != tc.issues {
 				t.Fatalf("status %d, X-Factgate-Issues %q, want 200 and %q: %s", status, hdr.Get("X-Factgate-Issues"), tc.issues, body)
