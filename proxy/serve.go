@@ -72,9 +72,6 @@ func (s *Server) handleReadError(rc *fasthttp.RequestCtx, err error) {
 	}
 	s.passMetrics.error(e.Code)
 	s.passMetrics.observe(e.Status, 0, 0)
-	// The request was not read to its end: let the client finish sending it, so
-	// that the answer is not lost to a reset.
-	lingerAfterError(rc.Conn())
 	writeError(rc, e)
 }
 

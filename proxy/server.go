@@ -373,7 +373,7 @@ func (s *Server) AddCloser(f func() error) { s.closers = append(s.closers, f) }
 
 // Serve serves on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.srv.Serve(watchListener{Listener: lingerListener{ln}, probeAfter: s.probeAfter})
+	return s.srv.Serve(watchListener{Listener: ln, probeAfter: s.probeAfter})
 }
 
 // ServeMetrics serves /metrics on ln until Shutdown; it is for
