@@ -18,6 +18,10 @@ type Trace struct {
 	Route   string    `json:"route"`
 	Variant string    `json:"variant,omitempty"`
 	Started time.Time `json:"started"`
+	// Owner names who may read the trace through the API: "key:<name>" for the
+	// client key that made the request, "credential:<hash>" for a passthrough
+	// client's credential, "" for nobody but an admin key. The proxy sets it.
+	Owner string `json:"owner,omitempty"`
 	// KnowledgeSet and Scopes are the resolved request context.
 	KnowledgeSet string              `json:"knowledge_set,omitempty"`
 	Scopes       map[string][]string `json:"scopes,omitempty"`
@@ -27,6 +31,9 @@ type Trace struct {
 	// Attempts are the draft and every revision or repair, in order; each names
 	// its choice (an answer with several choices has a draft per choice).
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Calls are the hidden calls that produce no answer — the LLM-backed
+	// validators' judge calls — in the order they ended.
+	Calls []Call `json:"calls,omitempty"`
 	// Final says which attempt was returned and how ("accepted", "resolved",
 	// "downgraded", "failed"). With several validated choices it is the choice
 	// whose outcome says most (failed, downgraded, improved, resolved, accepted, in
@@ -95,6 +102,24 @@ type Attempt struct {
 	Leaked bool `json:"leaked,omitempty"`
 	// Content is the attempt's answer text.
 	Content string `json:"content,omitempty"`
+}
+
+// Call is one hidden call that produced no answer: a judge call of an LLM-backed
+// validator.
+type Call struct {
+	// Kind says what the call was for ("judge").
+	Kind string `json:"kind"`
+	// Validator names the validator that made it ("semantic/combat").
+	Validator string `json:"validator"`
+	// Result is how the call ended: "ok" (a valid verdict), "failed" (no valid
+	// verdict: a transport error, a timeout, a non-2xx status, malformed output),
+	// "cancelled" (the client went away) or "budget_exhausted" (the revision
+	// budget ran out during the call).
+	Result   string   `json:"result"`
+	Duration Duration `json:"duration"`
+	Usage    Usage    `json:"usage"`
+	// Error is why the call failed, when it did.
+	Error string `json:"error,omitempty"`
 }
 
 // FinalOutcome says which attempt was returned.
@@ -179,6 +204,11 @@ func (t *Trace) AddAttempt(a Attempt) int {
 		n = len(t.Attempts) - 1
 	})
 	return n
+}
+
+// AddCall appends a hidden call.
+func (t *Trace) AddCall(c Call) {
+	t.Do(func(t *Trace) { t.Calls = append(t.Calls, c) })
 }
 
 // MarshalJSON renders the trace under its lock.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,6 +43,10 @@ type Config struct {
 type ServerConfig struct {
 	// Listen is the address to serve on. Default "127.0.0.1:8080".
 	Listen string `yaml:"listen"`
+	// MetricsListen, when set, is a second address that serves /metrics (and only
+	// it), and the main listener stops serving /metrics: Prometheus can scrape a
+	// port clients cannot reach. Empty: /metrics on the main listener.
+	MetricsListen string `yaml:"metrics_listen"`
 	// MaxRequestBody bounds a request body; larger requests get 413. Default 16MiB.
 	MaxRequestBody cache.ByteSize `yaml:"max_request_body"`
 	// MaxHeaderSize bounds the request line and headers; larger get 431. Default 16KiB.
@@ -98,12 +103,14 @@ type AuthConfig struct {
 // ClientKeyConfig is one proxy-issued client key. The key itself comes from the
 // environment variable KeyEnv.
 type ClientKeyConfig struct {
-	// Name identifies the client in logs, metrics and A/B assignment.
+	// Name identifies the client in logs, metrics and A/B assignment, and owns
+	// the traces of its requests.
 	Name string `yaml:"name"`
 	// KeyEnv names the environment variable holding the key (FACTGATE_KEY_...).
 	KeyEnv string `yaml:"key_env"`
-	// Admin lets the key read every client's requests and traces in the console
-	// and edit knowledge overlays there.
+	// Admin lets the key read every client's traces (GET /factgate/v1/traces/{id})
+	// and requests in the console, and edit knowledge overlays there; other keys
+	// read only their own. Default false.
 	Admin bool `yaml:"admin"`
 }
 
@@ -339,6 +346,9 @@ func (c *Config) Validate() error {
 	default:
 		add("auth.mode: %q is not passthrough or keys", c.Auth.Mode)
 	}
+	if m := c.Server.MetricsListen; m != "" && m == c.Server.Listen && !anyPort(m) {
+		add("server.metrics_listen: %q is server.listen: set another address, or leave it empty to serve /metrics on the main listener", c.Server.MetricsListen)
+	}
 	if len(c.Upstreams) == 0 {
 		add("upstreams: at least one upstream is required")
 	}
@@ -427,6 +437,13 @@ func (c *Config) SetUpstreamURL(name, baseURL string) error {
 	u.BaseURL = baseURL
 	c.Upstreams[name] = u
 	return c.Validate()
+}
+
+// anyPort reports an address whose port the system picks (":0"): two of them never
+// collide.
+func anyPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
 }
 
 // DefaultRoute returns the route with default: true, or nil.

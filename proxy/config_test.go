@@ -23,6 +23,8 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 		{"secret in file", "upstreams: {u: {base_url: 'http://x/v1', api_key_env: OPENAI_KEY}}\nroutes: [{name: r, default: true, upstream: u}]", `must name a FACTGATE_* environment variable`},
 		{"bad response_model", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, models: [m], upstream: u, response_model: client}]", `routes[0] (r).response_model: "client" is not upstream or alias`},
 		{"bad auth mode", "auth: {mode: open}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `auth.mode: "open"`},
+		{"metrics on the main address", "server: {listen: '127.0.0.1:8080', metrics_listen: '127.0.0.1:8080'}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.metrics_listen: "127.0.0.1:8080" is server.listen`},
+		{"admin, not a boolean", "auth: {mode: keys, keys: [{name: a, key_env: FACTGATE_KEY_A, admin: maybe}]}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `maybe`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

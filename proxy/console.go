@@ -80,17 +80,16 @@ func (s *Server) newConsole() error {
 // authenticateAPI authenticates a factgate API request: with the console on, a
 // Bearer key or the console's session cookie (the viewer is stored for the
 // handlers); without it, the proxy's own auth.
-func (s *Server) authenticateAPI(rc *fasthttp.RequestCtx) *interceptors.Error {
+func (s *Server) authenticateAPI(rc *fasthttp.RequestCtx) (string, *interceptors.Error) {
 	if s.console == nil {
-		_, err := s.authenticate(rc)
-		return err
+		return s.authenticate(rc)
 	}
 	v, err := s.console.Authenticate(rc)
 	if err != nil {
-		return err
+		return "", err
 	}
 	console.SetViewer(rc, v)
-	return nil
+	return v.Name, nil
 }
 
 // keepRequest puts the client's request into the trace for the console's trace

@@ -172,7 +172,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 			}
 			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, inflight: caller.inflight, foreign: up != rt.up}, true
 		},
-		Trace: interceptors.NewTrace(rt.name),
+		Trace: s.newTrace(rc, rt.name, client),
 	}
 	ex.Trace.ClientKey = client
 	s.keepRequest(ex)

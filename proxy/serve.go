@@ -46,6 +46,10 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		s.handleReady(rc)
 		return
 	case "/metrics":
+		if s.metricsSrv != nil {
+			writeError(rc, interceptors.Errorf(404, "invalid_request_error", "not_found", "/metrics is served on another address (server.metrics_listen)"))
+			return
+		}
 		s.metricsH(rc)
 		return
 	}
@@ -196,10 +200,12 @@ func (s *Server) handleAPI(rc *fasthttp.RequestCtx) {
 		s.console.ServePublic(rc)
 		return
 	}
-	if aerr := s.authenticateAPI(rc); aerr != nil {
+	client, aerr := s.authenticateAPI(rc)
+	if aerr != nil {
 		s.fail(rc, s.passMetrics, start, aerr)
 		return
 	}
+	rc.SetUserValue(clientKeyValue, client)
 	p := string(rc.Path())
 	if h, ok := s.api[p]; ok {
 		h(rc)

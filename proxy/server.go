@@ -6,10 +6,12 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +66,10 @@ type Server struct {
 	allowMissingSecrets bool
 	warnings            []string
 	late                []Option // options that need the routes built
+
+	// metricsSrv serves /metrics on server.metrics_listen; nil when /metrics is
+	// served on the main listener.
+	metricsSrv *fasthttp.Server
 }
 
 // ReadinessCheck reports one dependency's state for /readyz. A check that is not ok
@@ -112,6 +118,24 @@ func withChain(routeName string, chain []interceptors.Interceptor) Option {
 			return fmt.Errorf("WithChain: no route named %q", routeName)
 		}
 		rt.setChain(chain)
+		return nil
+	}
+}
+
+// WithInnermostStage adds ic to the named route's chain after the stages its
+// config builds: its request phase runs last, right before the upstream call (it
+// may answer in the upstream's place), its response phase first. factgate eval
+// answers each case's first draft this way.
+func WithInnermostStage(routeName string, ic interceptors.Interceptor) Option {
+	return func(s *Server) error {
+		s.late = append(s.late, func(s *Server) error {
+			rt, ok := s.routeByName[routeName]
+			if !ok {
+				return fmt.Errorf("WithInnermostStage: no route named %q", routeName)
+			}
+			rt.setChain(append(slices.Clone(rt.chain), ic))
+			return nil
+		})
 		return nil
 	}
 }
@@ -210,7 +234,7 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		if v == "" {
 			return nil, fmt.Errorf("auth.keys[%d] (%s): environment variable %s is not set", i, k.Name, k.KeyEnv)
 		}
-		s.keys = append(s.keys, clientKey{name: k.Name, key: []byte(v)})
+		s.keys = append(s.keys, clientKey{name: k.Name, key: []byte(v), admin: k.Admin})
 	}
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
@@ -286,6 +310,20 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.metricsH = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	if cfg.Server.MetricsListen != "" {
+		s.metricsSrv = &fasthttp.Server{
+			Handler:               s.handleMetricsListener,
+			Name:                  "factgate-metrics",
+			ReadTimeout:           time.Duration(cfg.Server.ReadTimeout),
+			IdleTimeout:           time.Duration(cfg.Server.IdleTimeout),
+			NoDefaultServerHeader: true,
+			NoDefaultDate:         true,
+			CloseOnShutdown:       true,
+			Logger:                fasthttpLogger{s.log},
+		}
+		// After the main listener drained: metrics stay scrapeable while it does.
+		s.closers = append(s.closers, s.metricsSrv.Shutdown)
+	}
 	s.srv = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.handleReadError,
@@ -317,6 +355,9 @@ func (rt *route) setChain(chain []interceptors.Interceptor) {
 // register theirs beside them.
 func (s *Server) Metrics() *prometheus.Registry { return s.metrics.reg }
 
+// Traces returns where the server keeps request traces.
+func (s *Server) Traces() TraceStore { return s.traces }
+
 // Cache returns the server's cache.
 func (s *Server) Cache() cache.Cache { return s.cache }
 
@@ -346,16 +387,43 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.srv.Serve(watchListener{Listener: ln, probeAfter: s.probeAfter})
 }
 
-// ListenAndServe listens on the configured address and serves until ctx is
-// cancelled, then shuts down gracefully (see Shutdown) within server.drain_grace
-// plus server.shutdown_timeout.
+// ServeMetrics serves /metrics on ln until Shutdown; it is for
+// server.metrics_listen, and fails when the config sets none.
+func (s *Server) ServeMetrics(ln net.Listener) error {
+	if s.metricsSrv == nil {
+		return errors.New("server.metrics_listen is not set: /metrics is served on the main listener")
+	}
+	return s.metricsSrv.Serve(ln)
+}
+
+// handleMetricsListener serves the metrics listener: /metrics, nothing else.
+func (s *Server) handleMetricsListener(rc *fasthttp.RequestCtx) {
+	if string(rc.Path()) == "/metrics" {
+		s.metricsH(rc)
+		return
+	}
+	writeError(rc, interceptors.Errorf(404, "invalid_request_error", "not_found", "this address serves /metrics only"))
+}
+
+// ListenAndServe listens on the configured address (and on metrics_listen when
+// set) and serves until ctx is cancelled, then shuts down gracefully (see
+// Shutdown) within server.drain_grace plus server.shutdown_timeout.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Server.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.Server.Listen, err)
 	}
+	errc := make(chan error, 2)
+	if s.metricsSrv != nil {
+		mln, err := net.Listen("tcp", s.cfg.Server.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listening on %s (server.metrics_listen): %w", s.cfg.Server.MetricsListen, err)
+		}
+		s.log.Info("factgate serving metrics", "metrics_listen", mln.Addr().String())
+		go func() { errc <- s.ServeMetrics(mln) }()
+	}
 	s.log.Info("factgate serving", "listen", ln.Addr().String(), "routes", len(s.routeByName))
-	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(ln) }()
 	select {
 	case err := <-errc:

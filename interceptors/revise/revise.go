@@ -531,8 +531,9 @@ func (ru *run) fail(why string) {
 func (ru *run) record(ctx context.Context, kind, content string, resp *interceptors.Response, requestBytes int) (*attempt, error) {
 	ex := ru.ex
 	// The budget covers validating the attempt too (an LLM-backed validator's
-	// call); a validator cut off by it counts as one that could not run.
-	vctx, cancel := context.WithDeadline(ctx, ru.deadline)
+	// call); a validator cut off by it counts as one that could not run. The cause
+	// tells the validator the budget, not the client, ended its call.
+	vctx, cancel := context.WithDeadlineCause(ctx, ru.deadline, interceptors.ErrBudgetExhausted)
 	issues, errs := ex.ValidateAnswer(vctx, content)
 	cancel()
 	if ctx.Err() != nil {

@@ -158,7 +158,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"route", "variant", "validator", "outcome"})),
 		calls: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_semantic_calls_total",
-			Help: "Judge calls of LLM-backed validators, by route, A/B variant, validator and result (ok, failed, cancelled).",
+			Help: "Judge calls of LLM-backed validators, by route, A/B variant, validator and result (ok, failed, cancelled, budget_exhausted).",
 		}, []string{"route", "variant", "validator", "result"})),
 		tokens: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_semantic_tokens_total",
