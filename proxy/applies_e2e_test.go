@@ -41,7 +41,7 @@ func TestHeldRouteForwardsWhatIsNotAnAnalysisUnchanged(t *testing.T) {
 				if stream {
 					body = strings.Replace(body, `{"model"`, `{"stream":true,"model"`, 1)
 				}
-				status, hdr, raw := h.post("/v1/chat/completions", body)
+				status, hdr, raw := h.post(t, "/v1/chat/completions", body)
 				if status != 200 {
 					t.Fatalf("stream=%v: %d %s", stream, status, raw)
 				}
@@ -61,7 +61,7 @@ func TestHeldRouteForwardsWhatIsNotAnAnalysisUnchanged(t *testing.T) {
 				if n := h.chatRequests(); n != 1 {
 					t.Errorf("stream=%v: %d upstream calls, want 1", stream, n)
 				}
-				sent := h.lastRequest().Body
+				sent := h.lastRequest(t).Body
 				first := gjson.GetBytes(sent, "messages.0")
 				injected := first.Get("role").Str == "system" && strings.Contains(first.Get("content").Str, "# 红色警戒 3")
 				if injected != tc.knowledge {

@@ -26,7 +26,7 @@ func TestAHeldAnswerWithoutAChoiceIsABadResponse(t *testing.T) {
 				t.Parallel()
 				script := reviseScript(answerJSON{Fault: map[string]any{"status": 200, "body": tc.body}})
 				h := newHarness(t, script, reviseRouteConfig("never", ""))
-				status, hdr, body := h.post("/v1/chat/completions", storyRequest(stream))
+				status, hdr, body := h.post(t, "/v1/chat/completions", storyRequest(stream))
 				if stream {
 					// The answer took no keep-alive interval: it comes as an error,
 					// not as an event stream.
@@ -62,7 +62,7 @@ func TestARevisionWithoutAChoiceIsAFailedAttempt(t *testing.T) {
 			h := newHarness(t, script, reviseRouteConfig("never", ""))
 			res := viaGoOpenAI(t, h, false)
 			checkDowngradedDraft(t, res.content)
-			tr := h.trace(res.header.Get("X-Factgate-Trace-Id"))
+			tr := h.trace(t, res.header.Get("X-Factgate-Trace-Id"))
 			if got := tr.Get("final.outcome").Str; got != "failed" {
 				t.Errorf("outcome %q, want failed: %s", got, tr.Raw)
 			}

@@ -344,7 +344,7 @@ func checkToolCallsReturned(t *testing.T, h *harness) {
 			}
 			// The body is the upstream's: choices and usage byte for byte.
 			body, _ := json.Marshal(map[string]any{"model": "ra3-analyst", "messages": []map[string]string{{"role": tc.turns[0].Role, "content": tc.turns[0].Content}}})
-			status, _, raw := h.post("/v1/chat/completions", string(body))
+			status, _, raw := h.post(t, "/v1/chat/completions", string(body))
 			choices := gjson.GetBytes(raw, "choices").Raw
 			if status != 200 || !strings.HasPrefix(choices, `[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"`+tc.want.Calls[0].ID+`","type":"function","function":{"name":"`) ||
 				!strings.HasSuffix(choices, `]},"logprobs":null,"finish_reason":"tool_calls"}]`) || !strings.HasSuffix(string(raw), `"total_tokens":`+gjson.GetBytes(raw, "usage.total_tokens").Raw+`}}`) {
@@ -449,7 +449,7 @@ default:
 			}
 			// The counts cover both choices: each draft's issues are in the header.
 			got := viaGo(t, h, c, false)
-			tr := h.trace(got.Header.Get("X-Factgate-Trace-Id"))
+			tr := h.trace(t, got.Header.Get("X-Factgate-Trace-Id"))
 			perChoice := map[int64][]string{}
 			for _, a := range tr.Get("attempts").Array() {
 				perChoice[a.Get("choice").Int()] = append(perChoice[a.Get("choice").Int()], a.Get("kind").Str)

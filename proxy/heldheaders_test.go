@@ -31,7 +31,7 @@ default:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body, _ := json.Marshal(map[string]any{"model": "ra3-analyst", "stream": true, "messages": []map[string]string{{"role": "user", "content": tc.user}}})
-			status, hdr, raw := h.post("/v1/chat/completions", string(body))
+			status, hdr, raw := h.post(t, "/v1/chat/completions", string(body))
 			if status != 200 || !strings.Contains(string(raw), ": keep-alive") {
 				t.Fatalf("%d, want a held stream with keep-alives:\n%s", status, raw)
 			}

@@ -58,7 +58,11 @@ func TestATraceIsReadableWhenItsAnswerIsComplete(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for i := 0; i < 3; i++ {
-				resp, err := http.Post(h.base+"/v1/chat/completions", "application/json", strings.NewReader(tc.body))
+				// In passthrough auth a trace belongs to the request's credential.
+				req, _ := http.NewRequest("POST", h.base+"/v1/chat/completions", strings.NewReader(tc.body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", harnessCredential)
+				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -68,7 +72,7 @@ func TestATraceIsReadableWhenItsAnswerIsComplete(t *testing.T) {
 					t.Fatalf("%d %v %s", resp.StatusCode, err, b)
 				}
 				id := resp.Header.Get("X-Factgate-Trace-Id")
-				tr, err := http.Get(h.base + "/factgate/v1/traces/" + id)
+				tr, err := h.getTrace(id)
 				if err != nil {
 					t.Fatal(err)
 				}

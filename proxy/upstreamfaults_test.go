@@ -170,7 +170,7 @@ func TestAPaidRequestIsNeverSentTwice(t *testing.T) {
 		{"warm", 200, ""}, // leaves a pooled connection
 		{"paid", 502, "upstream_failed"},
 	} {
-		status, _, body := h.post("/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"`+tc.content+`"}]}`)
+		status, _, body := h.post(t, "/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"`+tc.content+`"}]}`)
 		if status != tc.status || gjson.GetBytes(body, "error.code").Str != tc.code {
 			t.Fatalf("%s: %d %s", tc.content, status, body)
 		}
@@ -219,7 +219,7 @@ func TestAPooledConnectionClosedWhileIdleIsReplaced(t *testing.T) {
 				})
 			})
 			for i := 0; i < 3; i++ {
-				status, _, body := h.post("/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"q"}]}`)
+				status, _, body := h.post(t, "/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"q"}]}`)
 				if status != 200 {
 					t.Fatalf("request %d: %d %s", i, status, body)
 				}
