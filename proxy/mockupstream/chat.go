@@ -14,6 +14,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // systemFingerprint is sent in every completion, as OpenAI does.
@@ -100,12 +102,12 @@ func parseChatRequest(body string, q *chatRequest) error {
 	}
 	messages.ForEach(func(_, m gjson.Result) bool {
 		var msg chatMessage
-		forEachMember(m.Raw, func(key, value string) bool {
-			switch jsonStringValue(key) {
+		rawjson.EachMember(m.Raw, func(mb rawjson.Member) bool {
+			switch rawjson.Key(mb.Key) {
 			case "role":
-				msg.role = jsonStringValue(value)
+				msg.role, _ = rawjson.StringValue(mb.Raw)
 			case "content":
-				msg.content = value
+				msg.content = mb.Raw
 			}
 			return true
 		})
@@ -152,14 +154,14 @@ func messageText(content string) string {
 func messageTextLen(content string) int {
 	switch {
 	case strings.HasPrefix(content, `"`):
-		return unescapedLen(content)
+		return rawjson.UnescapedLen(content)
 	case strings.HasPrefix(content, "["):
 		n, parts := 0, 0
 		forEachTextPart(content, func(text string) {
 			if parts > 0 {
 				n++
 			}
-			n += unescapedLen(text)
+			n += rawjson.UnescapedLen(text)
 			parts++
 		})
 		return n
@@ -173,12 +175,12 @@ func messageTextLen(content string) int {
 func forEachTextPart(content string, fn func(text string)) {
 	gjson.Parse(content).ForEach(func(_, part gjson.Result) bool {
 		var typ, text string
-		forEachMember(part.Raw, func(key, value string) bool {
-			switch jsonStringValue(key) {
+		rawjson.EachMember(part.Raw, func(mb rawjson.Member) bool {
+			switch rawjson.Key(mb.Key) {
 			case "type":
-				typ = jsonStringValue(value)
+				typ, _ = rawjson.StringValue(mb.Raw)
 			case "text":
-				text = value
+				text = mb.Raw
 			}
 			return true
 		})
@@ -201,7 +203,7 @@ func Tokens(text string) int { return (len(text) + 3) / 4 }
 // message, 4 plus Tokens of its text (a content string, or the text parts of a content
 // array joined with "\n"). It fails on a body that is not a valid chat request.
 func PromptTokens(body []byte) (int, error) {
-	if !gjson.ValidBytes(body) {
+	if !rawjson.Valid(body, rawjson.DefaultMaxDepth) {
 		return 0, errors.New("mock upstream: the request body is not valid JSON")
 	}
 	var q chatRequest
@@ -372,7 +374,7 @@ func (s *Server) serveChat(ex *exchange) {
 		}
 		return
 	}
-	if !gjson.ValidBytes(body) {
+	if !rawjson.Valid(body, rawjson.DefaultMaxDepth) {
 		ex.writeError(http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
 			"we could not parse the JSON body of your request")
 		return
@@ -470,9 +472,9 @@ func (ans *renderedAnswer) render(q *chatRequest) {
 		last := q.lastUserText()
 		ans.content = strings.ReplaceAll(a.content, lastUserPlaceholder, last)
 		ans.reasoning = strings.ReplaceAll(a.reasoning, lastUserPlaceholder, last)
-		ans.contentJSON = appendJSONString(nil, ans.content)
+		ans.contentJSON = rawjson.AppendString(nil, ans.content)
 		if ans.reasoning != "" {
-			ans.reasoningJSON = appendJSONString(nil, ans.reasoning)
+			ans.reasoningJSON = rawjson.AppendString(nil, ans.reasoning)
 		}
 		ans.completionTokens = CompletionTokens(ans.content, ans.reasoning)
 	} else {
@@ -526,7 +528,7 @@ func (ans *renderedAnswer) appendTail(b []byte, start int) []byte {
 	obj := b[start:]
 	for k, v := range ans.a.extraOverrides {
 		// Keys are plain member names; sjson paths need their specials escaped.
-		obj, _ = sjson.SetRawBytes(obj, escapePathKey(k), v)
+		obj, _ = sjson.SetRawBytes(obj, gjson.Escape(k), v)
 	}
 	return append(b[:start], obj...)
 }
@@ -677,7 +679,7 @@ func (st *sseStream) pieces(text, delta string, size int) bool {
 			end += w
 			n++
 		}
-		st.piece = appendJSONString(st.piece[:0], text[:end])
+		st.piece = rawjson.AppendString(st.piece[:0], text[:end])
 		if !st.event(delta, st.piece, "null", false) {
 			return false
 		}
@@ -743,19 +745,4 @@ func unsafeString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
-}
-
-// escapePathKey escapes the characters sjson gives a meaning in a path.
-func escapePathKey(k string) string {
-	if !strings.ContainsAny(k, `.*?|#@!\:`) {
-		return k
-	}
-	var b strings.Builder
-	for _, r := range k {
-		if strings.ContainsRune(`.*?|#@!\:`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

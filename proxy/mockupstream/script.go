@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Script tells the mock what to answer. Rules are tried in order and the first whose
@@ -420,15 +422,15 @@ func compileAnswer(a *Answer, dir string) (*compiledAnswer, error) {
 		content:    content,
 		reasoning:  a.Reasoning,
 		templated:  strings.Contains(content, lastUserPlaceholder) || strings.Contains(a.Reasoning, lastUserPlaceholder),
-		finishJSON: appendJSONString(nil, finish),
+		finishJSON: rawjson.AppendString(nil, finish),
 		latency:    a.Latency,
 		chunkSize:  a.ChunkSize,
 		chunkDelay: a.ChunkDelay,
 	}
 	if !ca.templated {
-		ca.contentJSON = appendJSONString(nil, content)
+		ca.contentJSON = rawjson.AppendString(nil, content)
 		if a.Reasoning != "" {
-			ca.reasoningJSON = appendJSONString(nil, a.Reasoning)
+			ca.reasoningJSON = rawjson.AppendString(nil, a.Reasoning)
 		}
 		ca.completionTokens = CompletionTokens(content, a.Reasoning)
 	} else {
@@ -461,7 +463,7 @@ func compileAnswer(a *Answer, dir string) (*compiledAnswer, error) {
 				continue
 			}
 			ca.extraMembers = append(ca.extraMembers, ',')
-			ca.extraMembers = appendJSONString(ca.extraMembers, k)
+			ca.extraMembers = rawjson.AppendString(ca.extraMembers, k)
 			ca.extraMembers = append(ca.extraMembers, ':')
 			ca.extraMembers = append(ca.extraMembers, v...)
 		}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 func TestScriptErrorsNameTheProblem(t *testing.T) {
@@ -115,7 +117,7 @@ func TestExampleConfigScript(t *testing.T) {
 }
 
 func quote(s string) string {
-	return string(appendJSONString(nil, s))
+	return string(rawjson.AppendString(nil, s))
 }
 
 func TestInvalidScriptInOptionsStopsStart(t *testing.T) {
