@@ -3,6 +3,7 @@ package interceptors
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -173,7 +174,7 @@ func (r *Response) OK() bool { return r != nil && r.Status >= 200 && r.Status < 
 // ContentType returns the Content-Type header, or "".
 func (r *Response) ContentType() string {
 	for _, h := range r.Header {
-		if equalFoldASCII(h[0], "Content-Type") {
+		if strings.EqualFold(h[0], "Content-Type") {
 			return h[1]
 		}
 	}
@@ -197,25 +198,6 @@ func (r *Response) SetContent(content string) error {
 
 // Usage reads the body's usage object.
 func (r *Response) Usage() Usage { return ParseUsage(r.Body) }
-
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		ca, cb := a[i], b[i]
-		if 'A' <= ca && ca <= 'Z' {
-			ca += 'a' - 'A'
-		}
-		if 'A' <= cb && cb <= 'Z' {
-			cb += 'a' - 'A'
-		}
-		if ca != cb {
-			return false
-		}
-	}
-	return true
-}
 
 // Usage is the token usage of one or more upstream calls.
 type Usage struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Live reasoning (route option stream_reasoning): for a streaming client on an
@@ -231,7 +232,7 @@ func (a *streamAssembly) appendReasoningEvent(dst []byte, chunk gjson.Result, id
 	dst = append(dst, `,"choices":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(idx), 10)
 	dst = append(dst, `,"delta":{"role":"assistant","reasoning_content":`...)
-	dst = appendJSONString(dst, text)
+	dst = rawjson.AppendString(dst, text)
 	dst = append(dst, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n"...)
 	return dst
 }
@@ -264,12 +265,12 @@ func (a *streamAssembly) completion() []byte {
 		b = append(b, `{"index":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, `,"message":{"role":`...)
-		b = appendJSONString(b, role)
+		b = rawjson.AppendString(b, role)
 		b = append(b, `,"content":`...)
-		b = appendJSONString(b, c.content.String())
+		b = rawjson.AppendString(b, c.content.String())
 		if c.reasoning.Len() > 0 {
 			b = append(b, `,"reasoning_content":`...)
-			b = appendJSONString(b, c.reasoning.String())
+			b = rawjson.AppendString(b, c.reasoning.String())
 		}
 		b = append(b, `},"finish_reason":`...)
 		if c.finish == "" {

@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // keepAlive is the SSE comment sent while a streaming client waits for a held answer.
@@ -93,7 +95,7 @@ func writeCompletionStream(w *bufio.Writer, body []byte, includeUsage bool, chun
 			role = "assistant"
 		}
 		d := append([]byte(nil), `{"role":`...)
-		d = appendJSONString(d, role)
+		d = rawjson.AppendString(d, role)
 		d = append(d, `,"content":""`...)
 		msg.ForEach(func(k, v gjson.Result) bool {
 			if !messageFields[k.Str] {
@@ -116,7 +118,7 @@ func writeCompletionStream(w *bufio.Writer, body []byte, includeUsage bool, chun
 				d = append(d[:0], `{"`...)
 				d = append(d, field...)
 				d = append(d, `":`...)
-				d = appendJSONString(d, piece)
+				d = rawjson.AppendString(d, piece)
 				d = append(d, '}')
 				if err = emit(idx, d, none); err != nil {
 					return false
@@ -207,58 +209,4 @@ func runePrefix(s string, n int) string {
 		i += size
 	}
 	return s[:i]
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string literal.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, `\ufffd`...)
-				i++
-				start = i
-				continue
-			}
-			if r == '\u2028' || r == '\u2029' {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, `\u202`...)
-				dst = append(dst, hexDigits[r&0xF])
-				i += size
-				start = i
-				continue
-			}
-			i += size
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
