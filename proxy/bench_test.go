@@ -57,6 +57,32 @@ routes: [{name: r, default: true, upstream: u}]
 	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool { return rc.Response.StatusCode() == 200 })
 }
 
+// BenchmarkPassthroughChatReplay is BenchmarkPassthroughChat with a realistic
+// 24 KB request: a user message carrying a whole replay's operation log, so that
+// reading the body (the bounded JSON check, the model lookup) weighs as much as it
+// can on a route with no interceptors.
+func BenchmarkPassthroughChatReplay(b *testing.B) {
+	replay, err := os.ReadFile("testdata/revise/allied_vs_soviet.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	up := benchUpstream(b)
+	cfg, err := ParseConfig([]byte(`
+log: {access: false}
+upstreams: {u: {base_url: "`+up+`"}}
+routes: [{name: r, default: true, upstream: u}]
+`), "bench.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _ := sjson.SetBytes([]byte(`{"model":"m","temperature":0.35,"messages":[{"role":"system","content":"你是红色警戒3录像分析师。"},{"role":"user","content":""}]}`), "messages.1.content", string(replay))
+	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool { return rc.Response.StatusCode() == 200 })
+}
+
 // BenchmarkValidatingRoute measures one non-streaming chat completion carrying the
 // sample replay (23 KB) through a route with the ra3 pack, injection, validation
 // and revision, whose upstream answers with a clean analysis (seven unit claims, no

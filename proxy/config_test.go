@@ -21,6 +21,8 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 		{"duplicate alias", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: a, models: [m], upstream: u}, {name: b, models: [m], upstream: u}]", `"m" is already routed by "a"`},
 		{"secret in file", "upstreams: {u: {base_url: 'http://x/v1', api_key_env: OPENAI_KEY}}\nroutes: [{name: r, default: true, upstream: u}]", `must name a FACTGATE_* environment variable`},
 		{"bad auth mode", "auth: {mode: open}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `auth.mode: "open"`},
+		{"negative JSON depth", "server: {max_json_depth: -1}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.max_json_depth: -1 is not between 1 and 10000`},
+		{"JSON depth too large", "server: {max_json_depth: 10001}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.max_json_depth: 10001 is not between 1 and 10000`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,7 +44,8 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Server.Listen != "127.0.0.1:8080" || cfg.Server.MaxRequestBody != 16<<20 || cfg.Auth.Mode != "passthrough" || cfg.Upstreams["u"].MaxConcurrent != 1024 {
+	if cfg.Server.Listen != "127.0.0.1:8080" || cfg.Server.MaxRequestBody != 16<<20 || cfg.Auth.Mode != "passthrough" || cfg.Upstreams["u"].MaxConcurrent != 1024 ||
+		cfg.Server.MaxJSONDepth != 128 {
 		t.Fatalf("defaults not applied: %+v", cfg.Server)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,7 +80,7 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	}
 	out := &interceptors.Response{Status: resp.StatusCode()}
 	for k, v := range resp.Header.All() {
-		if skipResponseHeader(k) || (cl.stream && equalFold(string(k), "Content-Type")) {
+		if skipResponseHeader(k) || (cl.stream && strings.EqualFold(string(k), "Content-Type")) {
 			continue
 		}
 		out.Header = append(out.Header, [2]string{string(k), string(v)})
@@ -91,7 +92,7 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 		c.waitedNs.Add(int64(out.Duration))
 		return out, nil
 	}
-	asm := &streamAssembly{live: live, max: c.maxBody}
+	asm := &streamAssembly{live: live, max: c.maxBody, maxDepth: c.s.cfg.Server.MaxJSONDepth}
 	stream := cl.body()
 	err = asm.read(stream)
 	complete := false
@@ -116,12 +117,13 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 
 // streamAssembly accumulates a chat.completion.chunk stream.
 type streamAssembly struct {
-	live    *liveEvents
-	max     int
-	size    int
-	head    gjson.Result // the first chunk: id, created, model, system_fingerprint
-	choices []*choiceAssembly
-	usage   string // raw usage object, "" when none came
+	live     *liveEvents
+	max      int
+	maxDepth int // server.max_json_depth, for each event's data
+	size     int
+	head     gjson.Result // the first chunk: id, created, model, system_fingerprint
+	choices  []*choiceAssembly
+	usage    string // raw usage object, "" when none came
 }
 
 type choiceAssembly struct {
@@ -174,7 +176,10 @@ func (a *streamAssembly) line(line []byte) (done bool, err error) {
 	if string(data) == "[DONE]" {
 		return true, nil
 	}
-	if !gjson.ValidBytes(data) {
+	if err := rawjson.Check(data, a.maxDepth); err != nil {
+		if errors.Is(err, rawjson.ErrTooDeep) {
+			return false, &answerTooDeepError{limit: a.maxDepth}
+		}
 		return false, errors.New("an event's data is not valid JSON")
 	}
 	a.size += len(data)
