@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,8 +108,8 @@ func TestDeepJSONKeepsTheProcessAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
+	stderr := &syncWriter{w: &bytes.Buffer{}}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +133,9 @@ func TestDeepJSONKeepsTheProcessAlive(t *testing.T) {
 	select {
 	case url = <-base:
 	case err := <-exited:
-		t.Fatalf("the proxy process exited before listening: %v\n%s", err, stderr.tail())
+		t.Fatalf("the proxy process exited before listening: %v\n%s", err, head(stderr))
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the proxy process did not listen within 60s\n%s", stderr.tail())
+		t.Fatalf("the proxy process did not listen within 60s\n%s", head(stderr))
 	}
 
 	client := &http.Client{Timeout: 60 * time.Second}
@@ -148,7 +147,7 @@ func TestDeepJSONKeepsTheProcessAlive(t *testing.T) {
 				select {
 				case werr := <-exited:
 					exited <- werr
-					t.Fatalf("POST %s with %s: %v; the proxy process died (%v):\n%s", path, a.name, err, werr, stderr.tail())
+					t.Fatalf("POST %s with %s: %v; the proxy process died (%v):\n%s", path, a.name, err, werr, head(stderr))
 				case <-time.After(2 * time.Second):
 				}
 				t.Fatalf("POST %s with %s: %v", path, a.name, err)
@@ -182,7 +181,7 @@ func TestDeepJSONKeepsTheProcessAlive(t *testing.T) {
 
 	resp, err := client.Get(url + "/healthz")
 	if err != nil {
-		t.Fatalf("the proxy process is not answering after the attacks: %v\n%s", err, stderr.tail())
+		t.Fatalf("the proxy process is not answering after the attacks: %v\n%s", err, head(stderr))
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
@@ -204,24 +203,10 @@ func TestDeepJSONKeepsTheProcessAlive(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects a process's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// tail is the first lines of what the process wrote (a Go crash starts with the
-// fatal error), bounded for the test log.
-func (l *lockedBuffer) tail() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.b.String()
+// head is the first 2,000 bytes of what a process wrote (a Go crash starts with
+// the fatal error), for the test log.
+func head(w *syncWriter) string {
+	s := w.String()
 	if len(s) > 2000 {
 		s = s[:2000] + "..."
 	}
