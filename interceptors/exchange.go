@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -214,7 +215,7 @@ func (r *Response) OK() bool { return r != nil && r.Status >= 200 && r.Status < 
 // ContentType returns the Content-Type header, or "".
 func (r *Response) ContentType() string {
 	for _, h := range r.Header {
-		if equalFoldASCII(h[0], "Content-Type") {
+		if strings.EqualFold(h[0], "Content-Type") {
 			return h[1]
 		}
 	}
@@ -287,25 +288,6 @@ func (r *Response) HasToolCalls(i int) bool {
 
 // Usage reads the body's usage object.
 func (r *Response) Usage() Usage { return ParseUsage(r.Body) }
-
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		ca, cb := a[i], b[i]
-		if 'A' <= ca && ca <= 'Z' {
-			ca += 'a' - 'A'
-		}
-		if 'A' <= cb && cb <= 'Z' {
-			cb += 'a' - 'A'
-		}
-		if ca != cb {
-			return false
-		}
-	}
-	return true
-}
 
 // Usage is the token usage of one or more upstream calls.
 type Usage struct {

@@ -160,13 +160,14 @@ func (s *Server) deps(route string) interceptors.Deps {
 	}
 	sort.Strings(names)
 	return interceptors.Deps{
-		Route:     route,
-		Library:   s.library,
-		Cache:     s.cache,
-		Metrics:   s.metrics.reg,
-		Log:       s.log,
-		Resolve:   s.cfg.Resolve,
-		Upstreams: names,
+		Route:        route,
+		Library:      s.library,
+		Cache:        s.cache,
+		Metrics:      s.metrics.reg,
+		Log:          s.log,
+		Resolve:      s.cfg.Resolve,
+		Upstreams:    names,
+		MaxJSONDepth: s.cfg.Server.MaxJSONDepth,
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/knowledge/rawjson"
 	"github.com/factgate/factgate/proxy/console"
 )
 
@@ -51,6 +52,12 @@ type ServerConfig struct {
 	MaxRequestBody cache.ByteSize `yaml:"max_request_body"`
 	// MaxHeaderSize bounds the request line and headers; larger get 431. Default 16KiB.
 	MaxHeaderSize cache.ByteSize `yaml:"max_header_size"`
+	// MaxJSONDepth bounds the nesting of objects and arrays in the JSON the proxy
+	// reads: request bodies (deeper is a 400 invalid_json) and upstream answers on
+	// routes with interceptors (deeper is a 502 upstream_bad_response). Every body
+	// is checked against it in one linear pass before any recursive code reads it.
+	// Default 128; at most 10000.
+	MaxJSONDepth int `yaml:"max_json_depth"`
 	// MaxResponseBody bounds an upstream answer the proxy buffers on an
 	// intercepted route; larger answers fail with 502. Default 32MiB.
 	MaxResponseBody cache.ByteSize `yaml:"max_response_body"`
@@ -241,6 +248,9 @@ func (c *Config) applyDefaults() {
 	if s.MaxResponseBody == 0 {
 		s.MaxResponseBody = 32 << 20
 	}
+	if s.MaxJSONDepth == 0 {
+		s.MaxJSONDepth = rawjson.DefaultMaxDepth
+	}
 	if s.ReadTimeout == 0 {
 		s.ReadTimeout = cache.Duration(60 * time.Second)
 	}
@@ -307,6 +317,11 @@ func (c *Config) applyDefaults() {
 	c.Console.ApplyDefaults(c.Auth.Mode)
 }
 
+// maxJSONDepthLimit caps server.max_json_depth: encoding/json refuses deeper
+// input, and the recursive readers behind the check (gjson) use stack in
+// proportion to it.
+const maxJSONDepthLimit = 10000
+
 // Validate checks the config's consistency; the error names the offending key.
 func (c *Config) Validate() error {
 	var errs []error
@@ -348,6 +363,9 @@ func (c *Config) Validate() error {
 	}
 	if m := c.Server.MetricsListen; m != "" && m == c.Server.Listen && !anyPort(m) {
 		add("server.metrics_listen: %q is server.listen: set another address, or leave it empty to serve /metrics on the main listener", c.Server.MetricsListen)
+	}
+	if d := c.Server.MaxJSONDepth; d < 1 || d > maxJSONDepthLimit {
+		add("server.max_json_depth: %d is not between 1 and %d", d, maxJSONDepthLimit)
 	}
 	if len(c.Upstreams) == 0 {
 		add("upstreams: at least one upstream is required")

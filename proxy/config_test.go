@@ -25,6 +25,8 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 		{"bad auth mode", "auth: {mode: open}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `auth.mode: "open"`},
 		{"metrics on the main address", "server: {listen: '127.0.0.1:8080', metrics_listen: '127.0.0.1:8080'}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.metrics_listen: "127.0.0.1:8080" is server.listen`},
 		{"admin, not a boolean", "auth: {mode: keys, keys: [{name: a, key_env: FACTGATE_KEY_A, admin: maybe}]}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `maybe`},
+		{"negative JSON depth", "server: {max_json_depth: -1}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.max_json_depth: -1 is not between 1 and 10000`},
+		{"JSON depth too large", "server: {max_json_depth: 10001}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.max_json_depth: 10001 is not between 1 and 10000`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,7 +48,8 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Server.Listen != "127.0.0.1:8080" || cfg.Server.MaxRequestBody != 16<<20 || cfg.Auth.Mode != "passthrough" || cfg.Upstreams["u"].MaxConcurrent != 1024 {
+	if cfg.Server.Listen != "127.0.0.1:8080" || cfg.Server.MaxRequestBody != 16<<20 || cfg.Auth.Mode != "passthrough" || cfg.Upstreams["u"].MaxConcurrent != 1024 ||
+		cfg.Server.MaxJSONDepth != 128 {
 		t.Fatalf("defaults not applied: %+v", cfg.Server)
 	}
 	if got := cfg.Server.drainGrace(); got != 5*time.Second {

@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // routeCaller is the Exchange's Upstream: it sends chat completions to the route's
@@ -276,7 +279,7 @@ wait:
 		return
 	}
 	for _, h := range sent {
-		if !equalFold(h[0], "Content-Type") {
+		if !strings.EqualFold(h[0], "Content-Type") {
 			rc.Response.Header.Add(h[0], h[1])
 		}
 	}
@@ -296,7 +299,7 @@ wait:
 			late := []string{"X-Factgate-Overhead: " + formatOverhead(caller.overhead(start))}
 			if sent == nil && o.ex.Response.OK() {
 				for _, h := range o.ex.Response.Header {
-					if !equalFold(h[0], "Content-Type") {
+					if !strings.EqualFold(h[0], "Content-Type") {
 						late = append(late, h[0]+": "+h[1])
 					}
 				}
@@ -434,6 +437,31 @@ var errMalformedAnswer = errors.New("the upstream answered 200 with a body that 
 // carries a message ({}, "choices": []).
 var errEmptyAnswer = errors.New("the upstream answered 200 with no choice carrying a message")
 
+// answerTooDeepError is the upstream failure of a 2xx answer nested deeper than
+// server.max_json_depth; it is an errMalformedAnswer.
+type answerTooDeepError struct{ limit int }
+
+func (e *answerTooDeepError) Error() string {
+	return fmt.Sprintf("the upstream answered 200 with JSON nested deeper than %d levels (server.max_json_depth)", e.limit)
+}
+
+func (e *answerTooDeepError) Is(target error) bool { return target == errMalformedAnswer }
+
+// checkAnswer checks a held 2xx answer before anything reads it, in one linear
+// pass: an answer that is not JSON, or nests deeper than server.max_json_depth,
+// is the upstream's failure, not an answer to check or to relay.
+func (s *Server) checkAnswer(body []byte) error {
+	err := rawjson.Check(body, s.cfg.Server.MaxJSONDepth)
+	var se *rawjson.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se) && se.MaxDepth > 0:
+		return &answerTooDeepError{limit: se.MaxDepth}
+	}
+	return errMalformedAnswer
+}
+
 // runChain runs request phases, the upstream call and response phases. When
 // early is not nil it receives a copy of the response headers the request phases
 // set, once they are done (or failed).
@@ -487,8 +515,8 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 			// A held answer must be read: a 2xx body that is not JSON, or that has
 			// no choice with a message, is the upstream's failure, not an answer
 			// to check, revise or relay.
-			if !gjson.ValidBytes(resp.Body) {
-				resp, err = nil, errMalformedAnswer
+			if cerr := s.checkAnswer(resp.Body); cerr != nil {
+				resp, err = nil, cerr
 			} else if !resp.HasMessage() {
 				resp, err = nil, errEmptyAnswer
 			}
@@ -609,7 +637,7 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 	body := s.finalBody(ex)
 	s.debugBodyLog("response body", ex.Route, body)
 	for _, h := range ex.Response.Header {
-		if stream && equalFold(h[0], "Content-Type") {
+		if stream && strings.EqualFold(h[0], "Content-Type") {
 			continue
 		}
 		rc.Response.Header.Add(h[0], h[1])
@@ -628,25 +656,6 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 	rc.Response.Header.Set("Cache-Control", "no-cache")
 	rc.SetBody(buf.Bytes())
 	return 200, ""
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 32
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 32
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // How long storing a trace may take: the answer waits up to traceSaveWait for it,

@@ -8,6 +8,8 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // The model list (GET /v1/models) is the upstream's, plus every route alias: an
@@ -57,7 +59,7 @@ func (s *Server) aliases() []string {
 // appendAlias appends the model object of a route alias.
 func (s *Server) appendAlias(b []byte, id string) []byte {
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, id)
+	b = rawjson.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.started.Unix(), 10)
 	b = append(b, `,"owned_by":"`+aliasOwner+`"}`...)

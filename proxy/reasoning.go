@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -15,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Live reasoning (route option stream_reasoning): for a streaming client on an
@@ -78,7 +80,7 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	}
 	out := &interceptors.Response{Status: resp.StatusCode()}
 	for k, v := range resp.Header.All() {
-		if skipResponseHeader(k) || (cl.stream && equalFold(string(k), "Content-Type")) {
+		if skipResponseHeader(k) || (cl.stream && strings.EqualFold(string(k), "Content-Type")) {
 			continue
 		}
 		out.Header = append(out.Header, [2]string{string(k), string(v)})
@@ -92,7 +94,7 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	}
 	// The answer has begun: a held stream may now commit, with these headers.
 	c.reportHeaders(out.Status, out.Header)
-	asm := &streamAssembly{live: live, max: c.maxBody, model: c.model}
+	asm := &streamAssembly{live: live, max: c.maxBody, model: c.model, maxDepth: c.s.cfg.Server.MaxJSONDepth}
 	stream := cl.body()
 	err = asm.read(stream)
 	complete := false
@@ -116,13 +118,14 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 
 // streamAssembly accumulates a chat.completion.chunk stream.
 type streamAssembly struct {
-	live    *liveEvents
-	max     int
-	model   string // replaces the upstream's model in live events ("": keep it)
-	size    int
-	head    gjson.Result // the first chunk: id, created, model, system_fingerprint
-	choices []*choiceAssembly
-	usage   string // raw usage object, "" when none came
+	live     *liveEvents
+	max      int
+	model    string // replaces the upstream's model in live events ("": keep it)
+	maxDepth int    // server.max_json_depth, for each event's data
+	size     int
+	head     gjson.Result // the first chunk: id, created, model, system_fingerprint
+	choices  []*choiceAssembly
+	usage    string // raw usage object, "" when none came
 }
 
 type choiceAssembly struct {
@@ -186,7 +189,10 @@ func (a *streamAssembly) line(line []byte) (done bool, err error) {
 	if string(data) == "[DONE]" {
 		return true, nil
 	}
-	if !gjson.ValidBytes(data) {
+	if err := rawjson.Check(data, a.maxDepth); err != nil {
+		if errors.Is(err, rawjson.ErrTooDeep) {
+			return false, &answerTooDeepError{limit: a.maxDepth}
+		}
 		return false, errors.New("an event's data is not valid JSON")
 	}
 	a.size += len(data)
@@ -263,14 +269,14 @@ func (a *streamAssembly) appendReasoningEvent(dst []byte, chunk gjson.Result, id
 	dst = appendRawOr(dst, chunk.Get("created"), "0")
 	dst = append(dst, `,"model":`...)
 	if a.model != "" {
-		dst = appendJSONString(dst, a.model)
+		dst = rawjson.AppendString(dst, a.model)
 	} else {
 		dst = appendRawOr(dst, chunk.Get("model"), `""`)
 	}
 	dst = append(dst, `,"choices":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(idx), 10)
 	dst = append(dst, `,"delta":{"role":"assistant","reasoning_content":`...)
-	dst = appendJSONString(dst, text)
+	dst = rawjson.AppendString(dst, text)
 	dst = append(dst, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n"...)
 	return dst
 }
@@ -303,16 +309,16 @@ func (a *streamAssembly) completion() []byte {
 		b = append(b, `{"index":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, `,"message":{"role":`...)
-		b = appendJSONString(b, role)
+		b = rawjson.AppendString(b, role)
 		b = append(b, `,"content":`...)
 		if !c.hasContent && len(c.calls) > 0 {
 			b = append(b, "null"...)
 		} else {
-			b = appendJSONString(b, c.content.String())
+			b = rawjson.AppendString(b, c.content.String())
 		}
 		if c.reasoning.Len() > 0 {
 			b = append(b, `,"reasoning_content":`...)
-			b = appendJSONString(b, c.reasoning.String())
+			b = rawjson.AppendString(b, c.reasoning.String())
 		}
 		if len(c.calls) > 0 {
 			b = append(b, `,"tool_calls":[`...)
@@ -325,13 +331,13 @@ func (a *streamAssembly) completion() []byte {
 					typ = "function"
 				}
 				b = append(b, `{"id":`...)
-				b = appendJSONString(b, call.id)
+				b = rawjson.AppendString(b, call.id)
 				b = append(b, `,"type":`...)
-				b = appendJSONString(b, typ)
+				b = rawjson.AppendString(b, typ)
 				b = append(b, `,"function":{"name":`...)
-				b = appendJSONString(b, call.name)
+				b = rawjson.AppendString(b, call.name)
 				b = append(b, `,"arguments":`...)
-				b = appendJSONString(b, call.args.String())
+				b = rawjson.AppendString(b, call.args.String())
 				b = append(b, "}}"...)
 			}
 			b = append(b, ']')

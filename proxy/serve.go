@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge/rawjson"
 	"github.com/factgate/factgate/proxy/console"
 )
 
@@ -115,9 +116,10 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 		return
 	}
 	body := rc.PostBody()
-	if !gjson.ValidBytes(body) {
-		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
-			Message: "request body is not valid JSON" + jsonErrorPosition(body)})
+	// The bounded check comes before anything recursive reads the body (gjson's
+	// own validity check overflowed the stack on 5.6 MB of "[").
+	if err := rawjson.Check(body, s.cfg.Server.MaxJSONDepth); err != nil {
+		s.fail(rc, s.passMetrics, start, invalidJSON(err))
 		return
 	}
 	model := gjson.GetBytes(body, "model")

@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // keepAlive is the SSE comment sent while a streaming client waits for a held answer.
@@ -183,7 +185,7 @@ func (cs *choiceStream) next(d []byte, chunkRunes int) ([]byte, gjson.Result) {
 				d = append(d, `{"`...)
 				d = append(d, field...)
 				d = append(d, `":`...)
-				d = appendJSONString(d, piece)
+				d = rawjson.AppendString(d, piece)
 				return append(d, '}'), none
 			}
 			if cs.phase == phaseReasoning {
@@ -207,7 +209,7 @@ func (cs *choiceStream) next(d []byte, chunkRunes int) ([]byte, gjson.Result) {
 				d = append(d, `{"tool_calls":[{"index":`...)
 				d = strconv.AppendInt(d, int64(cs.call), 10)
 				d = append(d, `,"function":{"arguments":`...)
-				d = appendJSONString(d, piece)
+				d = rawjson.AppendString(d, piece)
 				return append(d, "}}]}"...), none
 			}
 			cs.call, cs.head = cs.call+1, false
@@ -231,7 +233,7 @@ func (cs *choiceStream) roleDelta(d []byte) []byte {
 		role = "assistant"
 	}
 	d = append(d, `{"role":`...)
-	d = appendJSONString(d, role)
+	d = rawjson.AppendString(d, role)
 	if c := cs.msg.Get("content"); c.Type == gjson.Null && c.Exists() {
 		d = append(d, `,"content":null`...)
 	} else {
@@ -315,58 +317,4 @@ func runePrefix(s string, n int) string {
 		i += size
 	}
 	return s[:i]
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string literal.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, `\ufffd`...)
-				i++
-				start = i
-				continue
-			}
-			if r == '\u2028' || r == '\u2029' {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, `\u202`...)
-				dst = append(dst, hexDigits[r&0xF])
-				i += size
-				start = i
-				continue
-			}
-			i += size
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // The attempt kinds recorded in the trace.
@@ -87,6 +88,8 @@ type Revise struct {
 	leakIndex []int
 	metrics   *metrics
 	log       *slog.Logger
+	// maxJSONDepth bounds the hidden answers read (deps.MaxJSONDepth).
+	maxJSONDepth int
 }
 
 // New builds the revision step of a route from its config (nil: every default)
@@ -107,13 +110,14 @@ func New(cfg *Config, deps interceptors.Deps, opts Options) (*Revise, error) {
 		return nil, fmt.Errorf("strip_claims: unknown mode %q (want auto, always or never)", string(opts.Strip))
 	}
 	r := &Revise{
-		route:    deps.Route,
-		pack:     deps.Pack,
-		cfg:      cfg.settings(),
-		strip:    opts.Strip,
-		injected: opts.ContractInjected,
-		metrics:  newMetrics(deps.Metrics),
-		log:      deps.Log,
+		route:        deps.Route,
+		pack:         deps.Pack,
+		cfg:          cfg.settings(),
+		strip:        opts.Strip,
+		injected:     opts.ContractInjected,
+		metrics:      newMetrics(deps.Metrics),
+		log:          deps.Log,
+		maxJSONDepth: deps.MaxJSONDepth,
 	}
 	if r.strip == "" {
 		r.strip = StripAuto
@@ -499,9 +503,12 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 		return failed(err.Error())
 	case !resp.OK():
 		return failed("the upstream answered with status " + strconv.Itoa(resp.Status))
-	case !gjson.ValidBytes(resp.Body):
+	}
+	if err := rawjson.Check(resp.Body, ru.r.maxJSONDepth); errors.Is(err, rawjson.ErrTooDeep) {
+		return failed("the upstream's answer nests JSON deeper than server.max_json_depth")
+	} else if err != nil {
 		return failed("the upstream's answer is not valid JSON")
-	case !resp.HasMessage():
+	} else if !resp.HasMessage() {
 		// {} or "choices": [] would otherwise pass for an answer with no flags.
 		return failed("the upstream's answer has no choice with a message")
 	}

@@ -278,6 +278,7 @@ func TestFailedRevisionCallReturnsTheDowngradedDraft(t *testing.T) {
 		{name: "status 500", reply: reply{status: 500, raw: `{"error":{"message":"overloaded"}}`}, why: "status 500"},
 		{name: "transport error", reply: reply{err: errBoom}, why: "connection reset"},
 		{name: "malformed JSON", reply: reply{raw: `{"choices":[{"message":{"content":"trunc`}, why: "not valid JSON"},
+		{name: "nested too deep", reply: reply{raw: `{"choices":[{"message":{"content":"x"}}],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}, why: "deeper than server.max_json_depth"},
 		{name: "empty content", reply: reply{content: "  "}, why: "no content"},
 		{name: "budget spent", reply: reply{hang: true}, cfg: &Config{Budget: cache.Duration(30 * time.Millisecond)}, why: "budget"},
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Applies returns the route's pack's verdict on ex's request (knowledge.ApplyRules):
@@ -52,11 +53,11 @@ func judge(pack *knowledge.Pack, body string, limit int) knowledge.Applicability
 // IsJSONMode reports whether the request asks for a JSON answer: response_format
 // json_object or json_schema.
 func IsJSONMode(body string) bool {
-	rf, ok := member(body, "response_format")
-	if !ok || len(rf.raw) == 0 || rf.raw[0] != '{' {
+	rf, ok := rawjson.Find(body, "response_format")
+	if !ok || len(rf.Raw) == 0 || rf.Raw[0] != '{' {
 		return false
 	}
-	t := gjson.Get(rf.raw, "type").Str
+	t := gjson.Get(rf.Raw, "type").Str
 	return t == "json_object" || t == "json_schema"
 }
 

@@ -67,6 +67,7 @@ func New(cfg Config, deps interceptors.Deps) (*Semantic, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Semantic{route: deps.Route, pack: deps.Pack, settings: cfg.Settings(), routeValidates: cfg.RouteValidates}
+	s.settings.MaxJSONDepth = deps.MaxJSONDepth
 	m := newMetrics(deps.Metrics)
 	for i, name := range cfg.Validators {
 		v, err := newValidator(deps.Pack, name, s.settings, deps.Route, m, log)

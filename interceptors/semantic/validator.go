@@ -20,6 +20,7 @@ import (
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // The issue codes of the semantic validators (PRODUCT.md §8).
@@ -464,7 +465,10 @@ func (v *Validator) call(ctx context.Context, up interceptors.Upstream, body []b
 		return judgment{}, interceptors.Usage{}, &timeoutError{v.settings.Timeout}
 	case err != nil:
 		return judgment{}, interceptors.Usage{}, fmt.Errorf("the judge call failed: %w", err)
-	case !gjson.ValidBytes(resp.Body):
+	}
+	if err := rawjson.Check(resp.Body, v.settings.MaxJSONDepth); errors.Is(err, rawjson.ErrTooDeep) {
+		return judgment{}, interceptors.Usage{}, fmt.Errorf("the judge answered with status %d and JSON nested deeper than server.max_json_depth", resp.Status)
+	} else if err != nil {
 		return judgment{}, interceptors.Usage{}, fmt.Errorf("the judge answered with status %d and a body that is not JSON", resp.Status)
 	}
 	usage := resp.Usage()
@@ -492,10 +496,13 @@ func (e *timeoutError) Error() string {
 // the spec's bound.
 func (v *Validator) parse(content, proposed string) (judgment, error) {
 	c := strings.TrimSpace(content)
+	jerr := rawjson.CheckString(c, v.settings.MaxJSONDepth)
 	switch {
 	case c == "":
 		return judgment{}, errors.New("the judge's answer is empty")
-	case !gjson.Valid(c):
+	case errors.Is(jerr, rawjson.ErrTooDeep):
+		return judgment{}, errors.New("the judge's answer nests JSON deeper than server.max_json_depth")
+	case jerr != nil:
 		return judgment{}, errors.New("the judge's answer is not valid JSON")
 	case !gjson.Parse(c).IsObject():
 		return judgment{}, errors.New("the judge's answer is not a JSON object")

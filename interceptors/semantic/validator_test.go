@@ -85,6 +85,10 @@ func TestJudgeOutcomes(t *testing.T) {
 			[]judgeAnswer{{status: 500, body: `{"error":{"message":"overloaded"}}`}}, []string{"semantic.failed|Warning|kind"}, 2, []string{"status 500"}},
 		{"a body that is not JSON", ambushChunk, "combat",
 			[]judgeAnswer{{body: "<html>bad gateway</html>", status: 502}}, []string{"semantic.failed|Warning|kind"}, 2, []string{"not JSON"}},
+		{"an answer nested too deep", ambushChunk, "combat",
+			[]judgeAnswer{{body: `{"choices":[{"message":{"content":"x"}}],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}}, []string{"semantic.failed|Warning|kind"}, 2, []string{"deeper than server.max_json_depth"}},
+		{"content nested too deep", ambushChunk, "combat",
+			[]judgeAnswer{{content: `{"verdict": "approved", "explanation": ` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}}, []string{"semantic.failed|Warning|kind"}, 2, []string{"deeper than server.max_json_depth"}},
 		{"a transport error", ambushChunk, "combat",
 			[]judgeAnswer{{err: errConnRefused}}, []string{"semantic.failed|Warning|kind"}, 2, []string{"connection refused"}},
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // systemFingerprint is sent in every completion, as OpenAI does.
@@ -115,12 +117,12 @@ func parseChatRequest(body string, q *chatRequest) error {
 	}
 	messages.ForEach(func(_, m gjson.Result) bool {
 		var msg chatMessage
-		forEachMember(m.Raw, func(key, value string) bool {
-			switch jsonStringValue(key) {
+		rawjson.EachMember(m.Raw, func(mb rawjson.Member) bool {
+			switch rawjson.Key(mb.Key) {
 			case "role":
-				msg.role = jsonStringValue(value)
+				msg.role, _ = rawjson.StringValue(mb.Raw)
 			case "content":
-				msg.content = value
+				msg.content = mb.Raw
 			}
 			return true
 		})
@@ -170,14 +172,14 @@ func messageText(content string) string {
 func messageTextLen(content string) int {
 	switch {
 	case strings.HasPrefix(content, `"`):
-		return unescapedLen(content)
+		return rawjson.UnescapedLen(content)
 	case strings.HasPrefix(content, "["):
 		n, parts := 0, 0
 		forEachTextPart(content, func(text string) {
 			if parts > 0 {
 				n++
 			}
-			n += unescapedLen(text)
+			n += rawjson.UnescapedLen(text)
 			parts++
 		})
 		return n
@@ -191,12 +193,12 @@ func messageTextLen(content string) int {
 func forEachTextPart(content string, fn func(text string)) {
 	gjson.Parse(content).ForEach(func(_, part gjson.Result) bool {
 		var typ, text string
-		forEachMember(part.Raw, func(key, value string) bool {
-			switch jsonStringValue(key) {
+		rawjson.EachMember(part.Raw, func(mb rawjson.Member) bool {
+			switch rawjson.Key(mb.Key) {
 			case "type":
-				typ = jsonStringValue(value)
+				typ, _ = rawjson.StringValue(mb.Raw)
 			case "text":
-				text = value
+				text = mb.Raw
 			}
 			return true
 		})
@@ -219,7 +221,7 @@ func Tokens(text string) int { return (len(text) + 3) / 4 }
 // message, 4 plus Tokens of its text (a content string, or the text parts of a content
 // array joined with "\n"). It fails on a body that is not a valid chat request.
 func PromptTokens(body []byte) (int, error) {
-	if !gjson.ValidBytes(body) {
+	if !rawjson.Valid(body, rawjson.DefaultMaxDepth) {
 		return 0, errors.New("mock upstream: the request body is not valid JSON")
 	}
 	var q chatRequest
@@ -390,7 +392,7 @@ func (s *Server) serveChat(ex *exchange) {
 		}
 		return
 	}
-	if !gjson.ValidBytes(body) {
+	if !rawjson.Valid(body, rawjson.DefaultMaxDepth) {
 		ex.writeError(http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
 			"we could not parse the JSON body of your request")
 		return
@@ -517,9 +519,9 @@ func (ans *renderedAnswer) render(q *chatRequest) {
 		if c.templated {
 			rc.content = strings.ReplaceAll(c.content, lastUserPlaceholder, last)
 			rc.reasoning = strings.ReplaceAll(c.reasoning, lastUserPlaceholder, last)
-			rc.contentJSON = appendJSONString(nil, rc.content)
+			rc.contentJSON = rawjson.AppendString(nil, rc.content)
 			if rc.reasoning != "" {
-				rc.reasoningJSON = appendJSONString(nil, rc.reasoning)
+				rc.reasoningJSON = rawjson.AppendString(nil, rc.reasoning)
 			}
 			ans.completionTokens += CompletionTokens(rc.content, rc.reasoning) + c.toolTokens
 		} else {
@@ -574,7 +576,7 @@ func (ans *renderedAnswer) appendTail(b []byte, start int) []byte {
 	obj := b[start:]
 	for k, v := range ans.a.extraOverrides {
 		// Keys are plain member names; sjson paths need their specials escaped.
-		obj, _ = sjson.SetRawBytes(obj, escapePathKey(k), v)
+		obj, _ = sjson.SetRawBytes(obj, gjson.Escape(k), v)
 	}
 	return append(b[:start], obj...)
 }
@@ -806,7 +808,7 @@ func (st *sseStream) pieceDelta(text *string, open, close string, size int) []by
 	}
 	*text = t[end:]
 	st.piece = append(st.piece[:0], open...)
-	st.piece = appendJSONString(st.piece, t[:end])
+	st.piece = rawjson.AppendString(st.piece, t[:end])
 	return append(st.piece, close...)
 }
 
@@ -897,19 +899,4 @@ func unsafeString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
-}
-
-// escapePathKey escapes the characters sjson gives a meaning in a path.
-func escapePathKey(k string) string {
-	if !strings.ContainsAny(k, `.*?|#@!\:`) {
-		return k
-	}
-	var b strings.Builder
-	for _, r := range k {
-		if strings.ContainsRune(`.*?|#@!\:`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

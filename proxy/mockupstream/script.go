@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Script tells the mock what to answer. Rules are tried in order and the first whose
@@ -513,7 +515,7 @@ func compileAnswer(a *Answer, dir string) (*compiledAnswer, error) {
 				continue
 			}
 			ca.extraMembers = append(ca.extraMembers, ',')
-			ca.extraMembers = appendJSONString(ca.extraMembers, k)
+			ca.extraMembers = rawjson.AppendString(ca.extraMembers, k)
 			ca.extraMembers = append(ca.extraMembers, ':')
 			ca.extraMembers = append(ca.extraMembers, v...)
 		}
@@ -563,7 +565,7 @@ func compileChoice(ch *Choice, dir string, index int) (*compiledChoice, error) {
 		reasoning:   ch.Reasoning,
 		templated:   strings.Contains(content, lastUserPlaceholder) || strings.Contains(ch.Reasoning, lastUserPlaceholder),
 		nullContent: len(ch.ToolCalls) > 0 && content == "",
-		finishJSON:  appendJSONString(nil, finish),
+		finishJSON:  rawjson.AppendString(nil, finish),
 	}
 	c.finish = string(c.finishJSON)
 	toolTokens := 0
@@ -583,14 +585,14 @@ func compileChoice(ch *Choice, dir string, index int) (*compiledChoice, error) {
 		}
 		var call []byte
 		call = append(call, `{"id":`...)
-		call = appendJSONString(call, id)
+		call = rawjson.AppendString(call, id)
 		call = append(call, `,"type":`...)
-		call = appendJSONString(call, typ)
+		call = rawjson.AppendString(call, typ)
 		call = append(call, `,"function":{"name":`...)
-		call = appendJSONString(call, tc.Function.Name)
+		call = rawjson.AppendString(call, tc.Function.Name)
 		fn := len(call)
 		call = append(call, `,"arguments":`...)
-		call = appendJSONString(call, args)
+		call = rawjson.AppendString(call, args)
 		call = append(call, "}}"...)
 		if c.toolCallsJSON == nil {
 			c.toolCallsJSON = append(c.toolCallsJSON, '[')
@@ -610,9 +612,9 @@ func compileChoice(ch *Choice, dir string, index int) (*compiledChoice, error) {
 	}
 	c.toolTokens = toolTokens
 	if !c.templated {
-		c.contentJSON = appendJSONString(nil, content)
+		c.contentJSON = rawjson.AppendString(nil, content)
 		if ch.Reasoning != "" {
-			c.reasoningJSON = appendJSONString(nil, ch.Reasoning)
+			c.reasoningJSON = rawjson.AppendString(nil, ch.Reasoning)
 		}
 		c.completionTokens = CompletionTokens(content, ch.Reasoning) + toolTokens
 	} else {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 func TestScriptErrorsNameTheProblem(t *testing.T) {
@@ -120,7 +122,7 @@ func TestExampleConfigScript(t *testing.T) {
 }
 
 func quote(s string) string {
-	return string(appendJSONString(nil, s))
+	return string(rawjson.AppendString(nil, s))
 }
 
 func TestInvalidScriptInOptionsStopsStart(t *testing.T) {
