@@ -71,8 +71,11 @@ func (s *Server) appendAlias(b []byte, id string) []byte {
 // appended. Any other answer — an error, a body that is not a list — passes
 // unchanged.
 func (s *Server) withAliases(status int, body []byte) []byte {
+	if status != 200 || rawjson.Check(body, s.cfg.Server.MaxJSONDepth) != nil {
+		return body
+	}
 	data := gjson.GetBytes(body, "data")
-	if status != 200 || !data.IsArray() || !gjson.ValidBytes(body) {
+	if !data.IsArray() {
 		return body
 	}
 	aliases := s.aliases()
