@@ -30,6 +30,10 @@ type Deps struct {
 	// Upstreams lists the configured upstream names, so that a config naming an
 	// unknown one fails at start-up.
 	Upstreams []string
+	// MaxJSONDepth bounds the nesting of the upstream answers an interceptor reads
+	// (server.max_json_depth); an answer nested deeper is not read. 0 means
+	// rawjson.DefaultMaxDepth.
+	MaxJSONDepth int
 }
 
 // ResolvePath applies d.Resolve when set.

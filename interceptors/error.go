@@ -6,6 +6,11 @@ import (
 	"fmt"
 )
 
+// ErrBudgetExhausted is the cause (context.Cause) of a context the hidden
+// revision's wall-clock budget ended. A response phase that sees it tells the
+// budget apart from a client that went away (context.Canceled).
+var ErrBudgetExhausted = errors.New("the revision budget is spent")
+
 // Error is an error factgate itself reports to a client. It carries the HTTP status
 // and renders as the OpenAI error envelope {"error":{"message","type","param","code"}}.
 type Error struct {

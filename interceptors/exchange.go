@@ -3,6 +3,8 @@ package interceptors
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -58,10 +60,14 @@ type Exchange struct {
 	// Validators are the answer validators of the route, in the order they run.
 	Validators []AnswerValidator
 	// Issues are the issues of the current answer (the first draft after
-	// validation; the final answer after revision).
+	// validation; the final answer after revision), over every validated choice.
 	Issues []Issue
-	// DraftIssues are the issues of the first draft.
+	// DraftIssues are the issues of the first draft, over every validated choice.
 	DraftIssues []Issue
+	// Choices are the answer's choices as validation saw them, one per choice of
+	// the response, in order; nil until a validating stage checked the draft. Each
+	// keeps its own issues; Issues and DraftIssues are their concatenation.
+	Choices []Choice
 	// Revisions counts the hidden revision and repair calls made.
 	Revisions int
 	// Usage is the sum of usage over every upstream call made for the request.
@@ -72,6 +78,42 @@ type Exchange struct {
 	ResponseHeaders [][2]string
 
 	values map[any]any
+}
+
+// Choice is one choice of a checked answer.
+type Choice struct {
+	// Index is the choice's position in the response's choices.
+	Index int
+	// Skipped says why the choice was not validated ("" when it was): an answer
+	// that calls tools is returned as the upstream sent it.
+	Skipped string
+	// DraftIssues are the issues of the choice's first answer; Issues are those of
+	// the answer returned for it (the draft's until a revision replaces it).
+	DraftIssues, Issues []Issue
+}
+
+// SkipToolCalls is Choice.Skipped for a choice that answers with tool calls.
+const SkipToolCalls = "tool_calls"
+
+// Validated reports whether at least one choice was validated.
+func (ex *Exchange) Validated() bool {
+	for _, c := range ex.Choices {
+		if c.Skipped == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// CollectIssues sets Issues and DraftIssues to the concatenation of the validated
+// choices' issues, in choice order.
+func (ex *Exchange) CollectIssues() {
+	var draft, final []Issue
+	for _, c := range ex.Choices {
+		draft = append(draft, c.DraftIssues...)
+		final = append(final, c.Issues...)
+	}
+	ex.DraftIssues, ex.Issues = draft, final
 }
 
 // Overrides are per-request settings chosen by an A/B variant. Zero values mean
@@ -173,21 +215,49 @@ func (r *Response) OK() bool { return r != nil && r.Status >= 200 && r.Status < 
 // ContentType returns the Content-Type header, or "".
 func (r *Response) ContentType() string {
 	for _, h := range r.Header {
-		if equalFoldASCII(h[0], "Content-Type") {
+		if strings.EqualFold(h[0], "Content-Type") {
 			return h[1]
 		}
 	}
 	return ""
 }
 
-// Content returns the first choice's message content of a chat.completion body.
-func (r *Response) Content() string {
-	return gjson.GetBytes(r.Body, "choices.0.message.content").String()
+// HasMessage reports that a chat.completion body has at least one choice carrying a
+// message object. A 2xx answer without one ({}, "choices": []) answers nothing:
+// it is the upstream's failure, not an answer to check, revise or return.
+func (r *Response) HasMessage() bool {
+	found := false
+	gjson.GetBytes(r.Body, "choices").ForEach(func(_, choice gjson.Result) bool {
+		found = choice.Get("message").IsObject()
+		return !found
+	})
+	return found
 }
 
+// Content returns the first choice's message content of a chat.completion body.
+func (r *Response) Content() string { return r.ChoiceContent(0) }
+
 // SetContent replaces the first choice's message content, editing the body in place.
-func (r *Response) SetContent(content string) error {
-	b, err := sjson.SetBytes(r.Body, "choices.0.message.content", content)
+func (r *Response) SetContent(content string) error { return r.SetChoiceContent(0, content) }
+
+// NumChoices returns the number of choices of a chat.completion body (0 when it
+// has no choices array).
+func (r *Response) NumChoices() int {
+	n := 0
+	gjson.GetBytes(r.Body, "choices").ForEach(func(_, _ gjson.Result) bool { n++; return true })
+	return n
+}
+
+// ChoiceContent returns the message content of the choice at position i ("" when
+// it is null or absent).
+func (r *Response) ChoiceContent(i int) string {
+	return gjson.GetBytes(r.Body, "choices."+strconv.Itoa(i)+".message.content").String()
+}
+
+// SetChoiceContent replaces the message content of the choice at position i,
+// editing the body in place.
+func (r *Response) SetChoiceContent(i int, content string) error {
+	b, err := sjson.SetBytes(r.Body, "choices."+strconv.Itoa(i)+".message.content", content)
 	if err != nil {
 		return err
 	}
@@ -195,27 +265,29 @@ func (r *Response) SetContent(content string) error {
 	return nil
 }
 
+// SetChoiceField sets value (encoded as sjson does) at path inside the choice at
+// position i ("finish_reason").
+func (r *Response) SetChoiceField(i int, path string, value any) error {
+	b, err := sjson.SetBytes(r.Body, "choices."+strconv.Itoa(i)+"."+path, value)
+	if err != nil {
+		return err
+	}
+	r.Body = b
+	return nil
+}
+
+// HasToolCalls reports whether the choice at position i carries tool calls (a
+// non-empty message.tool_calls array, or the legacy message.function_call).
+func (r *Response) HasToolCalls(i int) bool {
+	msg := gjson.GetBytes(r.Body, "choices."+strconv.Itoa(i)+".message")
+	if tc := msg.Get("tool_calls"); tc.IsArray() && len(tc.Array()) > 0 {
+		return true
+	}
+	return msg.Get("function_call").IsObject()
+}
+
 // Usage reads the body's usage object.
 func (r *Response) Usage() Usage { return ParseUsage(r.Body) }
-
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		ca, cb := a[i], b[i]
-		if 'A' <= ca && ca <= 'Z' {
-			ca += 'a' - 'A'
-		}
-		if 'A' <= cb && cb <= 'Z' {
-			cb += 'a' - 'A'
-		}
-		if ca != cb {
-			return false
-		}
-	}
-	return true
-}
 
 // Usage is the token usage of one or more upstream calls.
 type Usage struct {

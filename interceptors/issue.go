@@ -119,6 +119,14 @@ func CountSeverities(issues []Issue) SeverityCounts {
 	return c
 }
 
+// Add returns the sum of two counts (the issues of several choices).
+func (c SeverityCounts) Add(o SeverityCounts) SeverityCounts {
+	for s := range c {
+		c[s] += o[s]
+	}
+	return c
+}
+
 // AtLeast returns how many issues are at or above s.
 func (c SeverityCounts) AtLeast(s Severity) int {
 	n := 0

@@ -18,17 +18,30 @@ type Trace struct {
 	Route   string    `json:"route"`
 	Variant string    `json:"variant,omitempty"`
 	Started time.Time `json:"started"`
+	// Owner names who may read the trace through the API: "key:<name>" for the
+	// client key that made the request, "credential:<hash>" for a passthrough
+	// client's credential, "" for nobody but an admin key. The proxy sets it.
+	Owner string `json:"owner,omitempty"`
 	// KnowledgeSet and Scopes are the resolved request context.
 	KnowledgeSet string              `json:"knowledge_set,omitempty"`
 	Scopes       map[string][]string `json:"scopes,omitempty"`
 	Session      string              `json:"session,omitempty"`
 	// FactKey is the cache key of the fact index the answer was checked against.
 	FactKey string `json:"fact_key,omitempty"`
-	// Attempts are the draft and every revision or repair, in order.
+	// Attempts are the draft and every revision or repair, in order; each names
+	// its choice (an answer with several choices has a draft per choice).
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Calls are the hidden calls that produce no answer — the LLM-backed
+	// validators' judge calls — in the order they ended.
+	Calls []Call `json:"calls,omitempty"`
 	// Final says which attempt was returned and how ("accepted", "resolved",
-	// "downgraded", "failed").
+	// "downgraded", "failed"). With several validated choices it is the choice
+	// whose outcome says most (failed, downgraded, improved, resolved, accepted, in
+	// that order), and Counts covers every choice.
 	Final *FinalOutcome `json:"final,omitempty"`
+	// Choices are the outcome of every validated choice, when the answer has more
+	// than one choice.
+	Choices []FinalOutcome `json:"choices,omitempty"`
 	// Downgrades are the deterministic edits made to the returned claims.
 	Downgrades []Downgrade `json:"downgrades,omitempty"`
 	// ValidationIncomplete is set when a validator could not run (fail-open).
@@ -39,12 +52,41 @@ type Trace struct {
 	Usage Usage `json:"usage"`
 	// Notes are human-readable remarks (a fail-open failure, a skipped step).
 	Notes []string `json:"notes,omitempty"`
+	// ClientKey names the client key that made the request ("" in auth mode
+	// passthrough): the trace's owner.
+	ClientKey string `json:"client_key,omitempty"`
+	// Request is the client's request as the console shows it; nil when it is not
+	// kept (console off, or traces.content false).
+	Request *TraceRequest `json:"request,omitempty"`
+}
+
+// TraceRequest is the client's request as received, each message's text cut at a
+// bound so that an operation log does not make every trace large.
+type TraceRequest struct {
+	Model    string         `json:"model,omitempty"`
+	Stream   bool           `json:"stream,omitempty"`
+	Messages []TraceMessage `json:"messages"`
+}
+
+// TraceMessage is one message of the client's request.
+type TraceMessage struct {
+	Role string `json:"role"`
+	// Content is the message's text (text parts joined by a newline), cut at the
+	// bound when Bytes is larger than its length.
+	Content string `json:"content"`
+	// Bytes is the text's full length in bytes.
+	Bytes int `json:"bytes"`
+	// Truncated reports that Content is a prefix of the text.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Attempt is one answer the model produced for the request.
 type Attempt struct {
 	// Kind is "draft", "revision" or "repair".
 	Kind string `json:"kind"`
+	// Choice is the index of the choice the attempt answers (0 unless the client
+	// asked for several).
+	Choice int `json:"choice"`
 	// Issues are the issues found in the attempt.
 	Issues []Issue `json:"issues"`
 	// Counts is the attempt's issue count by severity ("C1,W2").
@@ -62,8 +104,28 @@ type Attempt struct {
 	Content string `json:"content,omitempty"`
 }
 
+// Call is one hidden call that produced no answer: a judge call of an LLM-backed
+// validator.
+type Call struct {
+	// Kind says what the call was for ("judge").
+	Kind string `json:"kind"`
+	// Validator names the validator that made it ("semantic/combat").
+	Validator string `json:"validator"`
+	// Result is how the call ended: "ok" (a valid verdict), "failed" (no valid
+	// verdict: a transport error, a timeout, a non-2xx status, malformed output),
+	// "cancelled" (the client went away) or "budget_exhausted" (the revision
+	// budget ran out during the call).
+	Result   string   `json:"result"`
+	Duration Duration `json:"duration"`
+	Usage    Usage    `json:"usage"`
+	// Error is why the call failed, when it did.
+	Error string `json:"error,omitempty"`
+}
+
 // FinalOutcome says which attempt was returned.
 type FinalOutcome struct {
+	// Choice is the index of the choice.
+	Choice  int    `json:"choice"`
 	Attempt int    `json:"attempt"`
 	Outcome string `json:"outcome"`
 	Counts  string `json:"counts"`
@@ -71,6 +133,8 @@ type FinalOutcome struct {
 
 // Downgrade is one deterministic edit of a claim when the revision budget was spent.
 type Downgrade struct {
+	// Choice is the index of the choice whose claim was edited.
+	Choice       int      `json:"choice"`
 	Path         string   `json:"path"`
 	From         string   `json:"from"`
 	To           string   `json:"to"`
@@ -140,6 +204,11 @@ func (t *Trace) AddAttempt(a Attempt) int {
 		n = len(t.Attempts) - 1
 	})
 	return n
+}
+
+// AddCall appends a hidden call.
+func (t *Trace) AddCall(c Call) {
+	t.Do(func(t *Trace) { t.Calls = append(t.Calls, c) })
 }
 
 // MarshalJSON renders the trace under its lock.

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // jsonKind is the type of one decoded JSON value.
@@ -52,101 +53,67 @@ type jsonSyntaxError struct {
 
 func (e *jsonSyntaxError) Error() string { return e.msg }
 
-const maxJSONDepth = 200
-
-// parseJSONTree decodes data into an ordered tree. Errors are *jsonSyntaxError.
+// parseJSONTree decodes data into an ordered tree. Errors are *jsonSyntaxError. The
+// bounded check comes first, so that the tree's recursion is at most
+// rawjson.DefaultMaxDepth deep: a file nested deeper is a load error naming the
+// file, line and column, not a stack overflow.
 func parseJSONTree(data []byte) (*jsonValue, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	v, err := parseJSONValue(dec, data, 0)
-	if err != nil {
-		return nil, err
+	if err := rawjson.Check(data, rawjson.DefaultMaxDepth); err != nil {
+		var se *rawjson.SyntaxError
+		if errors.As(err, &se) {
+			return nil, &jsonSyntaxError{off: int64(se.Offset), msg: se.Problem}
+		}
+		return nil, &jsonSyntaxError{msg: err.Error()}
 	}
-	off := skipJSONSpace(data, dec.InputOffset())
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &jsonSyntaxError{off: off, msg: "unexpected data after the top-level value"}
-	}
-	return v, nil
+	s := string(data)
+	start := len(s) - len(strings.TrimLeft(s, " \t\r\n"))
+	return jsonTree(strings.TrimRight(s[start:], " \t\r\n"), int64(start)), nil
 }
 
-func parseJSONValue(dec *json.Decoder, data []byte, depth int) (*jsonValue, error) {
-	off := skipJSONSpace(data, dec.InputOffset())
-	if depth > maxJSONDepth {
-		return nil, &jsonSyntaxError{off: off, msg: fmt.Sprintf("nesting deeper than %d levels", maxJSONDepth)}
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, syntaxError(err, data, off)
-	}
+// jsonTree builds the tree of the valid JSON value raw found at offset off.
+func jsonTree(raw string, off int64) *jsonValue {
 	v := &jsonValue{off: off}
-	switch t := tok.(type) {
-	case nil:
+	switch raw[0] {
+	case '{':
+		v.kind = jsonObject
+		rawjson.EachMember(raw, func(m rawjson.Member) bool {
+			v.members = append(v.members, jsonMember{
+				key:    decodedString(rawjson.Key(m.Key)),
+				keyOff: off + int64(m.KeyOff),
+				val:    jsonTree(m.Raw, off+int64(m.Off)),
+			})
+			return true
+		})
+	case '[':
+		v.kind = jsonArray
+		rawjson.EachElement(raw, func(e rawjson.Value) bool {
+			v.items = append(v.items, jsonTree(e.Raw, off+int64(e.Off)))
+			return true
+		})
+	case '"':
+		str, _ := rawjson.StringValue(raw)
+		v.kind, v.str = jsonString, decodedString(str)
+	case 't', 'f':
+		v.kind, v.boolean = jsonBool, raw[0] == 't'
+	case 'n':
 		v.kind = jsonNull
-	case bool:
-		v.kind, v.boolean = jsonBool, t
-	case json.Number:
-		v.kind, v.num = jsonNumber, t
-	case string:
-		v.kind, v.str = jsonString, t
-	case json.Delim:
-		switch t {
-		case '{':
-			v.kind = jsonObject
-			for dec.More() {
-				keyOff := skipJSONSpace(data, dec.InputOffset())
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, syntaxError(err, data, keyOff)
-				}
-				key, _ := kt.(string) // the decoder only yields string keys inside objects
-				val, err := parseJSONValue(dec, data, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				v.members = append(v.members, jsonMember{key: key, keyOff: keyOff, val: val})
-			}
-		case '[':
-			v.kind = jsonArray
-			for dec.More() {
-				item, err := parseJSONValue(dec, data, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				v.items = append(v.items, item)
-			}
-		}
-		endOff := skipJSONSpace(data, dec.InputOffset())
-		if _, err := dec.Token(); err != nil {
-			return nil, syntaxError(err, data, endOff)
-		}
+	default:
+		v.kind, v.num = jsonNumber, json.Number(raw)
 	}
-	return v, nil
+	return v
 }
 
-// syntaxError turns a decoder error into a positioned one.
-func syntaxError(err error, data []byte, off int64) error {
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &se):
-		return &jsonSyntaxError{off: se.Offset, msg: se.Error()}
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return &jsonSyntaxError{off: int64(len(data)), msg: "unexpected end of JSON input"}
+// decodedString replaces each byte that is not UTF-8 with U+FFFD, as encoding/json
+// decodes strings; the copy also keeps the tree from holding the whole file.
+func decodedString(s string) string {
+	if utf8.ValidString(s) {
+		return strings.Clone(s)
 	}
-	return &jsonSyntaxError{off: off, msg: err.Error()}
-}
-
-// skipJSONSpace returns the offset of the next token at or after off: the decoder's
-// InputOffset points behind the previous token, before separators and white space.
-func skipJSONSpace(data []byte, off int64) int64 {
-	for off < int64(len(data)) {
-		switch data[off] {
-		case ' ', '\t', '\n', '\r', ',', ':':
-			off++
-		default:
-			return off
-		}
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r) // an invalid byte ranges as one utf8.RuneError
 	}
-	return off
+	return b.String()
 }
 
 // lineColumn converts a byte offset into a 1-based line and a 1-based column

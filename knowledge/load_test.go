@@ -113,7 +113,14 @@ func TestLoadSetErrorsNameThePlace(t *testing.T) {
 		{
 			name: "trailing data",
 			data: "{} {}",
-			want: []string{"set.json:1:4:", "unexpected data after the top-level value"},
+			want: []string{"set.json:1:4:", "malformed JSON: invalid character '{' after top-level value"},
+		},
+		{
+			// The tree is built recursively; the bounded check keeps it from
+			// overflowing the stack, and names where the file goes too deep.
+			name: "nested too deep",
+			data: `{"global": {"entries": [{"id": "a", "tags": ` + strings.Repeat("[", 126) + strings.Repeat("]", 126) + `}]}}`,
+			want: []string{"set.json:1:169:", "malformed JSON: nesting deeper than 128 levels"},
 		},
 		{
 			name: "disabled outside an overlay",

@@ -98,6 +98,7 @@ func TestOverlayErrors(t *testing.T) {
 		{"empty text on an override", `{"factions": {"盟军": {"entries": [{"id": "AlliedMCV", "tags": []}]}}}`,
 			`factions/盟军: entry "AlliedMCV": text: empty text`},
 		{"malformed", "{\"global\": ", `o.json:1:12: malformed JSON`},
+		{"nested too deep", strings.Repeat("[", 1<<20), `o.json:1:129: malformed JSON: nesting deeper than 128 levels`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,9 @@
 package knowledge
 
 import (
+	"io/fs"
 	"regexp"
+	"slices"
 	"text/template"
 )
 
@@ -26,6 +28,10 @@ type Pack struct {
 	DefaultSet string `yaml:"default_set"`
 	// Context extracts the request context from the request text.
 	Context ContextRules `yaml:"context"`
+	// ApplyRules say which requests the pack is about: only those get its
+	// contract, validation and the hidden revision (and, under inject.when facts,
+	// its knowledge). Nil: every request, JSON-mode ones without the contract.
+	ApplyRules *ApplyRules `yaml:"applies"`
 	// Facts turns lines of the user messages into typed operations. Nil: the pack
 	// has no facts.
 	Facts *FactRules `yaml:"facts"`
@@ -243,6 +249,9 @@ type SemanticSpec struct {
 	// Guidance is the correction guidance per rejecting verdict (text/template with
 	// .Proposed, .Explanation, .Target).
 	Guidance map[string]string `yaml:"guidance"`
+	// Evaluation says how `factgate eval` labels this validator's cases and which
+	// wrong proposal it tries. Nil: the validator cannot be evaluated.
+	Evaluation *EvaluationSpec `yaml:"evaluation"`
 
 	InstructionText string `yaml:"-"`
 	// PolicyText is the policy asset's text (byte-identical to the asset).
@@ -250,6 +259,72 @@ type SemanticSpec struct {
 	// GuidanceTmpl holds the parsed Guidance templates, by verdict.
 	GuidanceTmpl map[string]*template.Template `yaml:"-"`
 }
+
+// EvaluationSpec is the label mapping of a semantic validator's labelled set: what
+// a chunk's label says, which proposed values agree with it, and what the wrong
+// proposal of a chunk is. Each labelled chunk is a JSON object with the fields id,
+// category, transcript and note, and the two the spec names: a boolean label
+// (D&D: active_combat) and the labelled proposed value (correct_kind).
+//
+//	evaluation:
+//	  set: eval                 # the pack's own labelled set (a folder of *.json)
+//	  label: active_combat      # the chunks' boolean label
+//	  label_name: combat        # what a true label means, in the report's words
+//	  correct: correct_kind     # the chunks' labelled proposed value
+//	  positive: [combat]        # the proposed values that agree with a true label
+//	  wrong: {when_true: narrative, when_false: combat}
+type EvaluationSpec struct {
+	// Set is a folder of labelled chunks (*.json) relative to the pack: the set
+	// `factgate eval` runs without --set. Empty: the pack ships none.
+	Set string `yaml:"set"`
+	// Label is the chunks' boolean label field.
+	Label string `yaml:"label"`
+	// LabelName is what a true label means, in words ("combat"; a false one is
+	// "no combat"). Empty means Label.
+	LabelName string `yaml:"label_name"`
+	// Correct is the chunks' field holding the labelled proposed value.
+	Correct string `yaml:"correct"`
+	// Positive are the proposed values that agree with a true label; every other
+	// value agrees with a false one.
+	Positive []string `yaml:"positive"`
+	// Wrong is the wrong proposal of a chunk: a value of the other label.
+	Wrong WrongProposals `yaml:"wrong"`
+
+	// SetFS is the Set folder; nil when Set is empty.
+	SetFS fs.FS `yaml:"-"`
+}
+
+// WrongProposals are the wrong proposals of an evaluation, by the chunk's label.
+type WrongProposals struct {
+	// WhenTrue is proposed for a chunk labelled true (a value not in Positive).
+	WhenTrue string `yaml:"when_true"`
+	// WhenFalse is proposed for a chunk labelled false (a value in Positive).
+	WhenFalse string `yaml:"when_false"`
+}
+
+// Agrees reports the label a proposed value stands for: true for a value in
+// Positive.
+func (e *EvaluationSpec) Agrees(value string) bool { return slices.Contains(e.Positive, value) }
+
+// WrongFor returns the wrong proposal of a chunk with that label.
+func (e *EvaluationSpec) WrongFor(label bool) string {
+	if label {
+		return e.Wrong.WhenTrue
+	}
+	return e.Wrong.WhenFalse
+}
+
+// Name returns LabelName, or Label when it is empty.
+func (e *EvaluationSpec) Name() string {
+	if e.LabelName != "" {
+		return e.LabelName
+	}
+	return e.Label
+}
+
+// ChunkFields are the fields every labelled chunk has besides the two its
+// EvaluationSpec names.
+var ChunkFields = []string{"id", "category", "transcript", "note"}
 
 // SourceSpec selects the text a semantic validator judges.
 type SourceSpec struct {

@@ -328,29 +328,31 @@ func TestDnDVerdictConsistencyMatchesTheChunkLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := reg.Pack("dnd").Semantic[0]
-	files, _ := filepath.Glob("testdata/dnd-chunks/*.json")
+	ev := v.Evaluation
+	if ev == nil || ev.SetFS == nil {
+		t.Fatal("the dnd combat validator has no evaluation set")
+	}
+	files, _ := fs.Glob(ev.SetFS, "*.json")
 	if len(files) == 0 {
 		t.Fatal("no chunks")
 	}
 	for _, path := range files {
-		var chunk struct {
-			ActiveCombat bool   `json:"active_combat"`
-			CorrectKind  string `json:"correct_kind"`
-		}
-		b, err := os.ReadFile(path)
+		var chunk map[string]any
+		b, err := fs.ReadFile(ev.SetFS, path)
 		if err != nil || json.Unmarshal(b, &chunk) != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		wrong := "combat"
-		if chunk.CorrectKind == "combat" {
-			wrong = "narrative"
+		label, _ := chunk[ev.Label].(bool)
+		correct, _ := chunk[ev.Correct].(string)
+		if ev.Agrees(correct) != label {
+			t.Fatalf("%s: %s %q contradicts %s %v", path, ev.Correct, correct, ev.Label, label)
 		}
-		for _, proposed := range []string{chunk.CorrectKind, wrong} {
+		for _, proposed := range []string{correct, ev.WrongFor(label)} {
 			expected := "approved"
 			switch {
-			case chunk.ActiveCombat && proposed != "combat":
+			case label && proposed != "combat":
 				expected = "combat_should_be_added"
-			case !chunk.ActiveCombat && proposed == "combat":
+			case !label && proposed == "combat":
 				expected = "combat_should_be_removed"
 			}
 			if !v.Verdict(expected).Consistent(proposed) {
@@ -363,6 +365,9 @@ func TestDnDVerdictConsistencyMatchesTheChunkLabels(t *testing.T) {
 			if removed := v.Verdict("combat_should_be_removed").Consistent(proposed); removed != (proposed == "combat") {
 				t.Errorf("combat_should_be_removed consistent=%v with proposal %s", removed, proposed)
 			}
+		}
+		if ev.Agrees(ev.WrongFor(label)) == label {
+			t.Errorf("%s: the wrong proposal %q has the chunk's own label", path, ev.WrongFor(label))
 		}
 	}
 	g, ok, err := v.RenderGuidance("combat_should_be_removed", GuidanceData{Proposed: "combat", Explanation: "They only plan the raid.", Target: v.Verdict("combat_should_be_removed").Target})
@@ -438,6 +443,8 @@ func TestLoadPackErrorsNameTheFileAndKey(t *testing.T) {
 		{"revision template field", "p/revision.tmpl", func(string) string { return "{{.Issuez}}" }, "p/revision.tmpl: template:"},
 		{"set file error", "p/sets/mini.json", func(string) string { return `{"global": {"entries": [{"id": "r", "tags": ["rulez"], "text": "x"}]}}` }, `p/sets/mini.json:1:46: global: entry "r": tags[0]: unknown tag "rulez"`},
 		{"cap not positive", "p/pack.yaml", func(s string) string { return strings.Replace(s, "unitClaims: 10", "unitClaims: 0", 1) }, "claims.caps.unitClaims: must be positive"},
+		{"applies without a condition", "p/pack.yaml", func(s string) string { return s + "applies: {json_mode: true}\n" }, "p/pack.yaml: applies: no condition"},
+		{"applies: a bad user_line", "p/pack.yaml", func(s string) string { return s + "applies: {user_line: '('}\n" }, "p/pack.yaml: applies.user_line: error parsing regexp"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -453,6 +460,26 @@ func TestLoadPackErrorsNameTheFileAndKey(t *testing.T) {
 				t.Fatalf("error %T is not PackErrors", err)
 			}
 		})
+	}
+}
+
+// withEvaluation adds an evaluation block to the semantic validator of
+// TestLoadPackSemanticChecks's pack, with one "old|new" replacement applied to it.
+func withEvaluation(edit string) func(string) string {
+	return func(s string) string {
+		block := `    evaluation:
+      set: eval
+      label: is_a
+      correct: correct
+      positive: [a]
+      wrong: {when_true: b, when_false: a}
+`
+		if old, new, ok := strings.Cut(edit, "|"); ok {
+			block = strings.Replace(block, old, new, 1)
+		} else if edit != "" {
+			block = strings.Replace(block, "      "+edit+"\n", "", 1)
+		}
+		return strings.Replace(s, "    guidance:\n", block+"    guidance:\n", 1)
 	}
 }
 
@@ -494,14 +521,25 @@ semantic:
 		{"guidance missing", func(s string) string { return strings.Replace(s, "to_a: 'must", "to_b: 'must", 1) }, `no guidance for rejecting verdict "to_a"`},
 		{"guidance field", func(s string) string { return strings.Replace(s, "{{.Target}}", "{{.Targets}}", 1) }, "semantic[0].guidance.to_a: template:"},
 		{"unknown source", func(s string) string { return strings.Replace(s, "last_user", "first_user", 1) }, `unknown source "first_user"`},
+		{"an evaluation", withEvaluation(""), ""},
+		{"an evaluation without a label field", withEvaluation("label: is_a"), "semantic[0].evaluation.label: missing"},
+		{"a label field every chunk has", withEvaluation("label: is_a|label: note"), `semantic[0].evaluation.label: "note" is a field every chunk has already`},
+		{"the label field twice", withEvaluation("correct: correct|correct: is_a"), `semantic[0].evaluation.correct: "is_a" is also the label field`},
+		{"a positive value outside the enum", withEvaluation("positive: [a]|positive: [c]"), `semantic[0].evaluation.positive: value "c" is not one of answer.enums.kind`},
+		{"a wrong proposal with the chunk's own label", withEvaluation("when_true: b|when_true: a"), `semantic[0].evaluation.wrong.when_true: "a" agrees with a true label`},
+		{"a wrong proposal for false chunks that is not positive", withEvaluation("when_false: a|when_false: b"), `semantic[0].evaluation.wrong.when_false: "b" agrees with a false label`},
+		{"no wrong proposal", withEvaluation("wrong: {when_true: b, when_false: a}|wrong: {when_true: b}"), "semantic[0].evaluation.wrong.when_false: missing"},
+		{"a set folder without chunks", withEvaluation("set: eval|set: nothing-here"), `semantic[0].evaluation.set: folder "nothing-here": no *.json chunk files`},
+		{"a set folder outside the pack", withEvaluation("set: eval|set: ../eval"), "must be a relative path inside the pack folder"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			fsys := fstest.MapFS{
-				"sem/pack.yaml": {Data: []byte(tc.edit(base))},
-				"sem/s.json":    {Data: []byte(`{"global": {"entries": [{"id": "p", "tags": [], "asset": "policy"}]}}`)},
-				"sem/policy.md": {Data: []byte("The policy.\n")},
+				"sem/pack.yaml":    {Data: []byte(tc.edit(base))},
+				"sem/s.json":       {Data: []byte(`{"global": {"entries": [{"id": "p", "tags": [], "asset": "policy"}]}}`)},
+				"sem/policy.md":    {Data: []byte("The policy.\n")},
+				"sem/eval/c1.json": {Data: []byte(`{"id": "c1", "category": "c", "is_a": true, "correct": "a", "transcript": "t", "note": ""}`)},
 			}
 			p, err := LoadPack(fsys, "sem")
 			if tc.want == "" {

@@ -155,6 +155,7 @@ func loadPack(fsys fs.FS, dir, display string) (*Pack, error) {
 	l.revision()
 	l.answer()
 	l.semantic()
+	l.applies()
 	if len(l.errs) > 0 {
 		return nil, l.errs
 	}
@@ -630,7 +631,73 @@ func (l *packLoader) semantic() {
 			l.fail(PackFile, key+".max_explanation", "must be positive")
 		}
 		l.verdicts(s, key, enum)
+		if s.Evaluation != nil {
+			l.evaluation(s.Evaluation, key+".evaluation", s.Proposed, enum)
+		}
 	}
+}
+
+// evaluation checks a validator's label mapping against the answer's enum and
+// opens its labelled set.
+func (l *packLoader) evaluation(e *EvaluationSpec, key, proposed string, enum []string) {
+	for _, f := range []struct{ key, name string }{{"label", e.Label}, {"correct", e.Correct}} {
+		switch {
+		case f.name == "":
+			l.fail(PackFile, key+"."+f.key, "missing (the name of the labelled chunks' field)")
+		case slices.Contains(ChunkFields, f.name):
+			l.fail(PackFile, key+"."+f.key, "%q is a field every chunk has already (%s)", f.name, strings.Join(ChunkFields, ", "))
+		}
+	}
+	if e.Label != "" && e.Label == e.Correct {
+		l.fail(PackFile, key+".correct", "%q is also the label field", e.Correct)
+	}
+	inEnum := func(k, v string) {
+		if enum != nil && !slices.Contains(enum, v) {
+			l.fail(PackFile, k, "value %q is not one of answer.enums.%s %v", v, proposed, enum)
+		}
+	}
+	if len(e.Positive) == 0 {
+		l.fail(PackFile, key+".positive", "missing (the proposed values that agree with a true label)")
+	}
+	for _, v := range e.Positive {
+		inEnum(key+".positive", v)
+	}
+	switch w := e.Wrong.WhenTrue; {
+	case w == "":
+		l.fail(PackFile, key+".wrong.when_true", "missing (the wrong proposal for a chunk labelled true)")
+	case e.Agrees(w):
+		l.fail(PackFile, key+".wrong.when_true", "%q agrees with a true label (it is in positive): the wrong proposal must not", w)
+	default:
+		inEnum(key+".wrong.when_true", w)
+	}
+	switch w := e.Wrong.WhenFalse; {
+	case w == "":
+		l.fail(PackFile, key+".wrong.when_false", "missing (the wrong proposal for a chunk labelled false)")
+	case !e.Agrees(w):
+		l.fail(PackFile, key+".wrong.when_false", "%q agrees with a false label (it is not in positive): the wrong proposal must not", w)
+	default:
+		inEnum(key+".wrong.when_false", w)
+	}
+	if e.Set == "" {
+		return
+	}
+	dir := path.Join(l.dir, e.Set)
+	if !fs.ValidPath(dir) || strings.HasPrefix(path.Clean(e.Set), "..") || path.IsAbs(e.Set) {
+		l.fail(PackFile, key+".set", "folder %q must be a relative path inside the pack folder", e.Set)
+		return
+	}
+	sub, err := fs.Sub(l.fsys, dir)
+	if err == nil {
+		var names []string
+		if names, err = fs.Glob(sub, "*.json"); err == nil && len(names) == 0 {
+			err = errors.New("no *.json chunk files")
+		}
+	}
+	if err != nil {
+		l.fail(PackFile, key+".set", "folder %q: %v", e.Set, unwrapPathError(err))
+		return
+	}
+	e.SetFS = sub
 }
 
 func (l *packLoader) verdicts(s *SemanticSpec, key string, enum []string) {
@@ -682,6 +749,33 @@ func (l *packLoader) verdicts(s *SemanticSpec, key string, enum []string) {
 		if t := l.template(PackFile, key+".guidance."+name, s.Guidance[name], GuidanceData{}); t != nil {
 			s.GuidanceTmpl[name] = t
 		}
+	}
+}
+
+func (l *packLoader) applies() {
+	a := l.p.ApplyRules
+	if a == nil {
+		return
+	}
+	if a.Facts && l.p.Facts == nil {
+		l.fail(PackFile, "applies.facts", "true, but the pack has no facts rules to read operations with")
+	}
+	if a.Marker && l.p.Claims == nil {
+		l.fail(PackFile, "applies.marker", "true, but the pack has no claims contract, so no marker")
+	}
+	if a.UserLine != "" {
+		if a.UserLineRe = l.compile("applies.user_line", a.UserLine); a.UserLineRe != nil {
+			a.userLineStart = lineStartOf(a.UserLine)
+		}
+	}
+	if a.Facts && l.p.Facts != nil {
+		a.opStart = &lineStart{}
+		for _, op := range l.p.Facts.Ops {
+			a.opStart.union(lineStartOf(op.Regex))
+		}
+	}
+	if !a.Facts && !a.Marker && a.UserLine == "" {
+		l.fail(PackFile, "applies", "no condition: set facts, marker or user_line (or leave applies out: the pack then applies to every request)")
 	}
 }
 

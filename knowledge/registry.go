@@ -11,10 +11,10 @@ import (
 	"sync"
 )
 
-// builtinFS holds the built-in packs. The generator's inputs under packs/*/gen are
-// not embedded.
+// builtinFS holds the built-in packs (a built-in pack's labelled evaluation set is
+// its eval folder). The generator's inputs under packs/*/gen are not embedded.
 //
-//go:embed packs/*/pack.yaml packs/*/*.md packs/*/*.tmpl packs/*/*.yaml packs/*/sets/*.json
+//go:embed packs/*/pack.yaml packs/*/*.md packs/*/*.tmpl packs/*/*.yaml packs/*/sets/*.json packs/*/eval/*.json
 var builtinFS embed.FS
 
 // BuiltinPackNames are the packs embedded in the binary, in load order.

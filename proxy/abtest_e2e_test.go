@@ -101,7 +101,7 @@ func abTrace(t *testing.T, h *harness, id string) gjson.Result {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		resp, err := http.Get(h.base + "/factgate/v1/traces/" + id)
+		resp, err := h.getTrace(id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestExperimentVariantsReachTheUpstream(t *testing.T) {
 			t.Parallel()
 			h := newABHarness(t, true, "")
 			body := abBody("")
-			status, hdr, resp := h.post("/v1/chat/completions", body, "X-Factgate-Variant", tc.variant)
+			status, hdr, resp := h.post(t, "/v1/chat/completions", body, "X-Factgate-Variant", tc.variant)
 			if status != 200 {
 				t.Fatalf("%d %s", status, resp)
 			}
@@ -193,7 +193,7 @@ func TestExperimentForcing(t *testing.T) {
 	t.Run("allowed: an unknown variant is a 400 naming the variants, and nothing goes upstream", func(t *testing.T) {
 		t.Parallel()
 		h := newABHarness(t, true, "")
-		status, _, resp := h.post("/v1/chat/completions", abBody(""), "X-Factgate-Variant", "stricter")
+		status, _, resp := h.post(t, "/v1/chat/completions", abBody(""), "X-Factgate-Variant", "stricter")
 		e := gjson.GetBytes(resp, "error")
 		if status != 400 || e.Get("code").Str != "unknown_variant" || e.Get("param").Str != "X-Factgate-Variant" ||
 			!strings.Contains(e.Get("message").Str, "variants: baseline, strict, custom") {
@@ -208,11 +208,11 @@ func TestExperimentForcing(t *testing.T) {
 		h := newABHarness(t, false, "")
 		for i := 0; i < 8; i++ {
 			body := abBody(fmt.Sprintf(`, "user": "player-%d"`, i))
-			status, hdr, resp := h.post("/v1/chat/completions", body, "X-Factgate-Variant", "custom")
+			status, hdr, resp := h.post(t, "/v1/chat/completions", body, "X-Factgate-Variant", "custom")
 			if status != 200 {
 				t.Fatalf("%d %s", status, resp)
 			}
-			_, natural, _ := h.post("/v1/chat/completions", body)
+			_, natural, _ := h.post(t, "/v1/chat/completions", body)
 			if got, want := hdr.Get("X-Factgate-Variant"), natural.Get("X-Factgate-Variant"); got != want || got == "" {
 				t.Fatalf("player-%d got %q with the forcing header, %q without: the forbidden header chose the variant", i, got, want)
 			}
@@ -306,7 +306,7 @@ func TestExperimentReportShowsWhichVariantContradictsLess(t *testing.T) {
 	}
 	sent := abSend(t, h.base, users)
 	// One forced request, counted apart.
-	if status, _, resp := h.post("/v1/chat/completions", abBody(""), "X-Factgate-Variant", "baseline"); status != 200 {
+	if status, _, resp := h.post(t, "/v1/chat/completions", abBody(""), "X-Factgate-Variant", "baseline"); status != 200 {
 		t.Fatalf("%d %s", status, resp)
 	}
 	if sent["baseline"] == 0 || sent["strict"] == 0 {

@@ -80,7 +80,7 @@ func TestChainOrderAndShortCircuit(t *testing.T) {
 	}
 	for _, tc := range tests { // sequential: they share the log and the mock's record
 		before := len(h.mock.Requests())
-		status, _, resp := h.post("/v1/chat/completions", body, "X-Stop", tc.stop)
+		status, _, resp := h.post(t, "/v1/chat/completions", body, "X-Stop", tc.stop)
 		if status != 200 || gjson.GetBytes(resp, "choices.0.message.content").Str != tc.content {
 			t.Fatalf("%s: %d %s", tc.name, status, resp)
 		}

@@ -32,12 +32,12 @@ default: {content: "quick answer"}
 `, limitsConfig)
 	body := `{"model":"m","messages":[{"role":"user","content":"q"}]}`
 
-	status, _, resp := h.post("/v1/chat/completions", body, "X-Big", strings.Repeat("a", 5000))
+	status, _, resp := h.post(t, "/v1/chat/completions", body, "X-Big", strings.Repeat("a", 5000))
 	e := gjson.GetBytes(resp, "error")
 	if status != 431 || e.Get("code").Str != "headers_too_large" || !strings.Contains(e.Get("message").Str, "max_header_size") || !e.Get("type").Exists() {
 		t.Fatalf("oversized headers: %d %s", status, resp)
 	}
-	if status, _, resp := h.post("/v1/chat/completions", body); status != 200 {
+	if status, _, resp := h.post(t, "/v1/chat/completions", body); status != 200 {
 		t.Fatalf("after the 431 the proxy stopped serving: %d %s", status, resp)
 	}
 
@@ -58,7 +58,7 @@ default: {content: "quick answer"}
 	if err := h.mock.WaitForStarted(2, 10*time.Second); err != nil {
 		t.Fatalf("the slow request never reached the upstream: %v", err)
 	}
-	status, _, resp = h.post("/v1/chat/completions", body)
+	status, _, resp = h.post(t, "/v1/chat/completions", body)
 	if status != 503 || gjson.GetBytes(resp, "error.code").Str != "upstream_saturated" {
 		t.Fatalf("a request over max_concurrent: %d %s", status, resp)
 	}
@@ -66,7 +66,7 @@ default: {content: "quick answer"}
 	if slowStatus != 200 {
 		t.Fatalf("the slow request that held the slot ended with %d", slowStatus)
 	}
-	if status, _, resp := h.post("/v1/chat/completions", body); status != 200 {
+	if status, _, resp := h.post(t, "/v1/chat/completions", body); status != 200 {
 		t.Fatalf("after the 503 the proxy stopped serving: %d %s", status, resp)
 	}
 }

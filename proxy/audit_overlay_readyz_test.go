@@ -28,10 +28,10 @@ func TestInvalidOverlayShowsOnReadyzAndKeepsTheLastGoodVersion(t *testing.T) {
 	}
 	promptHas := func(fact string) bool {
 		t.Helper()
-		if status, _, resp := h.post("/v1/chat/completions", coronaRequest(t, "ra3-analyst", "")); status != 200 {
+		if status, _, resp := h.post(t, "/v1/chat/completions", coronaRequest(t, "ra3-analyst", "")); status != 200 {
 			t.Fatalf("request failed: %d %s", status, resp)
 		}
-		prompt, _ := upstreamPrompt(h)
+		prompt, _ := upstreamPrompt(t, h)
 		return strings.Contains(prompt, fact)
 	}
 	ready := func() gjson.Result { return gjson.Parse(injectReadyz(h)) }

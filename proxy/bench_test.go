@@ -36,10 +36,10 @@ func benchUpstreamAnswering(b *testing.B, content string) string {
 	return "http://" + ln.Addr().String() + "/v1"
 }
 
-// BenchmarkPassthroughChat measures one non-streaming chat completion through the
-// proxy's handler on a route with no interceptors (a 2 KB request body), including
-// the loopback round trip to a minimal upstream.
-func BenchmarkPassthroughChat(b *testing.B) {
+// benchPassthroughServer is a proxy whose one route passes everything through to
+// benchUpstream.
+func benchPassthroughServer(b *testing.B) *Server {
+	b.Helper()
 	up := benchUpstream(b)
 	cfg, err := ParseConfig([]byte(`
 log: {access: false}
@@ -53,7 +53,29 @@ routes: [{name: r, default: true, upstream: u}]
 	if err != nil {
 		b.Fatal(err)
 	}
+	return s
+}
+
+// BenchmarkPassthroughChat measures one non-streaming chat completion through the
+// proxy's handler on a route with no interceptors (a 2 KB request body), including
+// the loopback round trip to a minimal upstream.
+func BenchmarkPassthroughChat(b *testing.B) {
+	s := benchPassthroughServer(b)
 	body := []byte(`{"model":"m","temperature":0.35,"messages":[{"role":"user","content":"` + strings.Repeat("0:02.10 PlayerA 开始建造建筑 AlliedPowerPlant [UnitId]246(建造者)\\n", 28) + `"}]}`)
+	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool { return rc.Response.StatusCode() == 200 })
+}
+
+// BenchmarkPassthroughChatReplay is BenchmarkPassthroughChat with a realistic
+// 24 KB request: a user message carrying a whole replay's operation log, so that
+// reading the body (the bounded JSON check, the model lookup) weighs as much as it
+// can on a route with no interceptors.
+func BenchmarkPassthroughChatReplay(b *testing.B) {
+	replay, err := os.ReadFile("testdata/revise/allied_vs_soviet.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := benchPassthroughServer(b)
+	body, _ := sjson.SetBytes([]byte(`{"model":"m","temperature":0.35,"messages":[{"role":"system","content":"你是红色警戒3录像分析师。"},{"role":"user","content":""}]}`), "messages.1.content", string(replay))
 	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool { return rc.Response.StatusCode() == 200 })
 }
 

@@ -145,6 +145,9 @@ func (s *Server) buildChains() error {
 				chain = append(chain, ic)
 			}
 		}
+		if rc.ResponseModel == ResponseModelAlias && len(chain) == 0 {
+			return fmt.Errorf("routes[%d] (%s).response_model: alias needs a route with interceptors (a pack, inject, validate...): a pass-through route relays the upstream's answer unchanged", i, rc.Name)
+		}
 		rt.setChain(chain)
 	}
 	return nil
@@ -157,13 +160,14 @@ func (s *Server) deps(route string) interceptors.Deps {
 	}
 	sort.Strings(names)
 	return interceptors.Deps{
-		Route:     route,
-		Library:   s.library,
-		Cache:     s.cache,
-		Metrics:   s.metrics.reg,
-		Log:       s.log,
-		Resolve:   s.cfg.Resolve,
-		Upstreams: names,
+		Route:        route,
+		Library:      s.library,
+		Cache:        s.cache,
+		Metrics:      s.metrics.reg,
+		Log:          s.log,
+		Resolve:      s.cfg.Resolve,
+		Upstreams:    names,
+		MaxJSONDepth: s.cfg.Server.MaxJSONDepth,
 	}
 }
 

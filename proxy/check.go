@@ -9,6 +9,7 @@ import (
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // checkHandler serves POST /factgate/v1/check: the offline check of `factgate
@@ -35,7 +36,7 @@ func (s *Server) checkHandler() fasthttp.RequestHandler {
 			writeError(rc, interceptors.Errorf(405, "invalid_request_error", "method_not_allowed", "use POST /factgate/v1/check"))
 			return
 		}
-		req, e := parseCheckRequest(rc.PostBody())
+		req, e := parseCheckRequest(rc.PostBody(), s.cfg.Server.MaxJSONDepth)
 		if e != nil {
 			writeError(rc, e)
 			return
@@ -55,16 +56,17 @@ func (s *Server) checkHandler() fasthttp.RequestHandler {
 	}
 }
 
-// parseCheckRequest reads the check request body; the strings are copies.
-func parseCheckRequest(body []byte) (validate.CheckRequest, *interceptors.Error) {
+// parseCheckRequest reads the check request body, nested at most maxDepth levels
+// deep; the strings are copies.
+func parseCheckRequest(body []byte, maxDepth int) (validate.CheckRequest, *interceptors.Error) {
 	var req validate.CheckRequest
 	bad := func(param, code, format string, args ...any) (validate.CheckRequest, *interceptors.Error) {
 		e := interceptors.Errorf(400, "invalid_request_error", code, format, args...)
 		e.Param = param
 		return validate.CheckRequest{}, e
 	}
-	if !gjson.ValidBytes(body) {
-		return bad("", "invalid_json", "request body is not valid JSON%s", jsonErrorPosition(body))
+	if err := rawjson.Check(body, maxDepth); err != nil {
+		return validate.CheckRequest{}, invalidJSON(err)
 	}
 	root := gjson.ParseBytes(body)
 	if !root.IsObject() {

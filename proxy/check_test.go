@@ -63,7 +63,7 @@ func TestCheckAPIReturnsTheIssues(t *testing.T) {
 	h := validationHarness(t, "", "64MiB")
 	replay := validationFixture(t, "allied_vs_soviet.txt")
 	answer := validationFixture(t, "c03_answer.txt")
-	status, hdr, body := h.post("/factgate/v1/check", checkBody(t, map[string]any{"facts": replay, "answer": answer}))
+	status, hdr, body := h.post(t, "/factgate/v1/check", checkBody(t, map[string]any{"facts": replay, "answer": answer}))
 	if status != 200 {
 		t.Fatalf("status %d: %s", status, body)
 	}
@@ -112,7 +112,7 @@ func TestCheckAPISessionSegmentsAndOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			status, _, body := h.post("/factgate/v1/check", checkBody(t, tc.fields))
+			status, _, body := h.post(t, "/factgate/v1/check", checkBody(t, tc.fields))
 			if status != 200 {
 				t.Fatalf("status %d: %s", status, body)
 			}
@@ -121,7 +121,7 @@ func TestCheckAPISessionSegmentsAndOptions(t *testing.T) {
 			}
 		})
 	}
-	_, _, body := h.post("/factgate/v1/check", checkBody(t, map[string]any{"facts": replay, "answer": "没有声明。", "require_claims": false}))
+	_, _, body := h.post(t, "/factgate/v1/check", checkBody(t, map[string]any{"facts": replay, "answer": "没有声明。", "require_claims": false}))
 	if sev := gjson.GetBytes(body, "issues.0.severity").Str; sev != "Warning" {
 		t.Fatalf("require_claims false: severity %s", sev)
 	}
@@ -154,7 +154,7 @@ func TestCheckAPIBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			status, _, body := h.post("/factgate/v1/check", tc.body)
+			status, _, body := h.post(t, "/factgate/v1/check", tc.body)
 			e := gjson.GetBytes(body, "error")
 			if status != tc.status || e.Get("code").Str != tc.code || e.Get("param").Str != tc.param ||
 				e.Get("type").Str != "invalid_request_error" || !strings.Contains(e.Get("message").Str, tc.says) {
@@ -211,7 +211,7 @@ func TestValidationThroughTheProxy(t *testing.T) {
 	answer := validationFixture(t, "c03_answer.txt")
 	content, _ := json.Marshal(answer)
 	h := validationHarness(t, "default: {content: "+string(content)+"}", "16MiB")
-	status, hdr, body := h.post("/v1/chat/completions", checkBody(t, map[string]any{
+	status, hdr, body := h.post(t, "/v1/chat/completions", checkBody(t, map[string]any{
 		"model":    "ra3-analyst",
 		"messages": []map[string]string{{"role": "user", "content": "请分析这局录像。\n" + replay}},
 	}))
@@ -228,7 +228,7 @@ func TestValidationThroughTheProxy(t *testing.T) {
 	var tr gjson.Result
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		resp, err := http.Get(h.base + "/factgate/v1/traces/" + id)
+		resp, err := h.getTrace(id)
 		if err != nil {
 			t.Fatal(err)
 		}

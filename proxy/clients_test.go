@@ -185,7 +185,12 @@ rules:
         status: 500
         body: '{"error":{"message":"upstream exploded","type":"server_error","param":null,"code":"boom"}}'
 `
-	h := newHarness(t, script, clientConfig, WithChain("held", holdChain{}))
+	// A held stream whose chain takes longer than keepalive_interval commits its
+	// 200 and event stream before the upstream's error is known (an error event,
+	// not a status): the interval is far above the chain's time, so that a loaded
+	// machine (-race, 2 cores: 100ms was too short) cannot commit it.
+	config := strings.Replace(clientConfig, "keepalive_interval: 100ms", "keepalive_interval: 60s", 1)
+	h := newHarness(t, script, config, WithChain("held", holdChain{}))
 	ctx := context.Background()
 	cfg := goopenai.DefaultConfig("client-key")
 	cfg.BaseURL = h.base + "/v1"

@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/knowledge/rawjson"
+	"github.com/factgate/factgate/proxy/console"
 )
 
 // Config is factgate's whole configuration, decoded strictly from YAML: an unknown
@@ -29,6 +33,7 @@ type Config struct {
 	Cache     cache.Config              `yaml:"cache"`
 	Knowledge KnowledgeConfig           `yaml:"knowledge"`
 	Traces    TracesConfig              `yaml:"traces"`
+	Console   console.Config            `yaml:"console"`
 
 	// File is the path the config was loaded from ("" when built in code). Relative
 	// paths in the config (overlays, prompt files) resolve against its directory.
@@ -39,10 +44,20 @@ type Config struct {
 type ServerConfig struct {
 	// Listen is the address to serve on. Default "127.0.0.1:8080".
 	Listen string `yaml:"listen"`
+	// MetricsListen, when set, is a second address that serves /metrics (and only
+	// it), and the main listener stops serving /metrics: Prometheus can scrape a
+	// port clients cannot reach. Empty: /metrics on the main listener.
+	MetricsListen string `yaml:"metrics_listen"`
 	// MaxRequestBody bounds a request body; larger requests get 413. Default 16MiB.
 	MaxRequestBody cache.ByteSize `yaml:"max_request_body"`
 	// MaxHeaderSize bounds the request line and headers; larger get 431. Default 16KiB.
 	MaxHeaderSize cache.ByteSize `yaml:"max_header_size"`
+	// MaxJSONDepth bounds the nesting of objects and arrays in the JSON the proxy
+	// reads: request bodies (deeper is a 400 invalid_json) and upstream answers on
+	// routes with interceptors (deeper is a 502 upstream_bad_response). Every body
+	// is checked against it in one linear pass before any recursive code reads it.
+	// Default 128; at most 10000.
+	MaxJSONDepth int `yaml:"max_json_depth"`
 	// MaxResponseBody bounds an upstream answer the proxy buffers on an
 	// intercepted route; larger answers fail with 502. Default 32MiB.
 	MaxResponseBody cache.ByteSize `yaml:"max_response_body"`
@@ -50,8 +65,14 @@ type ServerConfig struct {
 	ReadTimeout cache.Duration `yaml:"read_timeout"`
 	// IdleTimeout closes idle keep-alive client connections. Default 120s.
 	IdleTimeout cache.Duration `yaml:"idle_timeout"`
-	// ShutdownTimeout bounds draining in-flight requests on SIGTERM. Default 30s.
+	// ShutdownTimeout bounds draining in-flight requests on SIGTERM, after
+	// DrainGrace. Default 30s.
 	ShutdownTimeout cache.Duration `yaml:"shutdown_timeout"`
+	// DrainGrace is how long Shutdown keeps the listener open before closing it,
+	// so that load balancers see /readyz answer 503 "draining" and take the
+	// replica out; meanwhile new requests get 503 shutting_down. Default 5s
+	// (applied by ParseConfig); 0s or nil: close at once.
+	DrainGrace *cache.Duration `yaml:"drain_grace"`
 	// KeepaliveInterval is how often a streaming client whose answer is held for
 	// validation gets an SSE comment (": keep-alive"). Default 5s.
 	KeepaliveInterval cache.Duration `yaml:"keepalive_interval"`
@@ -89,10 +110,15 @@ type AuthConfig struct {
 // ClientKeyConfig is one proxy-issued client key. The key itself comes from the
 // environment variable KeyEnv.
 type ClientKeyConfig struct {
-	// Name identifies the client in logs, metrics and A/B assignment.
+	// Name identifies the client in logs, metrics and A/B assignment, and owns
+	// the traces of its requests.
 	Name string `yaml:"name"`
 	// KeyEnv names the environment variable holding the key (FACTGATE_KEY_...).
 	KeyEnv string `yaml:"key_env"`
+	// Admin lets the key read every client's traces (GET /factgate/v1/traces/{id})
+	// and requests in the console, and edit knowledge overlays there; other keys
+	// read only their own. Default false.
+	Admin bool `yaml:"admin"`
 }
 
 // UpstreamConfig is one OpenAI-compatible provider.
@@ -136,9 +162,21 @@ type RouteConfig struct {
 	// StreamReasoning forwards upstream reasoning_content live to streaming clients
 	// while the content is held for validation.
 	StreamReasoning bool `yaml:"stream_reasoning"`
+	// ResponseModel is the model name the answer carries: ResponseModelUpstream
+	// (empty, the default: the upstream's, as OpenAI answers with the dated
+	// snapshot it used) or ResponseModelAlias (the model the client asked for).
+	// "alias" needs a route with interceptors: a pass-through route relays the
+	// upstream's answer unchanged.
+	ResponseModel string `yaml:"response_model"`
 
 	Interceptors RouteInterceptors `yaml:",inline"`
 }
+
+// The values of RouteConfig.ResponseModel.
+const (
+	ResponseModelUpstream = "upstream"
+	ResponseModelAlias    = "alias"
+)
 
 // KnowledgeConfig locates user knowledge.
 type KnowledgeConfig struct {
@@ -210,6 +248,9 @@ func (c *Config) applyDefaults() {
 	if s.MaxResponseBody == 0 {
 		s.MaxResponseBody = 32 << 20
 	}
+	if s.MaxJSONDepth == 0 {
+		s.MaxJSONDepth = rawjson.DefaultMaxDepth
+	}
 	if s.ReadTimeout == 0 {
 		s.ReadTimeout = cache.Duration(60 * time.Second)
 	}
@@ -218,6 +259,10 @@ func (c *Config) applyDefaults() {
 	}
 	if s.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = cache.Duration(30 * time.Second)
+	}
+	if s.DrainGrace == nil {
+		d := cache.Duration(5 * time.Second)
+		s.DrainGrace = &d
 	}
 	if s.KeepaliveInterval == 0 {
 		s.KeepaliveInterval = cache.Duration(5 * time.Second)
@@ -269,7 +314,13 @@ func (c *Config) applyDefaults() {
 		t := true
 		c.Traces.Content = &t
 	}
+	c.Console.ApplyDefaults(c.Auth.Mode)
 }
+
+// maxJSONDepthLimit caps server.max_json_depth: encoding/json refuses deeper
+// input, and the recursive readers behind the check (gjson) use stack in
+// proportion to it.
+const maxJSONDepthLimit = 10000
 
 // Validate checks the config's consistency; the error names the offending key.
 func (c *Config) Validate() error {
@@ -309,6 +360,12 @@ func (c *Config) Validate() error {
 		}
 	default:
 		add("auth.mode: %q is not passthrough or keys", c.Auth.Mode)
+	}
+	if m := c.Server.MetricsListen; m != "" && m == c.Server.Listen && !anyPort(m) {
+		add("server.metrics_listen: %q is server.listen: set another address, or leave it empty to serve /metrics on the main listener", c.Server.MetricsListen)
+	}
+	if d := c.Server.MaxJSONDepth; d < 1 || d > maxJSONDepthLimit {
+		add("server.max_json_depth: %d is not between 1 and %d", d, maxJSONDepthLimit)
 	}
 	if len(c.Upstreams) == 0 {
 		add("upstreams: at least one upstream is required")
@@ -360,11 +417,51 @@ func (c *Config) Validate() error {
 			}
 			models[m] = r.Name
 		}
+		switch r.ResponseModel {
+		case "", ResponseModelUpstream, ResponseModelAlias:
+		default:
+			add("%s.response_model: %q is not upstream or alias", where, r.ResponseModel)
+		}
 	}
 	if defaults > 1 {
 		add("routes: more than one route has default: true")
 	}
+	if err := c.Console.Validate(c.Auth.Mode); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// drainGrace is DrainGrace, zero when unset.
+func (s *ServerConfig) drainGrace() time.Duration {
+	if s.DrainGrace == nil {
+		return 0
+	}
+	return time.Duration(*s.DrainGrace)
+}
+
+// SetUpstreamURL points the upstream named name at baseURL ("NAME=URL" of
+// factgate serve --upstream), as if the file said so, and validates the result.
+func (c *Config) SetUpstreamURL(name, baseURL string) error {
+	u, ok := c.Upstreams[name]
+	if !ok {
+		names := make([]string, 0, len(c.Upstreams))
+		for n := range c.Upstreams {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("no upstream named %q (have %s)", name, strings.Join(names, ", "))
+	}
+	u.BaseURL = baseURL
+	c.Upstreams[name] = u
+	return c.Validate()
+}
+
+// anyPort reports an address whose port the system picks (":0"): two of them never
+// collide.
+func anyPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
 }
 
 // DefaultRoute returns the route with default: true, or nil.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigErrorsNameTheProblem(t *testing.T) {
@@ -20,7 +21,12 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 		{"two defaults", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: a, default: true, upstream: u}, {name: b, default: true, upstream: u}]", `more than one route has default: true`},
 		{"duplicate alias", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: a, models: [m], upstream: u}, {name: b, models: [m], upstream: u}]", `"m" is already routed by "a"`},
 		{"secret in file", "upstreams: {u: {base_url: 'http://x/v1', api_key_env: OPENAI_KEY}}\nroutes: [{name: r, default: true, upstream: u}]", `must name a FACTGATE_* environment variable`},
+		{"bad response_model", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, models: [m], upstream: u, response_model: client}]", `routes[0] (r).response_model: "client" is not upstream or alias`},
 		{"bad auth mode", "auth: {mode: open}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `auth.mode: "open"`},
+		{"metrics on the main address", "server: {listen: '127.0.0.1:8080', metrics_listen: '127.0.0.1:8080'}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.metrics_listen: "127.0.0.1:8080" is server.listen`},
+		{"admin, not a boolean", "auth: {mode: keys, keys: [{name: a, key_env: FACTGATE_KEY_A, admin: maybe}]}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `maybe`},
+		{"negative JSON depth", "server: {max_json_depth: -1}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.max_json_depth: -1 is not between 1 and 10000`},
+		{"JSON depth too large", "server: {max_json_depth: 10001}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.max_json_depth: 10001 is not between 1 and 10000`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,7 +48,18 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Server.Listen != "127.0.0.1:8080" || cfg.Server.MaxRequestBody != 16<<20 || cfg.Auth.Mode != "passthrough" || cfg.Upstreams["u"].MaxConcurrent != 1024 {
+	if cfg.Server.Listen != "127.0.0.1:8080" || cfg.Server.MaxRequestBody != 16<<20 || cfg.Auth.Mode != "passthrough" || cfg.Upstreams["u"].MaxConcurrent != 1024 ||
+		cfg.Server.MaxJSONDepth != 128 {
 		t.Fatalf("defaults not applied: %+v", cfg.Server)
+	}
+	if got := cfg.Server.drainGrace(); got != 5*time.Second {
+		t.Fatalf("drain_grace defaults to %v, want 5s", got)
+	}
+	cfg, err = ParseConfig([]byte("server: {drain_grace: 0s}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]"), "min.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Server.drainGrace(); got != 0 {
+		t.Fatalf("drain_grace: 0s reads as %v, want no grace", got)
 	}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // fail answers with a factgate error and records it.
@@ -38,20 +40,19 @@ func writeError(rc *fasthttp.RequestCtx, e *interceptors.Error) {
 	rc.SetBody(e.Envelope())
 }
 
-// jsonErrorPosition locates the first syntax error in b as " (line L, column C)".
-func jsonErrorPosition(b []byte) string {
-	off := jsonSyntaxOffset(b)
-	if off < 0 {
-		return ""
+// invalidJSON is the 400 for a request body rawjson.Check refused: what is wrong
+// and where, or the nesting limit and the key that sets it.
+func invalidJSON(err error) *interceptors.Error {
+	e := &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json"}
+	var se *rawjson.SyntaxError
+	switch {
+	case errors.As(err, &se) && se.MaxDepth > 0:
+		e.Message = fmt.Sprintf("request body nests JSON deeper than the limit of %d levels (%s); the limit is server.max_json_depth",
+			se.MaxDepth, se.Position())
+	case errors.As(err, &se):
+		e.Message = fmt.Sprintf("request body is not valid JSON: %s (%s)", se.Problem, se.Position())
+	default:
+		e.Message = "request body is not valid JSON: " + err.Error()
 	}
-	line, col := 1, 1
-	for _, c := range b[:off] {
-		if c == '\n' {
-			line++
-			col = 1
-		} else {
-			col++
-		}
-	}
-	return fmt.Sprintf(" (line %d, column %d)", line, col)
+	return e
 }

@@ -96,7 +96,7 @@ func TestFactsSharedAcrossInstances(t *testing.T) {
 	b := newFactsHarness(t, factsRedisCacheBlock(url, prefix), probeB)
 	log := factsPart(t, 1)
 
-	a.factsChat(log, "")
+	a.factsChat(t, log, "")
 	built := probeA.last(t)
 	if built.info.Source != facts.SourceBuilt {
 		t.Fatalf("first request on A: source %q, want built", built.info.Source)
@@ -108,7 +108,7 @@ func TestFactsSharedAcrossInstances(t *testing.T) {
 		return n == 1
 	})
 
-	b.factsChat(log, "")
+	b.factsChat(t, log, "")
 	got := probeB.last(t)
 	if got.info.Source != facts.SourceShared || got.info.Key != built.info.Key {
 		t.Fatalf("B: source %q key %q, want shared %q", got.info.Source, got.info.Key, built.info.Key)
@@ -138,8 +138,8 @@ func TestFactsSessionAcrossInstances(t *testing.T) {
 	b := newFactsHarness(t, factsRedisCacheBlock(url, prefix), probeB, factsValidating)
 	const session = "c17-across"
 
-	a.factsChat(factsPart(t, 1), session)
-	b.factsChat(factsPart(t, 2), session)
+	a.factsChat(t, factsPart(t, 1), session)
+	b.factsChat(t, factsPart(t, 2), session)
 	if got := probeB.last(t); got.info.Segments != 2 {
 		t.Fatalf("B merged %d segments for part 2, want 2 (A's part 1 through Redis)", got.info.Segments)
 	}
@@ -149,11 +149,11 @@ func TestFactsSessionAcrossInstances(t *testing.T) {
 		n, _ := client.Exists(context.Background(), prefix+facts.SharedKeyPrefix+probeB.last(t).info.Key).Result()
 		return n == 1
 	})
-	header := a.factsChat(factsPart(t, 3), session)
+	header := a.factsChat(t, factsPart(t, 3), session)
 	if severe := draftIssuesAtLeastWeak(t, header); severe != "" {
 		t.Errorf("c17's answer to part 3 of the session has issues %s, want none at or above WeakEvidence", severe)
 	}
-	alone := b.factsChat(factsPart(t, 3), "")
+	alone := b.factsChat(t, factsPart(t, 3), "")
 	t.Logf("c17 answer: with the session %s; against part 3 alone %s", header.Get(validate.HeaderIssues), alone.Get(validate.HeaderIssues))
 	if severe := draftIssuesAtLeastWeak(t, alone); severe == "" {
 		t.Error("c17's answer checked against part 3 alone has no issue: the session test proves nothing")
@@ -176,11 +176,11 @@ func TestFactsSessionAcrossInstances(t *testing.T) {
 }
 
 // readiness fetches /readyz.
-func (h *harness) factsReadiness() (status string, cache map[string]any) {
-	h.t.Helper()
+func (h *harness) factsReadiness(t testing.TB) (status string, cache map[string]any) {
+	t.Helper()
 	resp, err := http.Get(h.base + "/readyz")
 	if err != nil {
-		h.t.Fatalf("GET /readyz: %v", err)
+		t.Fatalf("GET /readyz: %v", err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -189,7 +189,7 @@ func (h *harness) factsReadiness() (status string, cache map[string]any) {
 		Checks map[string]map[string]any `json:"checks"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		h.t.Fatalf("/readyz body %s: %v", b, err)
+		t.Fatalf("/readyz body %s: %v", b, err)
 	}
 	return r.Status, r.Checks["cache"]
 }
@@ -213,7 +213,7 @@ func TestFactsRedisKilledMidBurst(t *testing.T) {
 `, server.Addr())
 	probe := &factsProbe{}
 	h := newFactsHarness(t, block, probe)
-	if status, _ := h.factsReadiness(); status != "ready" {
+	if status, _ := h.factsReadiness(t); status != "ready" {
 		t.Fatalf("/readyz before the kill: %s", status)
 	}
 
@@ -236,8 +236,10 @@ func TestFactsRedisKilledMidBurst(t *testing.T) {
 					"model":    "ra3-analyst",
 					"messages": []map[string]string{{"role": "user", "content": base + "\n请求 " + strconv.Itoa(i)}},
 				})
-				status, _, resp := h.post("/v1/chat/completions", string(body), "X-Factgate-Session", "burst-"+strconv.Itoa(i%4))
-				if status == 200 {
+				status, _, resp, err := h.tryPost("/v1/chat/completions", string(body), "X-Factgate-Session", "burst-"+strconv.Itoa(i%4))
+				if err != nil {
+					failures.Store(i, err.Error())
+				} else if status == 200 {
 					ok.Add(1)
 				} else {
 					failures.Store(i, fmt.Sprintf("status %d: %s", status, resp))
@@ -267,7 +269,7 @@ func TestFactsRedisKilledMidBurst(t *testing.T) {
 		}
 	}
 
-	status, check := h.factsReadiness()
+	status, check := h.factsReadiness(t)
 	detail, _ := check["detail"].(string)
 	if status != "degraded" || check["ok"] != false || !strings.Contains(detail, "degraded, serving from memory") {
 		t.Errorf("/readyz with Redis dead: %s, cache check %v", status, check)
@@ -280,10 +282,10 @@ func TestFactsRedisKilledMidBurst(t *testing.T) {
 
 	redistest.Start(t, server.Port)
 	factsWaitFor(t, "/readyz to recover", func() bool {
-		status, _ := h.factsReadiness()
+		status, _ := h.factsReadiness(t)
 		return status == "ready"
 	})
-	h.factsChat(base, "burst-0")
+	h.factsChat(t, base, "burst-0")
 	if p := probe.last(t); !p.ix.HasFacts() {
 		t.Errorf("after recovery: %+v, %v", p.info, p.err)
 	}

@@ -132,8 +132,8 @@ func newFactsHarness(t *testing.T, cacheBlock string, probe *factsProbe, route .
 
 // factsChat sends one chat completion with text as its user message, in session (""
 // = none), fails the test unless it succeeds, and returns the response headers.
-func (h *harness) factsChat(text, session string) http.Header {
-	h.t.Helper()
+func (h *harness) factsChat(t testing.TB, text, session string) http.Header {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{
 		"model":    "ra3-analyst",
 		"messages": []map[string]string{{"role": "user", "content": text}},
@@ -142,9 +142,9 @@ func (h *harness) factsChat(text, session string) http.Header {
 	if session != "" {
 		header = []string{scope.HeaderSession, session}
 	}
-	status, respHeader, resp := h.post("/v1/chat/completions", string(body), header...)
+	status, respHeader, resp := h.post(t, "/v1/chat/completions", string(body), header...)
 	if status != 200 {
-		h.t.Fatalf("chat completion: status %d: %s", status, resp)
+		t.Fatalf("chat completion: status %d: %s", status, resp)
 	}
 	return respHeader
 }
@@ -275,8 +275,8 @@ func TestFactsThroughProxy(t *testing.T) {
 	h := newFactsHarness(t, "", probe)
 	reg := h.srv.Metrics()
 
-	h.factsChat(factsPart(t, 1), "")
-	h.factsChat(factsPart(t, 1), "")
+	h.factsChat(t, factsPart(t, 1), "")
+	h.factsChat(t, factsPart(t, 1), "")
 	seen := probe.all()
 	if len(seen) != 2 || seen[0].info.Source != facts.SourceBuilt || seen[1].info.Source != facts.SourceMemory {
 		t.Fatalf("sources of a repeated log: %+v", seen)
@@ -292,7 +292,7 @@ func TestFactsThroughProxy(t *testing.T) {
 	}
 
 	for part := 1; part <= 3; part++ {
-		h.factsChat(factsPart(t, part), "c17-memory")
+		h.factsChat(t, factsPart(t, part), "c17-memory")
 	}
 	last := probe.last(t)
 	if last.err != nil || last.info.Segments != 3 || last.info.Session != "c17-memory" {

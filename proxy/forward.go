@@ -21,6 +21,14 @@ func isStreamed(h *fasthttp.ResponseHeader) bool {
 // forward relays one request to up and the answer back, streaming when the
 // answer is a stream or large.
 func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics, body []byte, start time.Time, client string) {
+	s.forwardEdited(rc, up, rm, body, start, client, nil)
+}
+
+// forwardEdited is forward with an edit of the answer: when edit is not nil, an
+// answer that is not an event stream is read whole (bounded by
+// server.max_response_body), uncompressed, and edit returns the body the client
+// gets (edit must return its input when it has nothing to change).
+func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics, body []byte, start time.Time, client string, edit func(status int, body []byte) []byte) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethodBytes(rc.Method())
@@ -28,6 +36,13 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics
 	req.Header.SetRequestURIBytes(uri)
 	s.copyRequestHeaders(&req.Header, &rc.Request.Header, up, false, false)
 	req.SetBodyRaw(body)
+	streamed, maxBody := isStreamed, 0
+	if edit != nil {
+		// A compressed body could not be edited.
+		req.Header.Del("Accept-Encoding")
+		streamed = func(h *fasthttp.ResponseHeader) bool { return isEventStream(h.ContentType()) }
+		maxBody = int(s.cfg.Server.MaxResponseBody)
+	}
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	wc, _ := rc.Conn().(*watchConn)
@@ -35,7 +50,7 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics
 		wc.arm(cancel)
 	}
 	upStart := time.Now()
-	cl, err := up.do(ctx, req, resp, isStreamed, 0)
+	cl, err := up.do(ctx, req, resp, streamed, maxBody)
 	fasthttp.ReleaseRequest(req)
 	if err != nil {
 		if wc != nil {
@@ -58,7 +73,11 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics
 	upHeaders := time.Since(upStart)
 	copyResponseHeaders(&rc.Response.Header, &resp.Header)
 	if !cl.stream {
-		rc.Response.SetBody(resp.Body())
+		out := resp.Body()
+		if edit != nil && len(resp.Header.ContentEncoding()) == 0 {
+			out = edit(resp.StatusCode(), out)
+		}
+		rc.Response.SetBody(out)
 		cl.Close(true)
 		fasthttp.ReleaseResponse(resp)
 		if wc != nil {
@@ -82,21 +101,27 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics
 		if wc != nil {
 			wc.disarm()
 		}
-		if context.Cause(ctx) == errClientGone {
+		// A client that hangs up right after the last byte can be seen by the
+		// disconnect probe before fasthttp reports the body written: it got it all.
+		if !complete && context.Cause(ctx) == errClientGone {
 			clientGone = true
 		}
 		cancel(nil)
 		total := time.Since(start)
-		st := status
+		// The client saw the upstream's status; the log and the metrics record how
+		// the answer ended.
+		st, code := status, ""
 		switch {
 		case clientGone:
-			st = StatusClientClosed
-			rm.error("client_closed_request")
+			st, code = StatusClientClosed, "client_closed_request"
 		case !complete:
-			rm.error("upstream_stream_broken")
+			st, code = fasthttp.StatusBadGateway, "upstream_stream_broken"
+		}
+		if code != "" {
+			rm.error(code)
 		}
 		rm.observe(st, total, total-overhead)
-		s.logAccess(rm.name, rc, st, total, total-overhead, client, "")
+		s.logAccess(rm.name, rc, st, total, total-overhead, client, code)
 	}}, -1)
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,8 +17,10 @@ import (
 )
 
 // harness runs the mock upstream and a proxy in front of it on loopback.
+//
+// Its methods take the test they report to: a harness built by a parent test is
+// often used by its subtests, and a subtest must never FailNow its parent.
 type harness struct {
-	t    *testing.T
 	mock *mockupstream.Server
 	srv  *Server
 	base string // http://127.0.0.1:PORT
@@ -68,6 +71,10 @@ func newHarness(t *testing.T, script, config string, opts ...Option) *harness {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	if !strings.Contains(config, "drain_grace") {
+		// No load balancer watches a test's proxy: shut down without the grace.
+		cfg.Server.DrainGrace = nil
+	}
 	logs := &syncWriter{w: &bytes.Buffer{}}
 	opts = append([]Option{WithLogger(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))}, opts...)
 	srv, err := New(cfg, opts...)
@@ -84,38 +91,54 @@ func newHarness(t *testing.T, script, config string, opts ...Option) *harness {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	})
-	return &harness{t: t, mock: mock, srv: srv, base: "http://" + ln.Addr().String(), logs: logs}
+	return &harness{mock: mock, srv: srv, base: "http://" + ln.Addr().String(), logs: logs}
 }
 
-// post sends a JSON body and returns the status, headers and body.
-func (h *harness) post(path string, body string, header ...string) (int, http.Header, []byte) {
-	h.t.Helper()
+// post sends a JSON body and returns the status, headers and body; a transport
+// failure fails t. In a goroutine use tryPost: t.Fatal must not run there.
+func (h *harness) post(t testing.TB, path string, body string, header ...string) (int, http.Header, []byte) {
+	t.Helper()
+	status, hdr, b, err := h.tryPost(path, body, header...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status, hdr, b
+}
+
+// harnessCredential is the Authorization a harness client sends unless a test
+// names its own: in passthrough mode a trace belongs to the credential of its
+// request, and the harness reads traces with it (trace). The go-openai and openai-go clients of the tests send the same key.
+const harnessCredential = "Bearer client-key"
+
+// tryPost is post that returns a transport failure instead of failing a test.
+func (h *harness) tryPost(path string, body string, header ...string) (int, http.Header, []byte, error) {
 	req, err := http.NewRequest("POST", h.base+path, strings.NewReader(body))
 	if err != nil {
-		h.t.Fatal(err)
+		return 0, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", harnessCredential)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		h.t.Fatalf("POST %s: %v", path, err)
+		return 0, nil, nil, fmt.Errorf("POST %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		h.t.Fatalf("reading %s: %v", path, err)
+		return 0, nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	return resp.StatusCode, resp.Header, b
+	return resp.StatusCode, resp.Header, b, nil
 }
 
 // lastRequest returns the last request the mock recorded.
-func (h *harness) lastRequest() mockupstream.Recorded {
-	h.t.Helper()
+func (h *harness) lastRequest(t testing.TB) mockupstream.Recorded {
+	t.Helper()
 	recs := h.mock.Requests()
 	if len(recs) == 0 {
-		h.t.Fatal("the mock upstream recorded no request")
+		t.Fatal("the mock upstream recorded no request")
 	}
 	return recs[len(recs)-1]
 }

@@ -57,11 +57,12 @@ func coronaRequest(t *testing.T, model string, extra string) string {
 }
 
 // upstreamPrompt is the system prompt of the last request the mock received.
-func upstreamPrompt(h *harness) (string, []byte) {
-	body := h.lastRequest().Body
+func upstreamPrompt(t testing.TB, h *harness) (string, []byte) {
+	t.Helper()
+	body := h.lastRequest(t).Body
 	msgs := gjson.GetBytes(body, "messages").Array()
 	if len(msgs) == 0 || msgs[0].Get("role").Str != "system" {
-		h.t.Fatalf("the upstream request has no leading system message: %.300s", body)
+		t.Fatalf("the upstream request has no leading system message: %.300s", body)
 	}
 	return msgs[0].Get("content").Str, body
 }
@@ -71,11 +72,11 @@ var sovietEntry = regexp.MustCompile(`(?m)^### Soviet`)
 func TestInjectedKnowledgeFollowsTheReplay(t *testing.T) {
 	t.Parallel()
 	h, _ := newInjectHarness(t)
-	status, _, resp := h.post("/v1/chat/completions", coronaRequest(t, "ra3-analyst", `,"metadata":{"factgate.session":"s-1","app":"replay-reader"},"top_p":0.5`))
+	status, _, resp := h.post(t, "/v1/chat/completions", coronaRequest(t, "ra3-analyst", `,"metadata":{"factgate.session":"s-1","app":"replay-reader"},"top_p":0.5`))
 	if status != 200 || gjson.GetBytes(resp, "choices.0.message.content").Str != "分析完成。" {
 		t.Fatalf("%d %s", status, resp)
 	}
-	prompt, body := upstreamPrompt(h)
+	prompt, body := upstreamPrompt(t, h)
 	for _, want := range []string{"# 红色警戒 3 日冕（Corona）模组游戏知识", "## 阵营：神州", "### CelestialMCV：", "## 阵营：盟军", "### AlliedMCV：", "## 地图：map_mp_2_feasel1", "## 应用的补充要求\n\n你是录像分析助手。"} {
 		if !strings.Contains(prompt, want) {
 			t.Errorf("the upstream's system prompt lacks %q", want)
@@ -102,16 +103,16 @@ func TestClientHeadersSelectTheKnowledge(t *testing.T) {
 	t.Parallel()
 	h, _ := newInjectHarness(t)
 	// The header overrides the replay's factions: only 苏联 (percent-encoded).
-	status, _, resp := h.post("/v1/chat/completions", coronaRequest(t, "ra3-analyst", ""),
+	status, _, resp := h.post(t, "/v1/chat/completions", coronaRequest(t, "ra3-analyst", ""),
 		"X-Factgate-Knowledge-Set", "ra3", "x-factgate-scope-factions", "%E8%8B%8F%E8%81%94")
 	if status != 200 {
 		t.Fatalf("%d %s", status, resp)
 	}
-	prompt, _ := upstreamPrompt(h)
+	prompt, _ := upstreamPrompt(t, h)
 	if !strings.HasPrefix(prompt, "# 红色警戒 3 游戏知识") || !strings.Contains(prompt, "## 阵营：苏联") || strings.Contains(prompt, "## 阵营：神州") || strings.Contains(prompt, "## 阵营：盟军") {
 		t.Fatalf("headers did not select set ra3 with 苏联 only:\n%.400s", prompt)
 	}
-	if up := h.lastRequest().Header; up.Get("X-Factgate-Knowledge-Set") != "" || up.Get("X-Factgate-Scope-Factions") != "" {
+	if up := h.lastRequest(t).Header; up.Get("X-Factgate-Knowledge-Set") != "" || up.Get("X-Factgate-Scope-Factions") != "" {
 		t.Fatalf("factgate's own headers reached the upstream: %v", up)
 	}
 }
@@ -119,7 +120,7 @@ func TestClientHeadersSelectTheKnowledge(t *testing.T) {
 func TestUnknownKnowledgeSetHeaderIs400(t *testing.T) {
 	t.Parallel()
 	h, _ := newInjectHarness(t)
-	status, hdr, resp := h.post("/v1/chat/completions", coronaRequest(t, "ra3-analyst", ""), "X-Factgate-Knowledge-Set", "ra3-uprising")
+	status, hdr, resp := h.post(t, "/v1/chat/completions", coronaRequest(t, "ra3-analyst", ""), "X-Factgate-Knowledge-Set", "ra3-uprising")
 	e := gjson.GetBytes(resp, "error")
 	if status != 400 || e.Get("type").Str != "invalid_request_error" || e.Get("code").Str != "unknown_knowledge_set" ||
 		e.Get("param").Str != "X-Factgate-Knowledge-Set" || !strings.Contains(e.Get("message").Str, "ra3, ra3-corona") {
@@ -136,7 +137,7 @@ func TestUnknownKnowledgeSetHeaderIs400(t *testing.T) {
 func TestContractIsInjectedOnAValidatingRoute(t *testing.T) {
 	t.Parallel()
 	h, _ := newInjectHarness(t)
-	_, _, _ = h.post("/v1/chat/completions", coronaRequest(t, "ra3-checked", ""))
+	_, _, _ = h.post(t, "/v1/chat/completions", coronaRequest(t, "ra3-checked", ""))
 	recs := h.mock.Requests()
 	if len(recs) == 0 {
 		t.Fatal("the upstream received nothing")
@@ -154,11 +155,11 @@ func TestContractIsInjectedOnAValidatingRoute(t *testing.T) {
 func TestOverlayEditReachesTheNextRequestWithoutRestart(t *testing.T) {
 	t.Parallel()
 	h, overlay := newInjectHarness(t)
-	if status, _, resp := h.post("/v1/chat/completions", coronaRequest(t, "ra3-analyst", "")); status != 200 {
+	if status, _, resp := h.post(t, "/v1/chat/completions", coronaRequest(t, "ra3-analyst", "")); status != 200 {
 		t.Fatalf("%d %s", status, resp)
 	}
 	const fact = "专家修正：青龙战斗核心舰在本模组中可以在水面展开。"
-	if prompt, _ := upstreamPrompt(h); strings.Contains(prompt, fact) {
+	if prompt, _ := upstreamPrompt(t, h); strings.Contains(prompt, fact) {
 		t.Fatal("the corrected fact is there before the overlay was written")
 	}
 	// A domain expert corrects one unit fact.
@@ -168,10 +169,10 @@ func TestOverlayEditReachesTheNextRequestWithoutRestart(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if status, _, resp := h.post("/v1/chat/completions", coronaRequest(t, "ra3-analyst", "")); status != 200 {
+		if status, _, resp := h.post(t, "/v1/chat/completions", coronaRequest(t, "ra3-analyst", "")); status != 200 {
 			t.Fatalf("%d %s", status, resp)
 		}
-		prompt, _ := upstreamPrompt(h)
+		prompt, _ := upstreamPrompt(t, h)
 		if strings.Contains(prompt, fact) {
 			if strings.Count(prompt, "### CelestialMCV：") != 1 {
 				t.Fatal("the overlay entry was added beside the built-in one instead of replacing it")

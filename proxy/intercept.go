@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // routeCaller is the Exchange's Upstream: it sends chat completions to the route's
@@ -27,9 +30,18 @@ type routeCaller struct {
 	header   *fasthttp.RequestHeader // the client's headers, copied
 	maxBody  int
 	waitedNs *atomic.Int64 // shared by every caller of one request
+	// inflight is when the upstream call in flight started (Unix ns; 0: none),
+	// shared like waitedNs, so the overhead can be told while a call runs.
+	inflight *atomic.Int64
 	// live, when set, makes the exchange's first upstream call stream and forward
 	// its reasoning to the client (stream_reasoning); later calls never stream.
 	live *liveEvents
+	// firstHeaders receives the response headers of the first upstream call that
+	// answered 2xx, once; nil for callers that do not report them.
+	firstHeaders chan [][2]string
+	// model, when set, replaces the upstream's model in the reasoning events
+	// forwarded live (response_model: alias).
+	model string
 	// foreign: an upstream other than the route's own; it gets its own key, never
 	// the client's credentials.
 	foreign bool
@@ -51,10 +63,9 @@ func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	c.prepare(req, body)
-	start := time.Now()
+	start := c.begin()
 	cl, err := c.up.do(ctx, req, resp, nil, c.maxBody)
-	d := time.Since(start)
-	c.waitedNs.Add(int64(d))
+	d := c.end(start)
 	if err != nil {
 		return nil, err
 	}
@@ -71,10 +82,56 @@ func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.
 		out.Header = append(out.Header, [2]string{string(k), string(v)})
 	}
 	cl.Close(true)
+	c.reportHeaders(out.Status, out.Header)
 	return out, nil
 }
 
 func (c *routeCaller) waited() time.Duration { return time.Duration(c.waitedNs.Load()) }
+
+// begin marks an upstream call in flight.
+func (c *routeCaller) begin() time.Time {
+	now := time.Now()
+	if c.inflight != nil {
+		c.inflight.Store(now.UnixNano())
+	}
+	return now
+}
+
+// end marks the call that began at start done and counts its time as waited.
+func (c *routeCaller) end(start time.Time) time.Duration {
+	d := time.Since(start)
+	c.waitedNs.Add(int64(d))
+	if c.inflight != nil {
+		c.inflight.Store(0)
+	}
+	return d
+}
+
+// overhead is the time since start spent in the proxy, upstream calls excluded,
+// including the one in flight.
+func (c *routeCaller) overhead(start time.Time) time.Duration {
+	now := time.Now()
+	d := now.Sub(start) - c.waited()
+	if c.inflight != nil {
+		if since := c.inflight.Load(); since != 0 {
+			d -= now.Sub(time.Unix(0, since))
+		}
+	}
+	return max(d, 0)
+}
+
+// reportHeaders hands the headers of the first 2xx upstream answer to
+// firstHeaders (a held stream whose headers are not sent yet takes them along).
+func (c *routeCaller) reportHeaders(status int, h [][2]string) {
+	if c.firstHeaders == nil || status < 200 || status > 299 {
+		return
+	}
+	select {
+	case c.firstHeaders <- h:
+	default:
+	}
+	c.firstHeaders = nil
+}
 
 // outcome is what running a route's chain produced.
 type outcome struct {
@@ -93,7 +150,10 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	if wc != nil {
 		wc.arm(cancel)
 	}
-	caller := &routeCaller{s: s, up: rt.up, maxBody: int(s.cfg.Server.MaxResponseBody), header: &fasthttp.RequestHeader{}, waitedNs: &atomic.Int64{}}
+	caller := &routeCaller{s: s, up: rt.up, maxBody: int(s.cfg.Server.MaxResponseBody), header: &fasthttp.RequestHeader{}, waitedNs: &atomic.Int64{}, inflight: &atomic.Int64{}}
+	if rt.responseAlias {
+		caller.model = model
+	}
 	rc.Request.Header.CopyTo(caller.header)
 	out := append([]byte(nil), body...)
 	if rt.upstreamModel != "" && rt.upstreamModel != model {
@@ -113,18 +173,32 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 			if up == nil {
 				return nil, false
 			}
-			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, foreign: up != rt.up}, true
+			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, inflight: caller.inflight, foreign: up != rt.up}, true
 		},
-		Trace: interceptors.NewTrace(rt.name),
+		Trace: s.newTrace(rc, rt.name, client),
 	}
-	finish := func(status int, errCode string) {
+	ex.Trace.ClientKey = client
+	s.keepRequest(ex)
+	// The trace is stored before the answer's last bytes go out, so that it can be
+	// fetched the moment the answer is complete; saveTrace runs once.
+	traceSaved := false
+	saveTrace := func() {
+		if !traceSaved {
+			traceSaved = true
+			s.saveTrace(ex)
+		}
+	}
+	// finish records the request. delivered says the whole answer was written: a
+	// client that hangs up right after reading [DONE] can be seen by the
+	// disconnect probe before fasthttp reports the body written, and got its answer.
+	finish := func(status int, errCode string, delivered bool) {
 		if wc != nil {
 			wc.disarm()
 		}
 		cause := context.Cause(ctx)
 		cancel(nil)
 		total := time.Since(start)
-		if cause == errClientGone {
+		if cause == errClientGone && !delivered {
 			status, errCode = StatusClientClosed, "client_closed_request"
 		}
 		if errCode != "" {
@@ -132,35 +206,64 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		}
 		rt.metrics.observe(status, total, caller.waited())
 		s.logAccess(rt.name, rc, status, total, caller.waited(), client, errCode)
-		s.saveTrace(ex)
+		s.recordRequest(ex, status, errCode, total)
+		saveTrace()
 	}
 
 	if stream && rt.streamReason {
 		caller.live = newLiveEvents()
 	}
+	run := func(early chan<- [][2]string) outcome {
+		o := s.runChain(ctx, rt, ex, early)
+		if rt.responseAlias {
+			answerAsAlias(o, model)
+		}
+		return o
+	}
 	if !stream {
-		o := s.runChain(ctx, rt, ex, nil)
+		o := run(nil)
 		status, code := s.writeOutcome(rc, o, caller, start, false, includeUsage)
-		finish(status, code)
+		finish(status, code, false)
 		return
 	}
 
 	// A streaming client: answer directly if the chain is quick, else commit an
 	// event stream and keep it alive with comments until the answer is ready.
+	// The stream's headers carry what is known when they go out: the draft's
+	// upstream headers when it has answered, the overhead so far; the rest follows
+	// as comments at the end of the stream.
 	done := make(chan outcome, 1)
 	early := make(chan [][2]string, 1)
-	go func() { done <- s.runChain(ctx, rt, ex, early) }()
+	caller.firstHeaders = make(chan [][2]string, 1)
+	upHeaders := caller.firstHeaders
+	go func() { done <- run(early) }()
 	interval := time.Duration(s.cfg.Server.KeepaliveInterval)
-	// With live reasoning the stream is committed at once, so reasoning can flow.
-	if caller.live == nil {
-		timer := time.NewTimer(interval)
+	var sent [][2]string // the upstream headers the stream's headers carry
+	timer := time.NewTimer(interval)
+wait:
+	for {
 		select {
 		case o := <-done:
 			timer.Stop()
 			status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
-			finish(status, code)
+			finish(status, code, false)
 			return
+		case h := <-upHeaders:
+			sent, upHeaders = h, nil
+			// With live reasoning the stream is committed as the upstream starts
+			// answering, so the reasoning can flow.
+			if caller.live != nil {
+				timer.Stop()
+				break wait
+			}
 		case <-timer.C:
+			break wait
+		}
+	}
+	if upHeaders != nil {
+		select {
+		case sent = <-upHeaders:
+		default:
 		}
 	}
 	// Headers the request phases set (X-Factgate-Variant) go out with the
@@ -172,21 +275,36 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		}
 	case o := <-done:
 		status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
-		finish(status, code)
+		finish(status, code, false)
 		return
+	}
+	for _, h := range sent {
+		if !strings.EqualFold(h[0], "Content-Type") {
+			rc.Response.Header.Add(h[0], h[1])
+		}
 	}
 	rc.SetStatusCode(200)
 	rc.SetContentType("text/event-stream")
 	rc.Response.Header.Set("Cache-Control", "no-cache")
 	rc.Response.Header.Set("X-Accel-Buffering", "no")
 	rc.Response.Header.Set("X-Factgate-Trace-Id", ex.Trace.ID)
+	rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(caller.overhead(start)))
 	hs := &heldStream{
 		done:    done,
 		ticker:  time.NewTicker(interval),
 		pending: []byte(keepAlive),
 		live:    caller.live,
 		render: func(o outcome) ([]byte, int, string) {
-			return s.renderHeldOutcome(rt, o, includeUsage, caller.live != nil)
+			saveTrace()
+			late := []string{"X-Factgate-Overhead: " + formatOverhead(caller.overhead(start))}
+			if sent == nil && o.ex.Response.OK() {
+				for _, h := range o.ex.Response.Header {
+					if !strings.EqualFold(h[0], "Content-Type") {
+						late = append(late, h[0]+": "+h[1])
+					}
+				}
+			}
+			return s.renderHeldOutcome(rt, o, includeUsage, caller.live != nil, late...)
 		},
 	}
 	hs.finish = func(clientGone bool) {
@@ -196,12 +314,23 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 			if !hs.finished {
 				<-done
 			}
-			finish(StatusClientClosed, "client_closed_request")
+			finish(StatusClientClosed, "client_closed_request", false)
 			return
 		}
-		finish(hs.status, hs.code)
+		finish(hs.status, hs.code, true)
 	}
 	rc.Response.SetBodyStream(hs, -1)
+}
+
+// answerAsAlias makes a finished chain's answer carry the model the client asked
+// for (response_model: alias).
+func answerAsAlias(o outcome, model string) {
+	if o.err != nil || !o.ex.Response.OK() || !gjson.GetBytes(o.ex.Response.Body, "model").Exists() {
+		return
+	}
+	if b, err := sjson.SetBytes(o.ex.Response.Body, "model", model); err == nil {
+		o.ex.Response.Body = b
+	}
 }
 
 // heldStream is the body of a streaming response whose answer is held while the
@@ -263,8 +392,10 @@ func (h *heldStream) CloseWithError(werr error) error {
 
 // renderHeldOutcome renders a finished chain as the rest of an event stream whose
 // headers are already sent: the answer's chunks, or an error event.
-// With liveReasoning the reasoning already went out and is not repeated.
-func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReasoning bool) ([]byte, int, string) {
+// With liveReasoning the reasoning already went out and is not repeated. late are
+// more "Name: value" lines the headers could not carry, told as comments at the
+// end of an answer with the revision headers.
+func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReasoning bool, late ...string) ([]byte, int, string) {
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
 	status, code := 200, ""
@@ -286,13 +417,14 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 			body = withoutReasoning(body)
 		}
 		// The stream's headers went out before these were known.
-		var late []string
+		var comments []string
 		for _, h := range o.ex.ResponseHeaders {
 			if h[0] == "X-Factgate-Revisions" || h[0] == "X-Factgate-Issues" {
-				late = append(late, h[0]+": "+h[1])
+				comments = append(comments, h[0]+": "+h[1])
 			}
 		}
-		_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes, late...)
+		comments = append(comments, late...)
+		_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes, comments...)
 	}
 	_ = w.Flush()
 	return buf.Bytes(), status, code
@@ -300,6 +432,35 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 
 // errMalformedAnswer is the upstream failure of a 2xx answer that is not JSON.
 var errMalformedAnswer = errors.New("the upstream answered 200 with a body that is not JSON")
+
+// errEmptyAnswer is the upstream failure of a 2xx answer without a choice that
+// carries a message ({}, "choices": []).
+var errEmptyAnswer = errors.New("the upstream answered 200 with no choice carrying a message")
+
+// answerTooDeepError is the upstream failure of a 2xx answer nested deeper than
+// server.max_json_depth; it is an errMalformedAnswer.
+type answerTooDeepError struct{ limit int }
+
+func (e *answerTooDeepError) Error() string {
+	return fmt.Sprintf("the upstream answered 200 with JSON nested deeper than %d levels (server.max_json_depth)", e.limit)
+}
+
+func (e *answerTooDeepError) Is(target error) bool { return target == errMalformedAnswer }
+
+// checkAnswer checks a held 2xx answer before anything reads it, in one linear
+// pass: an answer that is not JSON, or nests deeper than server.max_json_depth,
+// is the upstream's failure, not an answer to check or to relay.
+func (s *Server) checkAnswer(body []byte) error {
+	err := rawjson.Check(body, s.cfg.Server.MaxJSONDepth)
+	var se *rawjson.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se) && se.MaxDepth > 0:
+		return &answerTooDeepError{limit: se.MaxDepth}
+	}
+	return errMalformedAnswer
+}
 
 // runChain runs request phases, the upstream call and response phases. When
 // early is not nil it receives a copy of the response headers the request phases
@@ -350,10 +511,15 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 		} else {
 			resp, err = ex.Upstream.Complete(ctx, body)
 		}
-		if err == nil && resp.OK() && !gjson.ValidBytes(resp.Body) {
-			// A held answer must be read: a 2xx body that is not JSON is the
-			// upstream's failure, not an answer to check or to relay.
-			resp, err = nil, errMalformedAnswer
+		if err == nil && resp.OK() {
+			// A held answer must be read: a 2xx body that is not JSON, or that has
+			// no choice with a message, is the upstream's failure, not an answer
+			// to check, revise or relay.
+			if cerr := s.checkAnswer(resp.Body); cerr != nil {
+				resp, err = nil, cerr
+			} else if !resp.HasMessage() {
+				resp, err = nil, errEmptyAnswer
+			}
 		}
 		ex.Response, ex.UpstreamErr = resp, err
 		if resp.OK() {
@@ -412,10 +578,26 @@ func upstreamFailure(name string, ex *interceptors.Exchange) *interceptors.Error
 }
 
 // finalBody is the answer's body with usage summed over every upstream call.
+//
+// Only the three counts change, and only when other calls were made: an answer
+// from one call keeps its usage as the upstream wrote it, and the upstream's other
+// usage fields (prompt_tokens_details, …) stay.
 func (s *Server) finalBody(ex *interceptors.Exchange) []byte {
 	body := ex.Response.Body
-	if ex.Usage != (interceptors.Usage{}) {
+	if ex.Usage == (interceptors.Usage{}) || ex.Usage == ex.Response.Usage() {
+		return body
+	}
+	if !gjson.GetBytes(body, "usage").IsObject() {
 		if b, err := sjson.SetRawBytes(body, "usage", ex.Usage.JSON()); err == nil {
+			body = b
+		}
+		return body
+	}
+	for _, f := range [...]struct {
+		path string
+		n    int
+	}{{"usage.prompt_tokens", ex.Usage.PromptTokens}, {"usage.completion_tokens", ex.Usage.CompletionTokens}, {"usage.total_tokens", ex.Usage.TotalTokens}} {
+		if b, err := sjson.SetBytes(body, f.path, f.n); err == nil {
 			body = b
 		}
 	}
@@ -430,7 +612,7 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 			rc.Response.Header.Set(h[0], h[1])
 		}
 		rc.Response.Header.Set("X-Factgate-Trace-Id", ex.Trace.ID)
-		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(time.Since(start)-caller.waited()))
+		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(caller.overhead(start)))
 	}
 	switch {
 	case o.err != nil:
@@ -455,7 +637,7 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 	body := s.finalBody(ex)
 	s.debugBodyLog("response body", ex.Route, body)
 	for _, h := range ex.Response.Header {
-		if stream && equalFold(h[0], "Content-Type") {
+		if stream && strings.EqualFold(h[0], "Content-Type") {
 			continue
 		}
 		rc.Response.Header.Add(h[0], h[1])
@@ -476,36 +658,37 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 	return 200, ""
 }
 
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 32
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 32
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
+// How long storing a trace may take: the answer waits up to traceSaveWait for it,
+// so the trace can be fetched as soon as the answer is complete; a slower store
+// (a Redis that hangs) does not hold the answer longer and finishes in the
+// background within traceSaveTimeout. The save is not cut at traceSaveWait, as a
+// cancelled Redis write would count as a Redis failure.
+const (
+	traceSaveWait    = 250 * time.Millisecond
+	traceSaveTimeout = 2 * time.Second
+)
 
-// saveTrace stores an intercepted request's trace in the background.
+// saveTrace stores an intercepted request's trace; call it before the answer's
+// last bytes are written.
 func (s *Server) saveTrace(ex *interceptors.Exchange) {
 	if s.traces == nil || ex.Trace == nil {
 		return
 	}
 	ex.Trace.Do(func(t *interceptors.Trace) { t.Usage = ex.Usage })
+	saved := make(chan struct{})
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer close(saved)
+		ctx, cancel := context.WithTimeout(context.Background(), traceSaveTimeout)
 		defer cancel()
 		if err := s.traces.SaveTrace(ctx, ex.Trace); err != nil {
 			s.log.Warn("saving trace failed", "trace_id", ex.Trace.ID, "error", err)
 		}
 	}()
+	wait := time.NewTimer(traceSaveWait)
+	defer wait.Stop()
+	select {
+	case <-saved:
+	case <-wait.C:
+		s.log.Warn("the trace store is slow; the answer goes out before its trace is stored", "trace_id", ex.Trace.ID, "waited", traceSaveWait)
+	}
 }

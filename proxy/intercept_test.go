@@ -146,7 +146,7 @@ func TestHeldRouteQuickErrorsKeepTheirStatus(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, `default: {fault: {status: 503, body: '{"error":{"message":"down","type":"x","param":null,"code":"down"}}'}}`, clientConfig, WithChain("held", holdChain{}))
 	for _, stream := range []string{"false", "true"} {
-		status, _, body := h.post("/v1/chat/completions", `{"model":"held","stream":`+stream+`,"messages":[{"role":"user","content":"x"}]}`)
+		status, _, body := h.post(t, "/v1/chat/completions", `{"model":"held","stream":`+stream+`,"messages":[{"role":"user","content":"x"}]}`)
 		if status != 503 || gjson.GetBytes(body, "error.code").Str != "down" {
 			t.Fatalf("stream=%s: %d %s", stream, status, body)
 		}
@@ -158,20 +158,20 @@ func TestInterceptorEditsRequestInPlaceAndAnswer(t *testing.T) {
 	p := &editPhase{}
 	h := newHarness(t, `default: {content: "answer"}`, clientConfig, WithChain("held", p))
 	body := `{"zz":1,"model":"held","messages":[{"role":"user","content":"x","name":"n"}],"stream_options":{"include_usage":true},"aa":[true]}`
-	status, hdr, resp := h.post("/v1/chat/completions", body)
+	status, hdr, resp := h.post(t, "/v1/chat/completions", body)
 	if status != 200 || gjson.GetBytes(resp, "choices.0.message.content").Str != "answer [checked]" || hdr.Get("X-Factgate-Edited") != "1" {
 		t.Fatalf("%d %v %s", status, hdr, resp)
 	}
 	want := `{"zz":1,"model":"held","messages":[{"role":"user","content":"x","name":"n"}],"stream_options":{"include_usage":true},"aa":[true],"temperature":0.35}`
-	if got := string(h.lastRequest().Body); got != want {
+	if got := string(h.lastRequest(t).Body); got != want {
 		t.Fatalf("upstream body\n got %s\nwant %s", got, want)
 	}
 	// A streaming client: the upstream call is made without streaming.
-	status, _, resp = h.post("/v1/chat/completions", strings.Replace(body, `"zz":1`, `"zz":1,"stream":true`, 1))
+	status, _, resp = h.post(t, "/v1/chat/completions", strings.Replace(body, `"zz":1`, `"zz":1,"stream":true`, 1))
 	if status != 200 || !strings.Contains(string(resp), "[checked]") || !strings.Contains(string(resp), `"usage":{`) {
 		t.Fatalf("%d %s", status, resp)
 	}
-	up := h.lastRequest().Body
+	up := h.lastRequest(t).Body
 	if gjson.GetBytes(up, "stream").Bool() || gjson.GetBytes(up, "stream_options").Exists() {
 		t.Fatalf("upstream was asked to stream: %s", up)
 	}
@@ -241,12 +241,12 @@ routes:
 		{"wrong key", "Bearer fg-secret-2", 401, "invalid_api_key"},
 		{"right key", "Bearer fg-secret-1", 200, ""},
 	} {
-		status, _, resp := h.post("/v1/chat/completions", body, "Authorization", tc.auth)
+		status, _, resp := h.post(t, "/v1/chat/completions", body, "Authorization", tc.auth)
 		if status != tc.status || gjson.GetBytes(resp, "error.code").Str != tc.code {
 			t.Fatalf("%s: %d %s", tc.name, status, resp)
 		}
 	}
-	if got := h.lastRequest().Header.Get("Authorization"); got != "Bearer sk-upstream" {
+	if got := h.lastRequest(t).Header.Get("Authorization"); got != "Bearer sk-upstream" {
 		t.Fatalf("upstream saw Authorization %q", got)
 	}
 	if strings.Contains(h.logs.String(), "fg-secret-1") || strings.Contains(h.logs.String(), "sk-upstream") {
@@ -259,7 +259,10 @@ func TestGracefulShutdownDrainsInFlightRequests(t *testing.T) {
 	h := newHarness(t, `default: {content: "finished", latency: 400ms}`, "")
 	done := make(chan int, 1)
 	go func() {
-		status, _, _ := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`)
+		status, _, _, err := h.tryPost("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`)
+		if err != nil {
+			t.Errorf("the in-flight request: %v", err)
+		}
 		done <- status
 	}()
 	if err := h.mock.WaitForStarted(1, 10*time.Second); err != nil {
@@ -306,12 +309,12 @@ func TestMalformedUpstreamAnswerOnAHeldRouteIs502(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, `default: {fault: {malformed: true}}`, clientConfig, WithChain("held", holdChain{}))
 	for _, stream := range []string{"false", "true"} {
-		status, _, body := h.post("/v1/chat/completions", `{"model":"held","stream":`+stream+`,"messages":[{"role":"user","content":"x"}]}`)
+		status, _, body := h.post(t, "/v1/chat/completions", `{"model":"held","stream":`+stream+`,"messages":[{"role":"user","content":"x"}]}`)
 		if status != 502 || gjson.GetBytes(body, "error.code").Str != "upstream_bad_response" {
 			t.Fatalf("stream=%s: %d %s", stream, status, body)
 		}
 	}
-	if status, _, _ := h.post("/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"x"}]}`); status != 200 {
+	if status, _, _ := h.post(t, "/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"x"}]}`); status != 200 {
 		t.Fatalf("the proxy stopped serving: %d", status)
 	}
 }

@@ -19,11 +19,11 @@ func TestPassthroughKeepsUnknownFieldsAndKeyOrderByteIdentical(t *testing.T) {
 	h := newHarness(t, "", "")
 	// Unusual key order, unknown fields, unicode escapes and odd spacing.
 	body := `{"zeta":{"nested":[1,2,{"x":"\u00e9"}]},  "messages":[{"content":"hi","role":"user","vendor_ext":true}],"model":"some-model","top_k":  7}`
-	status, _, _ := h.post("/v1/chat/completions", body)
+	status, _, _ := h.post(t, "/v1/chat/completions", body)
 	if status != 200 {
 		t.Fatalf("status %d", status)
 	}
-	if got := string(h.lastRequest().Body); got != body {
+	if got := string(h.lastRequest(t).Body); got != body {
 		t.Fatalf("upstream saw a different body:\n got %s\nwant %s", got, body)
 	}
 }
@@ -32,12 +32,12 @@ func TestAliasRewritesOnlyTheModel(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "", "")
 	body := `{"messages":[{"role":"user","content":"hi"}],"model":"alias","x_unknown":{"a":1}}`
-	status, _, resp := h.post("/v1/chat/completions", body)
+	status, _, resp := h.post(t, "/v1/chat/completions", body)
 	if status != 200 {
 		t.Fatalf("status %d: %s", status, resp)
 	}
 	want := `{"messages":[{"role":"user","content":"hi"}],"model":"mock-upstream-model","x_unknown":{"a":1}}`
-	if got := string(h.lastRequest().Body); got != want {
+	if got := string(h.lastRequest(t).Body); got != want {
 		t.Fatalf("upstream body:\n got %s\nwant %s", got, want)
 	}
 }
@@ -50,7 +50,7 @@ default:
   extra: {provider_meta: {region: "eu"}, x_score: 0.5}
   headers: {x-request-id: "req-42"}
 `, "")
-	status, hdr, resp := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"q"}]}`)
+	status, hdr, resp := h.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"q"}]}`)
 	if status != 200 {
 		t.Fatalf("status %d", status)
 	}
@@ -83,7 +83,7 @@ func TestOtherPathsPassThroughWithMethodQueryHeadersAndBody(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
-	rec := h.lastRequest()
+	rec := h.lastRequest(t)
 	if rec.Method != "PUT" || rec.Path != "/echo/files" || rec.Query != "purpose=fine-tune&x=1" {
 		t.Fatalf("upstream saw %s %s ? %s", rec.Method, rec.Path, rec.Query)
 	}
@@ -180,7 +180,7 @@ func TestProxyErrorsUseTheOpenAIEnvelope(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			status, _, resp := h.post("/v1/chat/completions", tc.body)
+			status, _, resp := h.post(t, "/v1/chat/completions", tc.body)
 			if status != tc.status {
 				t.Fatalf("status %d, want %d: %s", status, tc.status, resp)
 			}
@@ -191,7 +191,7 @@ func TestProxyErrorsUseTheOpenAIEnvelope(t *testing.T) {
 		})
 	}
 	// The proxy keeps serving afterwards.
-	if status, _, _ := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"q"}]}`); status != 200 {
+	if status, _, _ := h.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"q"}]}`); status != 200 {
 		t.Fatalf("after errors: status %d", status)
 	}
 }
@@ -204,7 +204,7 @@ upstreams:
 routes:
   - {name: only, models: [known], upstream: mock}
 `)
-	status, _, resp := h.post("/v1/chat/completions", `{"model":"unknown","messages":[{"role":"user","content":"q"}]}`)
+	status, _, resp := h.post(t, "/v1/chat/completions", `{"model":"unknown","messages":[{"role":"user","content":"q"}]}`)
 	if status != 404 || gjson.GetBytes(resp, "error.code").Str != "model_not_found" || gjson.GetBytes(resp, "error.param").Str != "model" {
 		t.Fatalf("status %d %s", status, resp)
 	}
@@ -224,11 +224,11 @@ rules:
     answer:
       fault: {status: 500, body: "upstream exploded"}
 `, "")
-	status, hdr, body := h.post("/v1/chat/completions", `{"model":"rate-limited","messages":[{"role":"user","content":"q"}]}`)
+	status, hdr, body := h.post(t, "/v1/chat/completions", `{"model":"rate-limited","messages":[{"role":"user","content":"q"}]}`)
 	if status != 429 || hdr.Get("Retry-After") != "7" || string(body) != `{"error":{"message":"slow down","type":"requests","param":null,"code":"rate_limit_exceeded"}}` {
 		t.Fatalf("429: %d %v %s", status, hdr, body)
 	}
-	status, _, body = h.post("/v1/chat/completions", `{"model":"broken","messages":[{"role":"user","content":"q"}]}`)
+	status, _, body = h.post(t, "/v1/chat/completions", `{"model":"broken","messages":[{"role":"user","content":"q"}]}`)
 	if status != 500 || string(body) != "upstream exploded" {
 		t.Fatalf("500: %d %s", status, body)
 	}
@@ -251,12 +251,12 @@ routes:
   - {name: slow, models: [slow], upstream: mock}
   - {name: down, models: [down], upstream: dead}
 `)
-	status, _, body := h.post("/v1/chat/completions", `{"model":"down","messages":[{"role":"user","content":"q"}]}`)
+	status, _, body := h.post(t, "/v1/chat/completions", `{"model":"down","messages":[{"role":"user","content":"q"}]}`)
 	if status != 502 || gjson.GetBytes(body, "error.code").Str != "upstream_unreachable" {
 		t.Fatalf("down: %d %s", status, body)
 	}
 	start := time.Now()
-	status, _, body = h.post("/v1/chat/completions", `{"model":"slow","messages":[{"role":"user","content":"q"}]}`)
+	status, _, body = h.post(t, "/v1/chat/completions", `{"model":"slow","messages":[{"role":"user","content":"q"}]}`)
 	if status != 504 || gjson.GetBytes(body, "error.code").Str != "upstream_timeout" {
 		t.Fatalf("slow: %d %s", status, body)
 	}
@@ -288,7 +288,7 @@ rules:
 	if strings.Contains(string(b), "[DONE]") {
 		t.Fatalf("a broken stream ended with [DONE]: %s", b)
 	}
-	if status, _, b2 := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"q"}]}`); status != 200 {
+	if status, _, b2 := h.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"q"}]}`); status != 200 {
 		t.Fatalf("proxy stopped serving: %d %s", status, b2)
 	}
 }
@@ -299,7 +299,7 @@ func TestMalformedUpstreamJSONPassesThroughOnPlainRoutes(t *testing.T) {
 default:
   fault: {malformed: true}
 `, "")
-	status, _, body := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"q"}]}`)
+	status, _, body := h.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"q"}]}`)
 	if status != 200 || json.Valid(body) {
 		t.Fatalf("want the upstream's invalid body unchanged, got %d %s", status, body)
 	}
@@ -336,7 +336,7 @@ default:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if status, _, _ := h.post("/v1/models", ``); status == 0 {
+	if status, _, _ := h.post(t, "/v1/models", ``); status == 0 {
 		t.Fatal("proxy stopped serving")
 	}
 }
@@ -344,7 +344,7 @@ default:
 func TestHealthReadyAndMetrics(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "", "")
-	h.post("/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"q"}]}`)
+	h.post(t, "/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"q"}]}`)
 	for path, want := range map[string]string{
 		"/healthz": `"ok"`,
 		"/readyz":  `"ready"`,
@@ -380,7 +380,7 @@ routes:
   - {name: held, models: [held], upstream: mock}
   - {name: default, default: true, upstream: mock}
 `, WithChain("held", holdChain{}))
-	status, _, _ := h.post("/v1/chat/completions", `{"model":"held","messages":[{"role":"user","content":"my private replay"}]}`, "Authorization", "Bearer sk-never-logged")
+	status, _, _ := h.post(t, "/v1/chat/completions", `{"model":"held","messages":[{"role":"user","content":"my private replay"}]}`, "Authorization", "Bearer sk-never-logged")
 	if status != 200 {
 		t.Fatalf("status %d", status)
 	}
@@ -403,7 +403,7 @@ default:
   headers: {Connection: "X-Internal-Hop", X-Internal-Hop: "upstream only", X-Public: "kept"}
 `, clientConfig, WithChain("held", holdChain{}))
 	for _, model := range []string{"alias", "held"} {
-		status, hdr, _ := h.post("/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"q"}]}`)
+		status, hdr, _ := h.post(t, "/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"q"}]}`)
 		if status != 200 || hdr.Get("X-Public") != "kept" || hdr.Get("X-Internal-Hop") != "" {
 			t.Fatalf("%s: %d %v", model, status, hdr)
 		}

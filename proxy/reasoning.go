@@ -8,14 +8,15 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Live reasoning (route option stream_reasoning): for a streaming client on an
@@ -24,9 +25,10 @@ import (
 // accumulated and assembled into a chat.completion body for the response phases
 // (validation, the hidden revision). Only content is validated and revised, so the
 // reasoning the client already saw never needs taking back. Revisions and other
-// hidden calls do not stream. The client's stream is committed before the chain
-// runs, so the X-Factgate-* headers other than the trace id cannot follow: the
-// trace has them.
+// hidden calls do not stream. The client's stream is committed as soon as the
+// upstream starts answering (with its headers), so the X-Factgate-* headers of
+// the response phases cannot follow: they come as comments at the end of the
+// stream, and the trace has them.
 
 // liveEvents queues SSE events produced by the upstream reader for the client's
 // stream. The queue is unbounded: the upstream answer it comes from is bounded by
@@ -70,15 +72,15 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	c.prepare(req, body)
-	start := time.Now()
+	start := c.begin()
 	cl, err := c.up.do(ctx, req, resp, isStreamed, c.maxBody)
 	if err != nil {
-		c.waitedNs.Add(int64(time.Since(start)))
+		c.end(start)
 		return nil, err
 	}
 	out := &interceptors.Response{Status: resp.StatusCode()}
 	for k, v := range resp.Header.All() {
-		if skipResponseHeader(k) || (cl.stream && equalFold(string(k), "Content-Type")) {
+		if skipResponseHeader(k) || (cl.stream && strings.EqualFold(string(k), "Content-Type")) {
 			continue
 		}
 		out.Header = append(out.Header, [2]string{string(k), string(v)})
@@ -86,11 +88,13 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	if !cl.stream {
 		out.Body = append([]byte(nil), resp.Body()...)
 		cl.Close(true)
-		out.Duration = time.Since(start)
-		c.waitedNs.Add(int64(out.Duration))
+		out.Duration = c.end(start)
+		c.reportHeaders(out.Status, out.Header)
 		return out, nil
 	}
-	asm := &streamAssembly{live: live, max: c.maxBody}
+	// The answer has begun: a held stream may now commit, with these headers.
+	c.reportHeaders(out.Status, out.Header)
+	asm := &streamAssembly{live: live, max: c.maxBody, model: c.model, maxDepth: c.s.cfg.Server.MaxJSONDepth}
 	stream := cl.body()
 	err = asm.read(stream)
 	complete := false
@@ -100,8 +104,7 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 		complete = derr == nil && n <= 64<<10
 	}
 	cl.Close(complete)
-	out.Duration = time.Since(start)
-	c.waitedNs.Add(int64(out.Duration))
+	out.Duration = c.end(start)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -115,19 +118,32 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 
 // streamAssembly accumulates a chat.completion.chunk stream.
 type streamAssembly struct {
-	live    *liveEvents
-	max     int
-	size    int
-	head    gjson.Result // the first chunk: id, created, model, system_fingerprint
-	choices []*choiceAssembly
-	usage   string // raw usage object, "" when none came
+	live     *liveEvents
+	max      int
+	model    string // replaces the upstream's model in live events ("": keep it)
+	maxDepth int    // server.max_json_depth, for each event's data
+	size     int
+	head     gjson.Result // the first chunk: id, created, model, system_fingerprint
+	choices  []*choiceAssembly
+	usage    string // raw usage object, "" when none came
 }
 
 type choiceAssembly struct {
 	role      string
 	content   bytes.Buffer
 	reasoning bytes.Buffer
-	finish    string // raw finish_reason
+	// hasContent: a delta carried a content string (without, a choice that only
+	// calls tools has content null, as in a non-streamed answer).
+	hasContent bool
+	calls      []*toolCallAssembly
+	finish     string // raw finish_reason
+}
+
+// toolCallAssembly accumulates one tool call's deltas: the id, type and name
+// come once, the arguments in pieces.
+type toolCallAssembly struct {
+	id, typ, name string
+	args          bytes.Buffer
 }
 
 var errStreamTooLarge = errors.New("the answer exceeds max_response_body")
@@ -173,7 +189,10 @@ func (a *streamAssembly) line(line []byte) (done bool, err error) {
 	if string(data) == "[DONE]" {
 		return true, nil
 	}
-	if !gjson.ValidBytes(data) {
+	if err := rawjson.Check(data, a.maxDepth); err != nil {
+		if errors.Is(err, rawjson.ErrTooDeep) {
+			return false, &answerTooDeepError{limit: a.maxDepth}
+		}
 		return false, errors.New("an event's data is not valid JSON")
 	}
 	a.size += len(data)
@@ -204,7 +223,29 @@ func (a *streamAssembly) line(line []byte) (done bool, err error) {
 		if r := d.Get("role").Str; r != "" {
 			c.role = r
 		}
-		c.content.WriteString(d.Get("content").Str)
+		if ct := d.Get("content"); ct.Type == gjson.String {
+			c.content.WriteString(ct.Str)
+			c.hasContent = true
+		}
+		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			k := int(tc.Get("index").Int())
+			if k < 0 || k > 127 {
+				return true
+			}
+			for len(c.calls) <= k {
+				c.calls = append(c.calls, &toolCallAssembly{})
+			}
+			call := c.calls[k]
+			if v := tc.Get("id").Str; v != "" {
+				call.id = v
+			}
+			if v := tc.Get("type").Str; v != "" {
+				call.typ = v
+			}
+			call.name += tc.Get("function.name").Str
+			call.args.WriteString(tc.Get("function.arguments").Str)
+			return true
+		})
 		if rc := d.Get("reasoning_content").Str; rc != "" {
 			c.reasoning.WriteString(rc)
 			live = a.appendReasoningEvent(live, chunk, idx, rc)
@@ -227,11 +268,15 @@ func (a *streamAssembly) appendReasoningEvent(dst []byte, chunk gjson.Result, id
 	dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
 	dst = appendRawOr(dst, chunk.Get("created"), "0")
 	dst = append(dst, `,"model":`...)
-	dst = appendRawOr(dst, chunk.Get("model"), `""`)
+	if a.model != "" {
+		dst = rawjson.AppendString(dst, a.model)
+	} else {
+		dst = appendRawOr(dst, chunk.Get("model"), `""`)
+	}
 	dst = append(dst, `,"choices":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(idx), 10)
 	dst = append(dst, `,"delta":{"role":"assistant","reasoning_content":`...)
-	dst = appendJSONString(dst, text)
+	dst = rawjson.AppendString(dst, text)
 	dst = append(dst, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n"...)
 	return dst
 }
@@ -264,12 +309,38 @@ func (a *streamAssembly) completion() []byte {
 		b = append(b, `{"index":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, `,"message":{"role":`...)
-		b = appendJSONString(b, role)
+		b = rawjson.AppendString(b, role)
 		b = append(b, `,"content":`...)
-		b = appendJSONString(b, c.content.String())
+		if !c.hasContent && len(c.calls) > 0 {
+			b = append(b, "null"...)
+		} else {
+			b = rawjson.AppendString(b, c.content.String())
+		}
 		if c.reasoning.Len() > 0 {
 			b = append(b, `,"reasoning_content":`...)
-			b = appendJSONString(b, c.reasoning.String())
+			b = rawjson.AppendString(b, c.reasoning.String())
+		}
+		if len(c.calls) > 0 {
+			b = append(b, `,"tool_calls":[`...)
+			for k, call := range c.calls {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				typ := call.typ
+				if typ == "" {
+					typ = "function"
+				}
+				b = append(b, `{"id":`...)
+				b = rawjson.AppendString(b, call.id)
+				b = append(b, `,"type":`...)
+				b = rawjson.AppendString(b, typ)
+				b = append(b, `,"function":{"name":`...)
+				b = rawjson.AppendString(b, call.name)
+				b = append(b, `,"arguments":`...)
+				b = rawjson.AppendString(b, call.args.String())
+				b = append(b, "}}"...)
+			}
+			b = append(b, ']')
 		}
 		b = append(b, `},"finish_reason":`...)
 		if c.finish == "" {

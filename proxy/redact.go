@@ -7,13 +7,17 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // redactBody returns a chat request or response body with every message content
 // (and reasoning) replaced by its size, for debug logs: the shape of the body is
-// visible, what users wrote and what models answered is not.
-func redactBody(body []byte) []byte {
-	if !gjson.ValidBytes(body) {
+// visible, what users wrote and what models answered is not. Bodies are checked
+// before they are logged; checking again to maxDepth levels keeps a future caller
+// from handing gjson an unchecked one.
+func redactBody(body []byte, maxDepth int) []byte {
+	if !rawjson.Valid(body, maxDepth) {
 		return []byte(`"[not JSON, ` + strconv.Itoa(len(body)) + ` bytes]"`)
 	}
 	out := body
@@ -40,5 +44,5 @@ func (s *Server) debugBodyLog(msg, route string, body []byte) {
 	if !s.debugBody || !s.log.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
-	s.log.Debug(msg, "route", route, "body", string(redactBody(body)))
+	s.log.Debug(msg, "route", route, "body", string(redactBody(body, s.cfg.Server.MaxJSONDepth)))
 }

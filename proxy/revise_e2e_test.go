@@ -127,7 +127,7 @@ func TestReviseScenariosThroughTheProxy(t *testing.T) {
 			if tc.usage != 0 && plain.usage != tc.usage {
 				t.Errorf("usage total %d, want %d (every upstream call summed)", plain.usage, tc.usage)
 			}
-			tr := h.trace(plain.header.Get("X-Factgate-Trace-Id"))
+			tr := h.trace(t, plain.header.Get("X-Factgate-Trace-Id"))
 			if got := tr.Get("final.outcome").Str; got != tc.outcome {
 				t.Errorf("trace outcome %q, want %q; trace: %s", got, tc.outcome, tr.Raw)
 			}
@@ -199,7 +199,7 @@ func TestReviseRevisionRequestIsBuiltFromTheOriginal(t *testing.T) {
 	h := newHarness(t, reviseScript(answerJSON{Content: storyDraftAnswer}, answerJSON{Content: storyFixedAnswer}), reviseRouteConfig("never", ""))
 	body := storyRequest(true)
 	body = strings.Replace(body, `"stream":true`, `"stream":true,"stream_options":{"include_usage":true},"temperature":0.25,"x_vendor":{"keep":[1,2]}`, 1)
-	status, _, _ := h.post("/v1/chat/completions", body)
+	status, _, _ := h.post(t, "/v1/chat/completions", body)
 	if status != 200 {
 		t.Fatalf("status %d", status)
 	}
@@ -274,7 +274,7 @@ func TestReviseMetrics(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, reviseScript(answerJSON{Content: storyDraftAnswer, Usage: map[string]int{"prompt_tokens": 10, "completion_tokens": 5}},
 		answerJSON{Content: storyFixedAnswer, Usage: map[string]int{"prompt_tokens": 100, "completion_tokens": 20}}), reviseRouteConfig("never", ""))
-	if status, _, _ := h.post("/v1/chat/completions", storyRequest(false)); status != 200 {
+	if status, _, _ := h.post(t, "/v1/chat/completions", storyRequest(false)); status != 200 {
 		t.Fatalf("status %d", status)
 	}
 	resp, err := http.Get(h.base + "/metrics")

@@ -58,11 +58,11 @@ func TestReviseQualityFigures(t *testing.T) {
 
 		// A model that corrects what it is told.
 		h := newHarness(t, reviseScript(answerJSON{Content: c.Answer}, answerJSON{Content: string(corrected)}), reviseRouteConfig("never", ""))
-		status, hdr, body := h.post("/v1/chat/completions", storyRequestWith(replayText))
+		status, hdr, body := h.post(t, "/v1/chat/completions", storyRequestWith(replayText))
 		if status != 200 {
 			t.Fatalf("%s: status %d: %s", c.ID, status, body)
 		}
-		tr := h.trace(hdr.Get("X-Factgate-Trace-Id"))
+		tr := h.trace(t, hdr.Get("X-Factgate-Trace-Id"))
 		draft := tr.Get("attempts.0")
 		if !strings.Contains(draft.Get("counts").Str, "C") {
 			t.Errorf("%s: the draft has no Contradiction (%s); the case does not belong here", c.ID, draft.Get("counts").Str)
@@ -97,11 +97,11 @@ func TestReviseQualityFigures(t *testing.T) {
 
 		// A model that ignores the revision request.
 		h2 := newHarness(t, reviseScript(answerJSON{Content: c.Answer}, answerJSON{Content: c.Answer}), reviseRouteConfig("never", ""))
-		status, hdr, body = h2.post("/v1/chat/completions", storyRequestWith(replayText))
+		status, hdr, body = h2.post(t, "/v1/chat/completions", storyRequestWith(replayText))
 		if status != 200 {
 			t.Fatalf("%s (stubborn model): status %d", c.ID, status)
 		}
-		tr2 := h2.trace(hdr.Get("X-Factgate-Trace-Id"))
+		tr2 := h2.trace(t, hdr.Get("X-Factgate-Trace-Id"))
 		if o := tr2.Get("final.outcome").Str; o != revise.OutcomeDowngraded {
 			t.Errorf("%s (stubborn model): outcome %q, want downgraded", c.ID, o)
 		}

@@ -10,6 +10,8 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 	"github.com/tidwall/gjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // TestReviseStreamReasoningLive: on a route with stream_reasoning, a streaming
@@ -97,6 +99,6 @@ func TestReviseStreamReasoningLive(t *testing.T) {
 }
 
 func jsonString(s string) string {
-	b := appendJSONString(nil, s)
+	b := rawjson.AppendString(nil, s)
 	return string(b)
 }

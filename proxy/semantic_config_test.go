@@ -50,7 +50,7 @@ func TestSemanticFollowsValidationSwitchedOff(t *testing.T) {
 		judgeRule("narrative", answerJSON{Content: verdict("combat_should_be_added", "They fight.")}))
 	cfg := strings.Replace(dndRouteConfig("{validators: [combat]}", "", ""), "validate: {}", "validate: {enabled: false}", 1)
 	h := newHarness(t, script, cfg)
-	if status, _, body := h.post("/v1/chat/completions", sceneRequest(ambushChunk)); status != 200 {
+	if status, _, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk)); status != 200 {
 		t.Fatalf("status %d: %s", status, body)
 	}
 	if k := kinds(h.mock); k != "draft" {

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -37,7 +39,7 @@ func TestSemanticApprovalPassesTheDraftUnchanged(t *testing.T) {
 	if v := got.header.Get("X-Factgate-Issues"); v != "draft=0;final=0" {
 		t.Fatalf("X-Factgate-Issues = %q", v)
 	}
-	tr := h.trace(got.header.Get("X-Factgate-Trace-Id"))
+	tr := h.trace(t, got.header.Get("X-Factgate-Trace-Id"))
 	if tr.Get("validation_incomplete").Bool() || tr.Get("usage.total_tokens").Int() != draftTokens+judgeTokens {
 		t.Fatalf("trace: %s", tr.Raw)
 	}
@@ -117,7 +119,7 @@ func TestSemanticRejectionIsSilentlyRevised(t *testing.T) {
 			if message(rev, -2) != draft {
 				t.Fatalf("the assistant turn is %q, want the draft", message(rev, -2))
 			}
-			tr := h.trace(got.header.Get("X-Factgate-Trace-Id"))
+			tr := h.trace(t, got.header.Get("X-Factgate-Trace-Id"))
 			if o := tr.Get("final.outcome").Str; o != "resolved" {
 				t.Fatalf("final outcome %q: %s", o, tr.Raw)
 			}
@@ -135,7 +137,7 @@ func TestSemanticPolicyIsOneAssetInBothPrompts(t *testing.T) {
 	script := dndScript(answerJSON{Content: sceneJSON("combat", "Ambush")},
 		judgeRule("combat", answerJSON{Content: verdict("approved", "They fight.")}))
 	h := newHarness(t, script, dndRouteConfig("{validators: [combat]}", "", ""))
-	if status, _, body := h.post("/v1/chat/completions", sceneRequest(ambushChunk)); status != 200 {
+	if status, _, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk)); status != 200 {
 		t.Fatalf("status %d: %s", status, body)
 	}
 	policy := dndPolicy(t)
@@ -161,7 +163,7 @@ func TestSemanticJudgeRequestIsStrictAndCarriesNoIDs(t *testing.T) {
 	script := dndScript(answerJSON{Content: sceneJSON("narrative", "Ambush")},
 		judgeRule("narrative", answerJSON{Content: verdict("approved", "Fine.")}))
 	h := newHarness(t, script, dndRouteConfig("{validators: [combat]}", "", ""))
-	status, hdr, body := h.post("/v1/chat/completions", sceneRequest(ambushChunk), "X-Factgate-Session", "campaign-7")
+	status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk), "X-Factgate-Session", "campaign-7")
 	if status != 200 {
 		t.Fatalf("status %d: %s", status, body)
 	}
@@ -262,7 +264,7 @@ func TestSemanticFailurePolicy(t *testing.T) {
 			script := dndScript(answerJSON{Content: draft}, judgeRule("combat", tc.judge...),
 				revisionRule(answerJSON{Content: sceneJSON("narrative", "Never sent")}))
 			h := newHarness(t, script, dndRouteConfig(tc.semantic, "", ""))
-			status, hdr, body := h.post("/v1/chat/completions", sceneRequest(ambushChunk))
+			status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk))
 			if status != tc.status {
 				t.Fatalf("status %d, want %d: %s", status, tc.status, body)
 			}
@@ -272,7 +274,7 @@ func TestSemanticFailurePolicy(t *testing.T) {
 			if v := hdr.Get("X-Factgate-Issues"); v != tc.issues {
 				t.Fatalf("X-Factgate-Issues = %q, want %q", v, tc.issues)
 			}
-			tr := h.trace(hdr.Get("X-Factgate-Trace-Id"))
+			tr := h.trace(t, hdr.Get("X-Factgate-Trace-Id"))
 			failed := strings.Contains(tc.issues, "W1") || strings.Contains(tc.issues, "F1")
 			if tr.Get("validation_incomplete").Bool() != failed {
 				t.Fatalf("validation_incomplete = %v: %s", tr.Get("validation_incomplete").Bool(), tr.Raw)
@@ -316,13 +318,13 @@ func TestSemanticJudgeProfile(t *testing.T) {
 		script := dndScript(answerJSON{Content: sceneJSON("combat", "Planning")})
 		cfg := dndRouteConfig("{validators: [combat], upstream: judge, model: judge-model, temperature: 0.25, max_tokens: 150, timeout: 2s}", "", judge.URL())
 		h := newHarness(t, script, cfg)
-		if status, _, body := h.post("/v1/chat/completions", sceneRequest(raidChunk), "Authorization", "Bearer the-apps-provider-key"); status != 200 {
+		if status, _, body := h.post(t, "/v1/chat/completions", sceneRequest(raidChunk), "Authorization", "Bearer the-apps-provider-key"); status != 200 {
 			t.Fatalf("status %d: %s", status, body)
 		}
 		if k := kinds(h.mock); k != "draft" {
 			t.Fatalf("the route's upstream got %q", k)
 		}
-		if got := h.lastRequest().Header.Get("Authorization"); got != "Bearer the-apps-provider-key" {
+		if got := h.lastRequest(t).Header.Get("Authorization"); got != "Bearer the-apps-provider-key" {
 			t.Fatalf("the route's own upstream got Authorization %q", got)
 		}
 		var req []byte
@@ -350,13 +352,80 @@ func TestSemanticJudgeProfile(t *testing.T) {
 		script := dndScript(answerJSON{Content: sceneJSON("combat", "Ambush")})
 		cfg := dndRouteConfig("{validators: [combat], upstream: judge, model: judge-model, timeout: 100ms, retries: 0}", "", judge.URL())
 		h := newHarness(t, script, cfg)
-		status, hdr, body := h.post("/v1/chat/completions", sceneRequest(ambushChunk))
+		status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk))
 		if status != 200 || hdr.Get("X-Factgate-Issues") != "draft=W1;final=W1" {
 			t.Fatalf("status %d, issues %q: %s", status, hdr.Get("X-Factgate-Issues"), body)
 		}
-		tr := h.trace(hdr.Get("X-Factgate-Trace-Id"))
+		tr := h.trace(t, hdr.Get("X-Factgate-Trace-Id"))
 		if !strings.Contains(tr.Get("attempts.0.issues.0.args.error").Str, "within the timeout of 100ms") {
 			t.Fatalf("trace: %s", tr.Raw)
 		}
 	})
+}
+
+// When the revision budget, not the client, ends the judge call that checks a
+// revision, the trace and the metric say so, and the revision counts as unchecked:
+// it passes marked under failure_policy open and never wins over the checked
+// draft under closed.
+func TestTheRevisionBudgetEndsAJudgeCall(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		policy string
+		final  int64 // the attempt the client gets
+		issues string
+	}{
+		{"failure policy open", "open", 1, "draft=C1;final=W1"},
+		{"failure policy closed", "closed", 0, "draft=C1;final=C1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			draft := sceneJSON("narrative", "At the wagon")
+			script := dndScript(answerJSON{Content: draft, Usage: draftUsage},
+				judgeRule("narrative", answerJSON{Content: verdict("combat_should_be_added", "Initiative is rolled and attacks are resolved."), Usage: judgeUsage}),
+				// The revision's judge answers long after the budget.
+				map[string]any{"name": "slow judge", "match": map[string]any{"response_format": "json_schema", "last_user": `(?s)## Proposed kind\s+combat\s*$`},
+					"answer": map[string]any{"content": verdict("approved", "Too late."), "fault": map[string]any{"slow_first_byte": "10m"}}},
+				revisionRule(answerJSON{Content: sceneJSON("combat", "At the wagon"), Usage: revisionUsage}))
+			// A budget far above one loopback revision call; nothing else can end
+			// the judge's wait (the upstream's read_timeout and the judge's timeout
+			// are minutes), however late a loaded machine fires the budget's timer.
+			config := strings.Replace(dndRouteConfig("{validators: [combat], timeout: 5m, failure_policy: "+tc.policy+"}", "{budget: 2s}", ""), "read_timeout: 5s", "read_timeout: 10m", 1)
+			h := newHarness(t, script, config)
+			status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk))
+			if status != 200 || hdr.Get("X-Factgate-Issues") != tc.issues {
+				t.Fatalf("status %d, X-Factgate-Issues %q, want 200 and %q: %s", status, hdr.Get("X-Factgate-Issues"), tc.issues, body)
+			}
+			tr := h.trace(t, hdr.Get("X-Factgate-Trace-Id"))
+			results := tr.Get("calls.#.result").Raw
+			if results != `["ok","budget_exhausted"]` {
+				t.Fatalf("judge call results %s, want the draft's ok and the revision's budget_exhausted: %s", results, tr.Raw)
+			}
+			notes := tr.Get("notes").Raw
+			if !strings.Contains(notes, "the revision budget ran out before the judge gave a verdict") || strings.Contains(notes, "went away") {
+				t.Fatalf("notes: %s", notes)
+			}
+			if got := tr.Get("final.attempt").Int(); got != tc.final || !tr.Get("validation_incomplete").Bool() {
+				t.Fatalf("final attempt %d, want %d; validation_incomplete %v", got, tc.final, tr.Get("validation_incomplete").Bool())
+			}
+			resp, err := http.Get(h.base + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, want := range []string{
+				`factgate_semantic_calls_total{result="budget_exhausted",route="scenes",validator="combat",variant=""} 1`,
+				`factgate_semantic_calls_total{result="ok",route="scenes",validator="combat",variant=""} 1`,
+			} {
+				if !strings.Contains(string(m), want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+			if strings.Contains(string(m), `result="cancelled"`) {
+				t.Error("/metrics counts a cancelled judge call")
+			}
+		})
+	}
 }

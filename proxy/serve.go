@@ -12,6 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge/rawjson"
+	"github.com/factgate/factgate/proxy/console"
 )
 
 // handle is the fasthttp handler: every request starts here.
@@ -23,6 +25,14 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		}
 	}()
 	path := rc.Path()
+	if s.draining.Load() && !s.servedWhileDraining(path) {
+		s.fail(rc, s.passMetrics, time.Now(), interceptors.Errorf(503, "server_error", "shutting_down",
+			"this factgate replica is shutting down; retry the request"))
+		// Connection: close sends the client's retry to a new connection, which
+		// a load balancer gives to another replica.
+		rc.SetConnectionClose()
+		return
+	}
 	switch string(path) {
 	case "/v1/chat/completions":
 		if rc.IsPost() {
@@ -37,6 +47,10 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		s.handleReady(rc)
 		return
 	case "/metrics":
+		if s.metricsSrv != nil {
+			writeError(rc, interceptors.Errorf(404, "invalid_request_error", "not_found", "/metrics is served on another address (server.metrics_listen)"))
+			return
+		}
 		s.metricsH(rc)
 		return
 	}
@@ -47,6 +61,16 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	s.handlePassthrough(rc)
 }
 
+// servedWhileDraining: once Shutdown began, only the probes and metrics are
+// answered; /readyz says "draining".
+func (s *Server) servedWhileDraining(path []byte) bool {
+	switch string(path) {
+	case "/readyz", "/healthz", "/metrics":
+		return true
+	}
+	return false
+}
+
 // handleReadError answers requests fasthttp could not read (too large, bad
 // headers, timeouts) with the OpenAI error envelope.
 func (s *Server) handleReadError(rc *fasthttp.RequestCtx, err error) {
@@ -55,6 +79,10 @@ func (s *Server) handleReadError(rc *fasthttp.RequestCtx, err error) {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		e = interceptors.Errorf(413, "invalid_request_error", "request_too_large",
 			"request body exceeds the limit of %d bytes (server.max_request_body)", int64(s.cfg.Server.MaxRequestBody))
+		// The client may still be sending the body fasthttp refused to read.
+		if wc, ok := rc.Conn().(*watchConn); ok {
+			wc.discardRequestOnClose()
+		}
 	case isSmallBuffer(err):
 		e = interceptors.Errorf(431, "invalid_request_error", "headers_too_large",
 			"request headers exceed the limit of %d bytes (server.max_header_size)", int64(s.cfg.Server.MaxHeaderSize))
@@ -88,9 +116,10 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 		return
 	}
 	body := rc.PostBody()
-	if !gjson.ValidBytes(body) {
-		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
-			Message: "request body is not valid JSON" + jsonErrorPosition(body)})
+	// The bounded check comes before anything recursive reads the body (gjson's
+	// own validity check overflowed the stack on 5.6 MB of "[").
+	if err := rawjson.Check(body, s.cfg.Server.MaxJSONDepth); err != nil {
+		s.fail(rc, s.passMetrics, start, invalidJSON(err))
 		return
 	}
 	model := gjson.GetBytes(body, "model")
@@ -134,6 +163,9 @@ func (s *Server) handlePassthrough(rc *fasthttp.RequestCtx) {
 		s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found", "no upstream for %s", rc.Path()))
 		return
 	}
+	if s.serveModels(rc, client, start) {
+		return
+	}
 	s.forward(rc, s.passUp, s.passMetrics, rc.PostBody(), start, client)
 }
 
@@ -166,10 +198,16 @@ func (s *Server) handleReady(rc *fasthttp.RequestCtx) {
 // handleAPI serves the factgate API under /factgate/ (auth as for the proxy).
 func (s *Server) handleAPI(rc *fasthttp.RequestCtx) {
 	start := time.Now()
-	if _, aerr := s.authenticate(rc); aerr != nil {
+	if s.console != nil && console.Public(rc.Path()) {
+		s.console.ServePublic(rc)
+		return
+	}
+	client, aerr := s.authenticateAPI(rc)
+	if aerr != nil {
 		s.fail(rc, s.passMetrics, start, aerr)
 		return
 	}
+	rc.SetUserValue(clientKeyValue, client)
 	p := string(rc.Path())
 	if h, ok := s.api[p]; ok {
 		h(rc)

@@ -6,10 +6,12 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/proxy/console"
 )
 
 // Server is the factgate proxy. Create it with New, run it with Serve or
@@ -30,6 +33,9 @@ type Server struct {
 	cfg     *Config
 	log     *slog.Logger
 	metrics *metrics
+	// started is when the server was built: the "created" of the route aliases in
+	// the model list.
+	started time.Time
 
 	upstreams    map[string]*upstream
 	routes       map[string]*route // by model alias
@@ -55,10 +61,15 @@ type Server struct {
 
 	cache   cache.Cache
 	library *knowledge.Library
+	console *console.Console // nil when the console is off
 
 	allowMissingSecrets bool
 	warnings            []string
 	late                []Option // options that need the routes built
+
+	// metricsSrv serves /metrics on server.metrics_listen; nil when /metrics is
+	// served on the main listener.
+	metricsSrv *fasthttp.Server
 }
 
 // ReadinessCheck reports one dependency's state for /readyz. A check that is not ok
@@ -79,6 +90,7 @@ type route struct {
 	chain         []interceptors.Interceptor
 	hasResponse   bool // at least one response phase: answers are buffered
 	streamReason  bool
+	responseAlias bool // response_model: alias
 	metrics       *routeMetrics
 }
 
@@ -106,6 +118,24 @@ func withChain(routeName string, chain []interceptors.Interceptor) Option {
 			return fmt.Errorf("WithChain: no route named %q", routeName)
 		}
 		rt.setChain(chain)
+		return nil
+	}
+}
+
+// WithInnermostStage adds ic to the named route's chain after the stages its
+// config builds: its request phase runs last, right before the upstream call (it
+// may answer in the upstream's place), its response phase first. factgate eval
+// answers each case's first draft this way.
+func WithInnermostStage(routeName string, ic interceptors.Interceptor) Option {
+	return func(s *Server) error {
+		s.late = append(s.late, func(s *Server) error {
+			rt, ok := s.routeByName[routeName]
+			if !ok {
+				return fmt.Errorf("WithInnermostStage: no route named %q", routeName)
+			}
+			rt.setChain(append(slices.Clone(rt.chain), ic))
+			return nil
+		})
 		return nil
 	}
 }
@@ -159,6 +189,7 @@ func CheckConfig(path string) (warnings []string, err error) {
 func New(cfg *Config, opts ...Option) (*Server, error) {
 	s := &Server{
 		cfg:         cfg,
+		started:     time.Now(),
 		metrics:     newMetrics(),
 		upstreams:   map[string]*upstream{},
 		routes:      map[string]*route{},
@@ -203,7 +234,7 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		if v == "" {
 			return nil, fmt.Errorf("auth.keys[%d] (%s): environment variable %s is not set", i, k.Name, k.KeyEnv)
 		}
-		s.keys = append(s.keys, clientKey{name: k.Name, key: []byte(v)})
+		s.keys = append(s.keys, clientKey{name: k.Name, key: []byte(v), admin: k.Admin})
 	}
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
@@ -212,6 +243,7 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 			up:            s.upstreams[rc.Upstream],
 			upstreamModel: rc.UpstreamModel,
 			streamReason:  rc.StreamReasoning,
+			responseAlias: rc.ResponseModel == ResponseModelAlias,
 			metrics:       s.metrics.forRoute(rc.Name),
 		}
 		s.routeByName[rc.Name] = rt
@@ -281,7 +313,24 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
+	if err := s.newConsole(); err != nil {
+		return nil, err
+	}
 	s.metricsH = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	if cfg.Server.MetricsListen != "" {
+		s.metricsSrv = &fasthttp.Server{
+			Handler:               s.handleMetricsListener,
+			Name:                  "factgate-metrics",
+			ReadTimeout:           time.Duration(cfg.Server.ReadTimeout),
+			IdleTimeout:           time.Duration(cfg.Server.IdleTimeout),
+			NoDefaultServerHeader: true,
+			NoDefaultDate:         true,
+			CloseOnShutdown:       true,
+			Logger:                fasthttpLogger{s.log},
+		}
+		// After the main listener drained: metrics stay scrapeable while it does.
+		s.closers = append(s.closers, s.metricsSrv.Shutdown)
+	}
 	s.srv = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.handleReadError,
@@ -313,6 +362,9 @@ func (rt *route) setChain(chain []interceptors.Interceptor) {
 // register theirs beside them.
 func (s *Server) Metrics() *prometheus.Registry { return s.metrics.reg }
 
+// Traces returns where the server keeps request traces.
+func (s *Server) Traces() TraceStore { return s.traces }
+
 // Cache returns the server's cache.
 func (s *Server) Cache() cache.Cache { return s.cache }
 
@@ -342,31 +394,72 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.srv.Serve(watchListener{Listener: ln, probeAfter: s.probeAfter})
 }
 
-// ListenAndServe listens on the configured address and serves until ctx is
-// cancelled, then shuts down gracefully, draining in-flight requests.
+// ServeMetrics serves /metrics on ln until Shutdown; it is for
+// server.metrics_listen, and fails when the config sets none.
+func (s *Server) ServeMetrics(ln net.Listener) error {
+	if s.metricsSrv == nil {
+		return errors.New("server.metrics_listen is not set: /metrics is served on the main listener")
+	}
+	return s.metricsSrv.Serve(ln)
+}
+
+// handleMetricsListener serves the metrics listener: /metrics, nothing else.
+func (s *Server) handleMetricsListener(rc *fasthttp.RequestCtx) {
+	if string(rc.Path()) == "/metrics" {
+		s.metricsH(rc)
+		return
+	}
+	writeError(rc, interceptors.Errorf(404, "invalid_request_error", "not_found", "this address serves /metrics only"))
+}
+
+// ListenAndServe listens on the configured address (and on metrics_listen when
+// set) and serves until ctx is cancelled, then shuts down gracefully (see
+// Shutdown) within server.drain_grace plus server.shutdown_timeout.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Server.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.Server.Listen, err)
 	}
+	errc := make(chan error, 2)
+	if s.metricsSrv != nil {
+		mln, err := net.Listen("tcp", s.cfg.Server.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listening on %s (server.metrics_listen): %w", s.cfg.Server.MetricsListen, err)
+		}
+		s.log.Info("factgate serving metrics", "metrics_listen", mln.Addr().String())
+		go func() { errc <- s.ServeMetrics(mln) }()
+	}
 	s.log.Info("factgate serving", "listen", ln.Addr().String(), "routes", len(s.routeByName))
-	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.Server.ShutdownTimeout))
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.Server.drainGrace()+time.Duration(s.cfg.Server.ShutdownTimeout))
 	defer cancel()
 	return s.Shutdown(sctx)
 }
 
-// Shutdown stops accepting connections and waits for in-flight requests to finish
-// (bounded by ctx), then closes upstream connections and registered closers.
+// Shutdown takes the server out of service in two steps. For server.drain_grace
+// the listener stays open: /readyz answers 503 "draining", so that load balancers
+// stop sending traffic, and every other new request gets 503 shutting_down
+// (/healthz and /metrics still answer). Then it stops accepting connections and
+// waits for in-flight requests to finish. ctx bounds both steps; afterwards
+// upstream connections and registered closers are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.draining.Store(true)
-	s.log.Info("factgate draining")
+	// A second Shutdown (the first one timed out) does not wait the grace again.
+	if grace := s.cfg.Server.drainGrace(); !s.draining.Swap(true) && grace > 0 {
+		s.log.Info("factgate draining: /readyz answers 503 before the listener closes", "drain_grace", grace.String())
+		wait := time.NewTimer(grace)
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+		}
+	}
+	s.log.Info("factgate closing the listener and draining in-flight requests")
 	err := s.srv.ShutdownWithContext(ctx)
 	for _, up := range s.upstreams {
 		up.closeIdle()

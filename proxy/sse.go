@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // keepAlive is the SSE comment sent while a streaming client waits for a held answer.
@@ -21,10 +23,14 @@ var completionFields = map[string]bool{
 var messageFields = map[string]bool{"role": true, "content": true, "reasoning_content": true, "tool_calls": true}
 
 // writeCompletionStream writes a complete chat.completion body as the stream of
-// chat.completion.chunk events a streaming client expects: per choice a role
-// chunk, reasoning and content in pieces of chunkRunes characters, tool calls, a
-// finish chunk; then a usage chunk when includeUsage; then "data: [DONE]". It
-// carries the same content as the non-streamed answer.
+// chat.completion.chunk events a streaming client expects, as OpenAI streams it:
+// per choice a role chunk (content "" — null when the message's content is null),
+// reasoning and content in pieces of chunkRunes characters, each tool call (a chunk
+// with its index, id, type and function name, then its arguments in pieces), a
+// finish chunk. The choices of an answer with several are interleaved, one event of
+// each in turn, every chunk carrying one choice with its index. Then a usage chunk
+// when includeUsage; then "data: [DONE]". It carries the same content as the
+// non-streamed answer.
 //
 // comment, when not empty, is sent as SSE comment lines just before [DONE] (clients
 // ignore comments): the held stream's way to tell what response headers could not.
@@ -83,79 +89,27 @@ func writeCompletionStream(w *bufio.Writer, body []byte, includeUsage bool, chun
 		_, err := w.Write(buf)
 		return err
 	}
-	var none gjson.Result
-	var err error
+	var choices []*choiceStream
 	root.Get("choices").ForEach(func(_, ch gjson.Result) bool {
-		idx := ch.Get("index").Int()
-		msg := ch.Get("message")
-		role := msg.Get("role").Str
-		if role == "" {
-			role = "assistant"
-		}
-		d := append([]byte(nil), `{"role":`...)
-		d = appendJSONString(d, role)
-		d = append(d, `,"content":""`...)
-		msg.ForEach(func(k, v gjson.Result) bool {
-			if !messageFields[k.Str] {
-				d = append(d, ',')
-				d = append(d, k.Raw...)
-				d = append(d, ':')
-				d = append(d, v.Raw...)
-			}
-			return true
-		})
-		d = append(d, '}')
-		if err = emit(idx, d, none); err != nil {
-			return false
-		}
-		for _, field := range [...]string{"reasoning_content", "content"} {
-			text := msg.Get(field).String()
-			for len(text) > 0 {
-				piece := runePrefix(text, chunkRunes)
-				text = text[len(piece):]
-				d = append(d[:0], `{"`...)
-				d = append(d, field...)
-				d = append(d, `":`...)
-				d = appendJSONString(d, piece)
-				d = append(d, '}')
-				if err = emit(idx, d, none); err != nil {
-					return false
-				}
-			}
-		}
-		if tc := msg.Get("tool_calls"); tc.IsArray() && len(tc.Array()) > 0 {
-			d = append(d[:0], `{"tool_calls":[`...)
-			for i, call := range tc.Array() {
-				if i > 0 {
-					d = append(d, ',')
-				}
-				d = append(d, `{"index":`...)
-				d = strconv.AppendInt(d, int64(i), 10)
-				call.ForEach(func(k, v gjson.Result) bool {
-					if k.Str != "index" {
-						d = append(d, ',')
-						d = append(d, k.Raw...)
-						d = append(d, ':')
-						d = append(d, v.Raw...)
-					}
-					return true
-				})
-				d = append(d, '}')
-			}
-			d = append(d, "]}"...)
-			if err = emit(idx, d, none); err != nil {
-				return false
-			}
-		}
-		fin := ch.Get("finish_reason")
-		if !fin.Exists() || fin.Type == gjson.Null {
-			fin = gjson.Parse(`"stop"`)
-		}
-		err = emit(idx, []byte("{}"), fin)
-		return err == nil
+		choices = append(choices, newChoiceStream(ch))
+		return true
 	})
-	if err != nil {
-		return err
+	d := make([]byte, 0, 256)
+	for open := len(choices); open > 0; {
+		open = 0
+		for _, cs := range choices {
+			if cs.done {
+				continue
+			}
+			var finish gjson.Result
+			d, finish = cs.next(d[:0], chunkRunes)
+			if err := emit(cs.index, d, finish); err != nil {
+				return err
+			}
+			if !cs.done {
+				open++
+			}
+		}
 	}
 	if includeUsage {
 		buf = append(buf[:0], "data: "...)
@@ -179,6 +133,162 @@ func writeCompletionStream(w *bufio.Writer, body []byte, includeUsage bool, chun
 		return err
 	}
 	return w.Flush()
+}
+
+// The phases of one choice's events, in order.
+const (
+	phaseRole = iota
+	phaseReasoning
+	phaseContent
+	phaseTools
+	phaseFinish
+)
+
+// choiceStream walks the chunk events of one choice of a chat.completion.
+type choiceStream struct {
+	index int64
+	ch    gjson.Result // the choice
+	msg   gjson.Result // its message
+	calls []gjson.Result
+	phase int
+	text  string // what is left of the text being sent in pieces
+	call  int    // the tool call being sent
+	head  bool   // the tool call's first delta went out
+	done  bool
+}
+
+func newChoiceStream(ch gjson.Result) *choiceStream {
+	cs := &choiceStream{index: ch.Get("index").Int(), ch: ch, msg: ch.Get("message")}
+	if tc := cs.msg.Get("tool_calls"); tc.IsArray() {
+		cs.calls = tc.Array()
+	}
+	return cs
+}
+
+// next appends the choice's next delta to d and returns it with its finish_reason
+// (absent but on the last event).
+func (cs *choiceStream) next(d []byte, chunkRunes int) ([]byte, gjson.Result) {
+	var none gjson.Result
+	for {
+		switch cs.phase {
+		case phaseRole:
+			cs.phase, cs.text = phaseReasoning, cs.msg.Get("reasoning_content").String()
+			return cs.roleDelta(d), none
+		case phaseReasoning, phaseContent:
+			if cs.text != "" {
+				field := "content"
+				if cs.phase == phaseReasoning {
+					field = "reasoning_content"
+				}
+				piece := runePrefix(cs.text, chunkRunes)
+				cs.text = cs.text[len(piece):]
+				d = append(d, `{"`...)
+				d = append(d, field...)
+				d = append(d, `":`...)
+				d = rawjson.AppendString(d, piece)
+				return append(d, '}'), none
+			}
+			if cs.phase == phaseReasoning {
+				cs.phase, cs.text = phaseContent, cs.msg.Get("content").String()
+			} else {
+				cs.phase = phaseTools
+			}
+		case phaseTools:
+			if cs.call >= len(cs.calls) {
+				cs.phase = phaseFinish
+				continue
+			}
+			call := cs.calls[cs.call]
+			if !cs.head {
+				cs.head, cs.text = true, call.Get("function.arguments").String()
+				return appendToolCallHead(d, cs.call, call), none
+			}
+			if cs.text != "" {
+				piece := runePrefix(cs.text, chunkRunes)
+				cs.text = cs.text[len(piece):]
+				d = append(d, `{"tool_calls":[{"index":`...)
+				d = strconv.AppendInt(d, int64(cs.call), 10)
+				d = append(d, `,"function":{"arguments":`...)
+				d = rawjson.AppendString(d, piece)
+				return append(d, "}}]}"...), none
+			}
+			cs.call, cs.head = cs.call+1, false
+		default:
+			cs.done = true
+			fin := cs.ch.Get("finish_reason")
+			if !fin.Exists() || fin.Type == gjson.Null {
+				fin = gjson.Parse(`"stop"`)
+			}
+			return append(d, "{}"...), fin
+		}
+	}
+}
+
+// roleDelta appends the choice's first delta: the role, an empty content (null
+// when the message's content is null, as a tool-calling answer's is) and the
+// message's fields factgate does not know, as they came.
+func (cs *choiceStream) roleDelta(d []byte) []byte {
+	role := cs.msg.Get("role").Str
+	if role == "" {
+		role = "assistant"
+	}
+	d = append(d, `{"role":`...)
+	d = rawjson.AppendString(d, role)
+	if c := cs.msg.Get("content"); c.Type == gjson.Null && c.Exists() {
+		d = append(d, `,"content":null`...)
+	} else {
+		d = append(d, `,"content":""`...)
+	}
+	cs.msg.ForEach(func(k, v gjson.Result) bool {
+		if !messageFields[k.Str] {
+			d = append(d, ',')
+			d = append(d, k.Raw...)
+			d = append(d, ':')
+			d = append(d, v.Raw...)
+		}
+		return true
+	})
+	return append(d, '}')
+}
+
+// appendToolCallHead appends the first delta of tool call i: its index, id, type,
+// the function's name with empty arguments, and the call's other fields as they
+// came; the arguments follow in pieces.
+func appendToolCallHead(d []byte, i int, call gjson.Result) []byte {
+	d = append(d, `{"tool_calls":[{"index":`...)
+	d = strconv.AppendInt(d, int64(i), 10)
+	call.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "index":
+		case "function":
+			d = append(d, `,"function":{`...)
+			n := 0
+			v.ForEach(func(fk, fv gjson.Result) bool {
+				if fk.Str == "arguments" {
+					return true
+				}
+				if n > 0 {
+					d = append(d, ',')
+				}
+				n++
+				d = append(d, fk.Raw...)
+				d = append(d, ':')
+				d = append(d, fv.Raw...)
+				return true
+			})
+			if n > 0 {
+				d = append(d, ',')
+			}
+			d = append(d, `"arguments":""}`...)
+		default:
+			d = append(d, ',')
+			d = append(d, k.Raw...)
+			d = append(d, ':')
+			d = append(d, v.Raw...)
+		}
+		return true
+	})
+	return append(d, "}]}"...)
 }
 
 // writeStreamError ends a stream whose headers are already sent with an error
@@ -207,58 +317,4 @@ func runePrefix(s string, n int) string {
 		i += size
 	}
 	return s[:i]
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string literal.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, `\ufffd`...)
-				i++
-				start = i
-				continue
-			}
-			if r == '\u2028' || r == '\u2029' {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, `\u202`...)
-				dst = append(dst, hexDigits[r&0xF])
-				i += size
-				start = i
-				continue
-			}
-			i += size
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

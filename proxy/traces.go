@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"context"
+	"crypto/subtle"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/cache"
@@ -42,7 +44,22 @@ func (t cacheTraces) LoadTrace(ctx context.Context, id string) ([]byte, bool, er
 	return t.c.Get(ctx, traceKey(id))
 }
 
-// handleTrace serves GET /factgate/v1/traces/{id}.
+// clientKeyValue is the RequestCtx user value under which the factgate API's
+// handlers find the name of the client key that authenticated the request.
+const clientKeyValue = "factgate.client_key"
+
+// newTrace starts the trace of a request on route, owned by whoever made it (see
+// requestOwner).
+func (s *Server) newTrace(rc *fasthttp.RequestCtx, route, client string) *interceptors.Trace {
+	t := interceptors.NewTrace(route)
+	t.Owner = s.requestOwner(rc, client)
+	return t
+}
+
+// handleTrace serves GET /factgate/v1/traces/{id}: a trace is readable by the
+// client that made its request (the same client key; in passthrough mode the same
+// credential) and by admin keys. Any other reader gets the same 404 as for a
+// trace that does not exist, so the API never says whether an id is in use.
 func (s *Server) handleTrace(rc *fasthttp.RequestCtx) {
 	id := string(rc.Path()[len("/factgate/v1/traces/"):])
 	if !rc.IsGet() {
@@ -53,12 +70,25 @@ func (s *Server) handleTrace(rc *fasthttp.RequestCtx) {
 		writeError(rc, interceptors.Errorf(404, "invalid_request_error", "traces_disabled", "this proxy keeps no traces"))
 		return
 	}
+	client, _ := rc.UserValue(clientKeyValue).(string)
+	admin := s.isAdmin(client)
+	reader := s.requestOwner(rc, client)
+	if reader == "" && !admin {
+		// Only passthrough mode gets here: a request without a credential.
+		writeError(rc, interceptors.Errorf(401, "authentication_error", "missing_api_key",
+			"a trace is readable only with the credential of the request that made it: send the same Authorization header"))
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	b, ok, err := s.traces.LoadTrace(ctx, id)
 	if err != nil {
 		writeError(rc, interceptors.Errorf(503, "server_error", "trace_store_unavailable", "reading trace %s: %v", id, err))
 		return
+	}
+	if ok && !admin {
+		owner := gjson.GetBytes(b, "owner").Str
+		ok = subtle.ConstantTimeCompare([]byte(owner), []byte(reader)) == 1
 	}
 	if !ok {
 		writeError(rc, interceptors.Errorf(404, "invalid_request_error", "trace_not_found",

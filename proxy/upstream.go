@@ -51,9 +51,20 @@ type upstream struct {
 type upConn struct {
 	net.Conn
 	br       *bufio.Reader
-	bw       *bufio.Writer
+	bw       *bufio.Writer // writes through Write, which counts
 	lastUsed time.Time
 	reused   bool
+	peek     *sockPeek
+	// written counts the bytes of the current request the connection accepted:
+	// once it is not zero the upstream may have the request, and it is never
+	// sent again.
+	written int
+}
+
+func (c *upConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written += n
+	return n, err
 }
 
 func newUpstream(name string, cfg UpstreamConfig) (*upstream, error) {
@@ -176,6 +187,7 @@ func (u *upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *f
 	if err != nil {
 		return nil, err
 	}
+	c.written = 0
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	fail := func(err error) (*call, error) {
 		stop()
@@ -183,9 +195,12 @@ func (u *upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *f
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		// A reused keep-alive connection the upstream closed while idle fails on
-		// first use without a byte of response: try once more on a fresh one.
-		if mayRetry && c.reused && isStaleConnError(err) {
+		// getConn already dropped pooled connections the upstream closed while
+		// idle. One that still fails before it took a byte of the request (the
+		// close raced the check) is tried once more on a fresh connection. Once a
+		// byte was written the upstream may have read, and billed, the whole
+		// request: a chat completion is not idempotent, so it is never re-sent.
+		if mayRetry && c.reused && c.written == 0 && isStaleConnError(err) {
 			return u.roundTrip(ctx, req, resp, stream, maxBody, false)
 		}
 		return nil, err
@@ -298,13 +313,12 @@ func (u *upstream) getConn(ctx context.Context) (*upConn, error) {
 	for n := len(u.idle); n > 0; n = len(u.idle) {
 		c := u.idle[n-1]
 		u.idle = u.idle[:n-1]
-		if u.idleTimeout > 0 && now.Sub(c.lastUsed) > u.idleTimeout {
-			u.mu.Unlock()
+		u.mu.Unlock()
+		if (u.idleTimeout > 0 && now.Sub(c.lastUsed) > u.idleTimeout) || !idleConnUsable(c) {
 			_ = c.Close()
 			u.mu.Lock()
 			continue
 		}
-		u.mu.Unlock()
 		c.reused = true
 		return c, nil
 	}
@@ -326,7 +340,18 @@ func (u *upstream) getConn(ctx context.Context) (*upConn, error) {
 		}
 		nc = tc
 	}
-	return &upConn{Conn: nc, br: bufio.NewReaderSize(nc, 8192), bw: bufio.NewWriterSize(nc, 8192)}, nil
+	c := &upConn{Conn: nc, br: bufio.NewReaderSize(nc, 8192), peek: newSockPeek(nc)}
+	c.bw = bufio.NewWriterSize(c, 8192)
+	return c, nil
+}
+
+// idleConnUsable reports whether a pooled connection can carry a request. An
+// HTTP/1.1 upstream sends nothing on an idle connection: bytes waiting on it, or
+// a pending end of stream or reset, mean the upstream closed it (or broke the
+// framing) while it sat in the pool. Checking before the request is written is
+// what makes re-sending a request unnecessary.
+func idleConnUsable(c *upConn) bool {
+	return c.br.Buffered() == 0 && !c.peek.closedOrSent()
 }
 
 func (u *upstream) putConn(c *upConn) {
@@ -378,7 +403,7 @@ func upstreamError(name string, err error) *interceptors.Error {
 		return &interceptors.Error{Status: fasthttp.StatusServiceUnavailable, Type: "server_error", Code: "upstream_saturated",
 			Message: fmt.Sprintf("upstream %q: %v", name, err), Err: err}
 	}
-	if errors.Is(err, errMalformedAnswer) {
+	if errors.Is(err, errMalformedAnswer) || errors.Is(err, errEmptyAnswer) {
 		return &interceptors.Error{Status: fasthttp.StatusBadGateway, Type: "upstream_error", Code: "upstream_bad_response",
 			Message: fmt.Sprintf("upstream %q: %v", name, err), Err: err}
 	}

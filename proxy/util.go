@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"os"
 )
@@ -28,29 +27,6 @@ func isEventStream(ct []byte) bool {
 	}
 	rest := ct[len(want):]
 	return len(rest) == 0 || rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t'
-}
-
-// jsonSyntaxOffset returns the byte offset of the first JSON syntax error in b,
-// or -1 when b is valid or the error has no position.
-func jsonSyntaxOffset(b []byte) int {
-	var v json.RawMessage
-	err := json.Unmarshal(b, &v)
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		off := int(se.Offset)
-		if off > 0 {
-			off--
-		}
-		if off > len(b) {
-			off = len(b)
-		}
-		return off
-	}
-	var ue *json.UnmarshalTypeError
-	if errors.As(err, &ue) {
-		return int(ue.Offset)
-	}
-	return -1
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,12 @@ var errClientGone = errors.New("client closed the connection")
 // connection of that request. A byte that does arrive (a pipelining client) is kept
 // and handed back to fasthttp's reader. Cheap requests finish before the probe
 // starts and pay only for a timer.
+//
+// fasthttp leaves server.read_timeout's deadline on the connection while the
+// handler runs and the answer is written. That deadline bounds reading the
+// request, which is over once a request is armed, so the probe lifts it: an answer
+// may take as long as the upstream does. fasthttp sets the idle deadline again
+// before it reads the connection's next request.
 type watchListener struct {
 	net.Listener
 	probeAfter time.Duration
@@ -36,6 +43,10 @@ func (l watchListener) Accept() (net.Conn, error) {
 type watchConn struct {
 	net.Conn
 	probeAfter time.Duration
+
+	// discardOnClose is set when the proxy refused a request whose body the
+	// client may still be sending (413); see Close.
+	discardOnClose atomic.Bool
 
 	// pending holds bytes a probe read; fasthttp's next Read gets them first. Only
 	// touched by the probe (before probeDone closes) and by fasthttp after disarm.
@@ -80,6 +91,8 @@ func (c *watchConn) probe() {
 		c.mu.Unlock()
 		return
 	}
+	// Under mu, so that disarm's interrupting deadline always comes after this one.
+	_ = c.Conn.SetReadDeadline(time.Time{})
 	c.probing = true
 	done := make(chan struct{})
 	c.probeDone = done
@@ -92,13 +105,16 @@ func (c *watchConn) probe() {
 	if n > 0 {
 		c.pending = append(c.pending, b[0])
 	}
-	if err != nil {
-		c.mu.Lock()
-		armed := c.armed
-		c.mu.Unlock()
-		if armed {
-			cancel(errClientGone)
-		}
+	var ne net.Error
+	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		// A deadline is disarm's interruption, not the client leaving.
+		return
+	}
+	c.mu.Lock()
+	armed := c.armed
+	c.mu.Unlock()
+	if armed {
+		cancel(errClientGone)
 	}
 }
 
@@ -118,4 +134,51 @@ func (c *watchConn) disarm() {
 		<-done
 		_ = c.Conn.SetReadDeadline(time.Time{})
 	}
+}
+
+// How a connection whose request was refused unread is closed (as net/http does):
+// closing a socket with unread data sends a reset, and a reset can reach a client
+// that is still writing its body before it read the answer, which it then never
+// sees. So the answer is followed by a FIN, up to discardMax more bytes of the
+// body are read and dropped, and the socket stays open until discardWait has
+// passed since the close began, for the client to read the answer.
+const (
+	discardMax  = 256 << 10
+	discardWait = 500 * time.Millisecond
+)
+
+// discardRequestOnClose makes Close drain the rest of the request first (see
+// discardMax). Call it from the connection's handler.
+func (c *watchConn) discardRequestOnClose() { c.discardOnClose.Store(true) }
+
+// Close closes the connection, after draining a refused request's body when
+// discardRequestOnClose was called.
+func (c *watchConn) Close() error {
+	if c.discardOnClose.Swap(false) {
+		c.drainBeforeClose()
+	}
+	return c.Conn.Close()
+}
+
+func (c *watchConn) drainBeforeClose() {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	deadline := time.Now().Add(discardWait)
+	if c.Conn.SetReadDeadline(deadline) != nil {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for n := 0; n < discardMax; {
+		m, err := c.Conn.Read(buf)
+		n += m
+		if err != nil {
+			// The client closed (it read the answer), or discardWait passed.
+			return
+		}
+	}
+	// The client is still sending more than we read: leave its data unread, and
+	// the reset for later, until it had discardWait to read the answer.
+	time.Sleep(time.Until(deadline))
 }

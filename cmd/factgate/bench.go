@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/proxy"
 	"github.com/factgate/factgate/proxy/mockupstream"
 )
@@ -224,13 +224,8 @@ func (r benchResult) rps() float64 {
 	return float64(r.n) / r.elapsed.Seconds()
 }
 
-func (r benchResult) percentile(p float64) time.Duration {
-	if len(r.lat) == 0 {
-		return 0
-	}
-	i := int(float64(len(r.lat)-1) * p / 100)
-	return r.lat[i]
-}
+// percentile is the p-th percentile of the latencies (nearest rank).
+func (r benchResult) percentile(p float64) time.Duration { return interceptors.Percentile(r.lat, p) }
 
 func mergeResults(rs []benchResult) benchResult {
 	var m benchResult
@@ -243,7 +238,6 @@ func mergeResults(rs []benchResult) benchResult {
 			m.firstErr = r.firstErr
 		}
 	}
-	sort.Slice(m.lat, func(i, j int) bool { return m.lat[i] < m.lat[j] })
 	return m
 }
 
@@ -397,6 +391,7 @@ func startBenchProxy(ctx context.Context, mockURL string, accessLog bool, stderr
 const benchConfig = `# written by factgate bench
 server:
   listen: %q
+  drain_grace: 0s
 log:
   level: warn
   access: %v

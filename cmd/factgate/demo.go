@@ -28,6 +28,7 @@ func init() {
 const demoConfig = `
 server:
   listen: 127.0.0.1:0
+  drain_grace: 0s
 log:
   level: warn
   access: false
@@ -140,8 +141,13 @@ func (h headerCapture) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// demoKey is the demo client's credential. The proxy runs in passthrough mode, so
+// a trace belongs to the credential of its request: the demo reads its traces
+// with the same key.
+const demoKey = "demo-key"
+
 func (d *demo) client() *goopenai.Client {
-	cfg := goopenai.DefaultConfig("demo-key")
+	cfg := goopenai.DefaultConfig(demoKey)
 	cfg.BaseURL = d.base + "/v1"
 	cfg.HTTPClient = &http.Client{Transport: headerCapture{next: http.DefaultTransport, last: &d.hdrs}}
 	return goopenai.NewClientWithConfig(cfg)
@@ -284,6 +290,7 @@ func (d *demo) trace(ctx context.Context, id string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		req.Header.Set("Authorization", "Bearer "+demoKey)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return nil, fmt.Errorf("fetching trace %s: %w", id, err)

@@ -115,7 +115,7 @@ func (d *demo) runRevision(ctx context.Context, w io.Writer) error {
 	fmt.Fprintf(w, "      X-Factgate-Revisions: %s\n      X-Factgate-Issues:    %s\n      X-Factgate-Trace-Id:  %s\n",
 		hdrs.Get("X-Factgate-Revisions"), hdrs.Get("X-Factgate-Issues"), traceID)
 	fmt.Fprintf(w, "      usage: prompt %d, completion %d, total %d (the draft and the revision, summed)\n", resp.Usage.PromptTokens, resp.Usage.CompletionTokens, resp.Usage.TotalTokens)
-	fmt.Fprintf(w, "      outcome %q; every attempt, its issues, sizes and tokens: GET %s/factgate/v1/traces/%s\n", gjson.GetBytes(tr, "final.outcome").Str, d.base, traceID)
+	fmt.Fprintf(w, "      outcome %q; every attempt, its issues, sizes and tokens: GET %s/factgate/v1/traces/%s (with the request's credential, Authorization: Bearer %s)\n", gjson.GetBytes(tr, "final.outcome").Str, d.base, traceID, demoKey)
 
 	req.Stream = true
 	req.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"testing/fstest"
-	"time"
 
+	"github.com/factgate/factgate/interceptors/semantic/eval"
+	"github.com/factgate/factgate/knowledge"
 	"github.com/factgate/factgate/proxy/mockupstream"
 )
 
@@ -55,7 +55,7 @@ type chunkBehaviour struct {
 // evalScript renders a mock script from per-chunk behaviours, each keyed on the
 // chunk's first transcript line. A request nothing scripts gets a 418, so a
 // missing rule shows in the figures.
-func evalScript(t *testing.T, chunks []evalChunk, behaviours map[string]chunkBehaviour) string {
+func evalScript(t *testing.T, chunks []eval.Chunk, behaviours map[string]chunkBehaviour) string {
 	t.Helper()
 	var judgeRules, revisionRules []any
 	for _, c := range chunks {
@@ -108,9 +108,23 @@ func startMock(t *testing.T, script string) *mockupstream.Server {
 	return m
 }
 
-func builtinChunks(t *testing.T) []evalChunk {
+// dndEvaluation is the dnd pack's combat validator's label mapping and set.
+func dndEvaluation(t *testing.T) *knowledge.EvaluationSpec {
 	t.Helper()
-	chunks, err := loadEvalSet(evalDataFS, builtinEvalSet)
+	reg, err := knowledge.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := eval.Spec(reg.Pack("dnd"), "combat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec.Evaluation
+}
+
+func builtinChunks(t *testing.T) []eval.Chunk {
+	t.Helper()
+	chunks, err := eval.LoadSet(dndEvaluation(t).SetFS, dndEvaluation(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,13 +194,13 @@ func TestEvalFiguresMatchAHandCount(t *testing.T) {
 	if !strings.Contains(errOut, "FACTGATE_EVAL_TEST_UNSET_KEY is not set") {
 		t.Errorf("no warning about the missing key: %s", errOut)
 	}
-	var rep evalReport
+	var rep eval.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	rates := []struct {
 		name string
-		got  evalRate
+		got  eval.Rate
 		want [2]int
 	}{
 		{"false acceptance", rep.FalseAcceptance, [2]int{2, 14}},     // d02, d08
@@ -225,7 +239,7 @@ func TestEvalFiguresMatchAHandCount(t *testing.T) {
 	if rep.Errors != 0 || len(rep.Results) != 28 {
 		t.Fatalf("errors %d, %d results", rep.Errors, len(rep.Results))
 	}
-	byCase := map[string]evalResult{}
+	byCase := map[string]eval.Result{}
 	for _, r := range rep.Results {
 		byCase[r.Chunk+"/"+r.Proposal] = r
 	}
@@ -238,7 +252,7 @@ func TestEvalFiguresMatchAHandCount(t *testing.T) {
 		"d14_build_talk/wrong":             "combat rejected narrative corrected",
 	} {
 		r := byCase[id]
-		got := r.Proposed + " " + r.Draft + " " + r.FinalKind
+		got := r.Proposed + " " + r.Draft + " " + r.FinalValue
 		if r.Corrected {
 			got += " corrected"
 		}
@@ -252,8 +266,8 @@ func TestEvalFiguresMatchAHandCount(t *testing.T) {
 
 	// Nothing the provider got names a case, a chunk id or a reason code.
 	for _, r := range mock.Requests() {
-		for _, never := range []string{"d01_goblin_ambush", "/wrong", "/correct", "semantic.", evalCaseHeader} {
-			if strings.Contains(string(r.Body), never) || r.Header.Get(evalCaseHeader) != "" {
+		for _, never := range []string{"d01_goblin_ambush", "/wrong", "/correct", "semantic.", eval.CaseHeader} {
+			if strings.Contains(string(r.Body), never) || r.Header.Get(eval.CaseHeader) != "" {
 				t.Fatalf("a provider request carries %q", never)
 			}
 		}
@@ -278,16 +292,22 @@ func TestEvalFiguresMatchAHandCount(t *testing.T) {
 // --config runs a configured route: its own upstreams, judge profile and revision.
 func TestEvalWithAConfiguredRoute(t *testing.T) {
 	t.Parallel()
+	// Names no other test uses: this test runs in parallel.
+	os.Setenv("FACTGATE_EVAL_TEST_WRITER_KEY", "sk-eval-writer")
+	os.Setenv("FACTGATE_EVAL_TEST_JUDGE_KEY", "sk-eval-judge")
 	all := builtinChunks(t)
-	var chunks []evalChunk
+	var chunks []eval.Chunk
 	dir := t.TempDir()
 	for _, c := range all {
 		if c.ID != "d01_goblin_ambush" && c.ID != "d07_plan_the_raid" {
 			continue
 		}
 		chunks = append(chunks, c)
-		b, _ := json.Marshal(c)
-		if err := os.WriteFile(filepath.Join(dir, c.ID+".json"), b, 0o644); err != nil {
+		b, err := fs.ReadFile(dndEvaluation(t).SetFS, c.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.File), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -305,8 +325,8 @@ auth:
   mode: keys
   keys: [{name: app, key_env: FACTGATE_KEY_EVAL_TEST_APP}]
 upstreams:
-  writer: {base_url: "`+producer.URL()+`"}
-  judges: {base_url: "`+judge.URL()+`"}
+  writer: {base_url: "`+producer.URL()+`", api_key_env: FACTGATE_EVAL_TEST_WRITER_KEY}
+  judges: {base_url: "`+judge.URL()+`", api_key_env: FACTGATE_EVAL_TEST_JUDGE_KEY}
 routes:
   - name: scenes
     models: [scene-writer]
@@ -333,13 +353,20 @@ routes:
 			t.Errorf("the report lacks %q:\n%s", want, out)
 		}
 	}
+	// Each upstream gets its own key, injected by the proxy.
 	for _, r := range judge.Requests() {
+		if got := r.Header.Get("Authorization"); got != "Bearer sk-eval-judge" {
+			t.Fatalf("a judge request with Authorization %q", got)
+		}
 		if !strings.Contains(string(r.Body), `"model":"judge-model"`) {
 			t.Fatalf("a judge request for another model: %s", r.Body)
 		}
 	}
 	// The route forwards the client's model: the evaluation sends the route's alias.
 	for _, r := range producer.Requests() {
+		if got := r.Header.Get("Authorization"); got != "Bearer sk-eval-writer" {
+			t.Fatalf("a producer request with Authorization %q", got)
+		}
 		if strings.Contains(string(r.Body), "json_schema") {
 			t.Fatal("a judge request went to the producer's upstream")
 		}
@@ -366,6 +393,7 @@ func TestEvalUsageErrors(t *testing.T) {
 		{"a route without semantic validators", []string{"--config", "../../configs/factgate.yaml", "--route", "ra3-analyst"}, "has no semantic block"},
 		{"an unknown pack", []string{"--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--pack", "chess"}, `no built-in pack "chess"`},
 		{"an empty set", []string{"--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--set", dir}, "no *.json chunk files"},
+		{"a key outside FACTGATE_*", []string{"--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--key-env", "OPENAI_API_KEY"}, "--key-env OPENAI_API_KEY: provider keys come from FACTGATE_* environment variables"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -373,67 +401,6 @@ func TestEvalUsageErrors(t *testing.T) {
 			code, out, errOut := runMain(t, append([]string{"eval"}, tc.args...)...)
 			if code != evalUsage || !strings.Contains(out+errOut, tc.want) {
 				t.Fatalf("exit %d, want %d with %q:\n%s%s", code, evalUsage, tc.want, out, errOut)
-			}
-		})
-	}
-}
-
-func TestLoadEvalSetIsStrict(t *testing.T) {
-	t.Parallel()
-	good := `{"id": "a", "category": "c", "active_combat": true, "correct_kind": "combat", "transcript": "DM: Fight.\n", "note": ""}`
-	cases := []struct {
-		name  string
-		files map[string]string
-		want  string
-	}{
-		{"an unknown field", map[string]string{"a.json": strings.Replace(good, `"note"`, `"notes"`, 1)}, `unknown field "notes"`},
-		{"no id", map[string]string{"a.json": strings.Replace(good, `"id": "a"`, `"id": ""`, 1)}, "a.json: no id"},
-		{"an empty transcript", map[string]string{"a.json": strings.Replace(good, `"DM: Fight.\n"`, `" "`, 1)}, "empty transcript"},
-		{"a label contradicting itself", map[string]string{"a.json": strings.Replace(good, `"active_combat": true`, `"active_combat": false`, 1)}, `correct_kind "combat" contradicts active_combat false`},
-		{"a duplicate id", map[string]string{"a.json": good, "b.json": good}, `b.json: id "a" is also used by a.json`},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			fsys := fstest.MapFS{}
-			for name, text := range tc.files {
-				fsys["set/"+name] = &fstest.MapFile{Data: []byte(text)}
-			}
-			_, err := loadEvalSet(fs.FS(fsys), "set")
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want %q", err, tc.want)
-			}
-		})
-	}
-}
-
-func TestPercentileIsNearestRank(t *testing.T) {
-	t.Parallel()
-	ds := func(ms ...int) []time.Duration {
-		out := make([]time.Duration, len(ms))
-		for i, m := range ms {
-			out[i] = time.Duration(m) * time.Millisecond
-		}
-		return out
-	}
-	cases := []struct {
-		name string
-		in   []time.Duration
-		p    float64
-		want time.Duration
-	}{
-		{"empty", nil, 50, 0},
-		{"one value", ds(7), 95, 7 * time.Millisecond},
-		{"median of an odd count, unsorted", ds(30, 10, 20), 50, 20 * time.Millisecond},
-		{"median of an even count", ds(10, 20, 30, 40), 50, 20 * time.Millisecond},
-		{"p95 of twenty", ds(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 100), 95, 19 * time.Millisecond},
-		{"p95 of ten is the largest", ds(1, 2, 3, 4, 5, 6, 7, 8, 9, 100), 95, 100 * time.Millisecond},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			if got := percentile(tc.in, tc.p); got != tc.want {
-				t.Fatalf("percentile(%v, %v) = %v, want %v", tc.in, tc.p, got, tc.want)
 			}
 		})
 	}

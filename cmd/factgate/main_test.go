@@ -78,3 +78,16 @@ func TestBenchInProcess(t *testing.T) {
 		t.Fatalf("bench saw errors:\n%s", out)
 	}
 }
+
+func TestServeUpstreamFlagErrors(t *testing.T) {
+	for _, tc := range []struct{ arg, want string }{
+		{"main", "want NAME=URL"},
+		{"nope=http://127.0.0.1:9090/v1", `no upstream named "nope" (have main)`},
+		{"main=ftp://127.0.0.1/v1", "scheme must be http or https"},
+	} {
+		code, _, errOut := runMain(t, "serve", "--config", "../../configs/factgate.yaml", "--upstream", tc.arg)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("--upstream %s: exit %d: %s", tc.arg, code, errOut)
+		}
+	}
+}

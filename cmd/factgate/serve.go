@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/factgate/factgate/proxy"
 )
@@ -20,8 +21,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	configPath := fs.String("config", "configs/factgate.yaml", "config file (YAML)")
 	listen := fs.String("listen", "", "listen address, overriding server.listen")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error, overriding log.level")
+	var upstreamURLs []string
+	fs.Func("upstream", "NAME=URL: point upstream NAME at base URL URL, overriding its base_url (repeatable;\ne.g. main=http://127.0.0.1:9090/v1 for the mock upstream)", func(v string) error {
+		if name, u, ok := strings.Cut(v, "="); !ok || name == "" || u == "" {
+			return fmt.Errorf("want NAME=URL, got %q", v)
+		}
+		upstreamURLs = append(upstreamURLs, v)
+		return nil
+	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: factgate serve [--config FILE] [--listen ADDR] [--log-level LEVEL]")
+		fmt.Fprintln(stderr, "Usage: factgate serve [--config FILE] [--listen ADDR] [--log-level LEVEL] [--upstream NAME=URL]...")
 		fmt.Fprintln(stderr, "\nRuns the proxy until SIGTERM or SIGINT, then drains in-flight requests.")
 		fmt.Fprintln(stderr, "Secrets come from the environment variables the config names (FACTGATE_*).")
 		fs.PrintDefaults()
@@ -36,6 +45,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *listen != "" {
 		cfg.Server.Listen = *listen
+	}
+	for _, v := range upstreamURLs {
+		name, u, _ := strings.Cut(v, "=")
+		if err := cfg.SetUpstreamURL(name, u); err != nil {
+			fmt.Fprintln(stderr, "factgate serve: --upstream:", err)
+			return 2
+		}
 	}
 	if *logLevel != "" {
 		cfg.Log.Level = *logLevel

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Strip returns content without its claims block and marker: the fenced block (or
@@ -215,7 +216,7 @@ func addAlternatives(doc, path string, add []string) (string, error) {
 		if i > 0 {
 			arr = append(arr, ',')
 		}
-		arr = appendJSONString(arr, a)
+		arr = rawjson.AppendString(arr, a)
 	}
 	arr = append(arr, ']')
 	return sjson.SetRaw(doc, path, string(arr))
@@ -277,31 +278,7 @@ func parseClaimPath(path string) (claimKind, int, bool) {
 }
 
 // quoteJSON renders s as a JSON string.
-func quoteJSON(s string) string { return string(appendJSONString(nil, s)) }
-
-// appendJSONString appends s as a JSON string, escaping only what JSON requires (so
-// "<", ">", "&" and non-ASCII text stay readable); invalid UTF-8 becomes U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		switch {
-		case r == '"' || r == '\\':
-			b = append(b, '\\', byte(r))
-		case r == '\n':
-			b = append(b, '\\', 'n')
-		case r == '\r':
-			b = append(b, '\\', 'r')
-		case r == '\t':
-			b = append(b, '\\', 't')
-		case r < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
-		default:
-			b = utf8.AppendRune(b, r)
-		}
-	}
-	return append(b, '"')
-}
+func quoteJSON(s string) string { return string(rawjson.AppendString(nil, s)) }
 
 // StripBlock removes the claims block and its marker from content as Strip does,
 // locating the block without parsing it (the finalize step of a hidden revision

@@ -113,6 +113,21 @@ func TestDowngrade(t *testing.T) {
 			},
 		},
 		{
+			// The block goes back into an answer that clients read line by line or
+			// as JavaScript: the line separators are escaped, as encoding/json does.
+			name:    "line separators in alternatives are escaped",
+			content: fenced("分析。", `{"unitClaims": [{"unitId": 1, "claim": "A", "evidenceLevel": "confirmed"}, {"unitId": 2, "claim": "B", "evidenceLevel": "confirmed", "alternatives": ["C"]}]}`),
+			edits:   []Edit{{Path: "unitClaims[0]", AddAlternatives: []string{"X\u2028Y"}}, {Path: "unitClaims[1]", AddAlternatives: []string{"D\u2029E"}}},
+			check: func(t *testing.T, c *Claims) {
+				if strings.ContainsAny(c.Block, "\u2028\u2029") || !strings.Contains(c.Block, `"X\u2028Y"`) || !strings.Contains(c.Block, `"D\u2029E"`) {
+					t.Errorf("line separators not escaped in %s", c.Block)
+				}
+				if got := strings.Join(c.UnitClaims[0].Alternatives, ",") + "|" + strings.Join(c.UnitClaims[1].Alternatives, ","); got != "X\u2028Y|C,D\u2029E" {
+					t.Errorf("alternatives %q", got)
+				}
+			},
+		},
+		{
 			name:    "duplicate fields: the first counts, and the first is edited",
 			content: fenced("分析。", `{"unitClaims": [{"unitId": 1, "claim": "A", "evidenceLevel": "confirmed", "evidenceLevel": "possible", "alternatives": ["B"], "alternatives": []}], "unitClaims": [], "unit\u0043laims": 3}`),
 			edits:   []Edit{{Path: "unitClaims[0]", Level: "uncertain", AddAlternatives: []string{"C"}}},

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Span is a byte range [Start, End) of an answer's content.
@@ -240,7 +242,7 @@ func (p *Parser) fallback(s string) Location {
 		}
 		budget -= len(g)
 		norm, err := NormalizeString(g)
-		if err == nil && gjson.Valid(norm) {
+		if err == nil && rawjson.ValidString(norm, MaxDepth) {
 			if holdsClaimArray(gjson.Parse(norm)) {
 				loc := Location{Found: true, Span: groups[i], Fence: groups[i], norm: norm, hasNorm: true}
 				adoptFence(s, &loc)

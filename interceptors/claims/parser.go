@@ -1,7 +1,7 @@
 package claims
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // The claims block's array fields, also the keys of ClaimsContract.Caps.
@@ -330,8 +331,15 @@ func (p *Parser) Parse(content string, req Requirement) *Claims {
 		c.invalid("the block is empty")
 		return c
 	}
-	if !gjson.Valid(c.JSON) {
-		c.invalid(syntaxError(c.JSON))
+	// Normalising bounded the nesting already; the check is what the recursive
+	// gjson code below relies on. Its position is in the normalised text, not the
+	// answer, so only the problem is told.
+	if err := rawjson.CheckString(c.JSON, MaxDepth); err != nil {
+		why := err.Error()
+		if se := (*rawjson.SyntaxError)(nil); errors.As(err, &se) {
+			why = se.Problem
+		}
+		c.invalid(why)
 		return c
 	}
 	root := gjson.Parse(c.JSON)
@@ -664,15 +672,6 @@ func jsonType(v gjson.Result) string {
 		return "boolean"
 	}
 	return "null"
-}
-
-// syntaxError describes why normalised text is not valid JSON (error path only).
-func syntaxError(norm string) string {
-	var v any
-	if err := json.Unmarshal([]byte(norm), &v); err != nil {
-		return err.Error()
-	}
-	return "invalid JSON"
 }
 
 // issue builds an Issue; args are key/value pairs.

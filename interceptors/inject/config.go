@@ -41,6 +41,20 @@ const (
 	ContractNever ContractMode = "never"
 )
 
+// When says which requests of the route get the pack's knowledge.
+type When string
+
+// The injection conditions.
+const (
+	// WhenFacts (the default) injects only into the requests the route's pack is
+	// about (knowledge.ApplyRules: for RA3, a request carrying an operation log, or
+	// whose prompt asks for the claims block); the others go upstream untouched.
+	WhenFacts When = "facts"
+	// WhenAlways injects the knowledge into every request; the contract still goes
+	// only into those the pack's contract applies to.
+	WhenAlways When = "always"
+)
+
 // Config is a route's `inject` block: what the system prompt of its requests is
 // made of. The block's presence turns injection on; every field is optional.
 //
@@ -71,8 +85,13 @@ type Config struct {
 	// AdditionalRulesFile names a file with the additional rules, read at start-up.
 	AdditionalRulesFile string `yaml:"additional_rules_file"`
 	// Contract says when the pack's claims contract (or, for a pack with an answer
-	// shape, its answer contract) is injected; empty means ContractAuto.
+	// shape, its answer contract) is injected; empty means ContractAuto. Either
+	// way only into a request the pack's contract applies to (never a JSON-mode
+	// one, unless the pack allows it).
 	Contract ContractMode `yaml:"contract"`
+	// When says which requests get the knowledge; empty means WhenFacts. A route
+	// without a pack (a custom prompt only) injects into every request.
+	When When `yaml:"when"`
 	// MergeHeading is the heading the client's system message is appended under
 	// (policy merge). Empty: the pack language's default ("## 应用的补充要求" for
 	// zh, "## Additional instructions from the application" for en).
@@ -98,6 +117,7 @@ var mergeHeadings = map[string]string{
 type settings struct {
 	policy    Policy
 	contract  ContractMode
+	when      When
 	useCustom bool
 	custom    string
 	rules     string
@@ -113,7 +133,7 @@ func (cfg *Config) load(deps interceptors.Deps) (settings, error) {
 	if cfg != nil {
 		c = *cfg
 	}
-	s := settings{policy: c.SystemMessage, contract: c.Contract, useCustom: c.UseCustomSystemPrompt, validates: c.RouteValidates, canValidate: c.RouteHasValidator || c.RouteValidates}
+	s := settings{policy: c.SystemMessage, contract: c.Contract, when: c.When, useCustom: c.UseCustomSystemPrompt, validates: c.RouteValidates, canValidate: c.RouteHasValidator || c.RouteValidates}
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch s.policy {
@@ -129,6 +149,13 @@ func (cfg *Config) load(deps interceptors.Deps) (settings, error) {
 	case ContractAuto, ContractAlways, ContractNever:
 	default:
 		add("contract: %q is not auto, always or never", c.Contract)
+	}
+	switch s.when {
+	case "":
+		s.when = WhenFacts
+	case WhenFacts, WhenAlways:
+	default:
+		add("when: %q is not facts or always", c.When)
 	}
 	custom, customErr := inlineOrFile("custom_system_prompt", c.CustomSystemPrompt, c.CustomSystemPromptFile, deps)
 	if customErr != nil {

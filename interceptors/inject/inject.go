@@ -32,6 +32,7 @@ import (
 // scan of the body and one copy into the edited body.
 type Injector struct {
 	s        settings
+	pack     *knowledge.Pack // nil on a route without a pack
 	lib      *knowledge.Library
 	contract string // the pack's contract text; "" when it has none
 	marker   string // the pack's claims marker; "" when it has none
@@ -46,7 +47,7 @@ func New(cfg *Config, deps interceptors.Deps) (*Injector, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Injector{s: s, lib: deps.Library, cache: newPromptCache(DefaultCacheSize)}
+	in := &Injector{s: s, pack: deps.Pack, lib: deps.Library, cache: newPromptCache(DefaultCacheSize)}
 	if p := deps.Pack; p != nil {
 		if deps.Library == nil {
 			return nil, errors.New("the inject stage needs the knowledge library")
@@ -94,8 +95,16 @@ func (in *Injector) OnRequest(_ context.Context, ex *interceptors.Exchange) erro
 		ex.Trace.Note("inject: system_message keep and the client sent its own system message; nothing injected")
 		return nil
 	}
+	applies := knowledge.Applicability{Domain: true, Contract: true}
+	if in.pack != nil {
+		applies = scope.Applies(ex, in.pack)
+	}
+	if !applies.Domain && in.s.when == WhenFacts {
+		ex.Trace.Note("inject: not a request pack " + in.pack.Name + " is about (inject.when: facts); nothing injected")
+		return nil
+	}
 
-	pin := promptInputs{rules: in.s.rules, contract: in.contractOn(ex)}
+	pin := promptInputs{rules: in.s.rules, contract: applies.Contract && in.contractOn(ex)}
 	if r := ex.Overrides.AdditionalRules; r != nil {
 		pin.rules = *r
 	}

@@ -59,9 +59,9 @@ func TestInjectionKeepsEverythingElseByteIdentical(t *testing.T) {
 	if len(sys) != 1 || first != 0 {
 		t.Fatalf("want one system message at the front, got %d at %d", len(sys), first)
 	}
+	// The request is in JSON mode: the knowledge, no claims contract.
 	want := Compose(Parts{
 		Knowledge:     rendered(t, "ra3-corona", coronaScopes),
-		Contract:      contractOf(t, "ra3"),
 		ClientHeading: "## 应用的补充要求",
 		ClientSystem:  []string{"你是录像分析助手。"},
 	})
@@ -159,7 +159,10 @@ func TestContractAppearsIffTheRouteValidates(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			msgs := `{"role":"user","content":"Mod: default"}`
+			msgs := `{"role":"user","content":"地图: map_mp_2_rao1"}`
+			if tc.pack == "dnd" {
+				msgs = `{"role":"user","content":"DM: Roll initiative."}`
+			}
 			if tc.system != "" {
 				msgs = `{"role":"system","content":` + jsonString(tc.system) + `},` + msgs
 			}
@@ -216,7 +219,7 @@ func TestCustomPromptAndOverrides(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ex := resolved(t, "ra3", []byte(`{"model":"m","messages":[{"role":"user","content":"Mod: corona"}]}`))
+			ex := resolved(t, "ra3", []byte(`{"model":"m","messages":[{"role":"user","content":"Mod: corona\n地图: map_mp_2_feasel1"}]}`))
 			ex.Overrides = tc.overrides
 			run(t, in, ex)
 			if sys, _ := systemMessages(ex.Body); len(sys) != 1 || sys[0] != tc.want {
@@ -232,7 +235,8 @@ func TestFailOpenLeavesTheRequestAsSent(t *testing.T) {
 		name, body, note string
 		context          bool
 	}{
-		{"no context stage ran", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, "no knowledge set was resolved", false},
+		{"no context stage ran", `{"model":"m","messages":[{"role":"user","content":"地图: map_mp_2_rao1"}]}`, "no knowledge set was resolved", false},
+		{"not an analysis", `{"model":"m","messages":[{"role":"user","content":"Say hello"}]}`, "not a request pack ra3 is about", true},
 		{"no messages", `{"model":"m","prompt":"x"}`, "no messages array", true},
 		{"messages is not an array", `{"model":"m","messages":"x"}`, "no messages array", true},
 	}
@@ -287,7 +291,8 @@ func TestComposedPromptsAreCachedPerEffectiveSet(t *testing.T) {
 	}
 	inject := func(set *knowledge.Set, factions ...string) string {
 		ex := &interceptors.Exchange{Body: []byte(`{"messages":[{"role":"user","content":"x"}]}`), Trace: interceptors.NewTrace("t")}
-		scope.Store(ex, &scope.Context{KnowledgeSet: set.Name, Set: set, Scopes: knowledge.Scopes{"factions": factions}})
+		scope.Store(ex, &scope.Context{KnowledgeSet: set.Name, Set: set, Scopes: knowledge.Scopes{"factions": factions},
+			Applies: knowledge.Applicability{Domain: true, Contract: true, Reason: "the test says so"}})
 		run(t, in, ex)
 		sys, _ := systemMessages(ex.Body)
 		return sys[0]
@@ -370,5 +375,49 @@ func TestCompose(t *testing.T) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestOnlyRequestsThePackIsAboutGetItsKnowledge(t *testing.T) {
+	t.Parallel()
+	hello := `{"model":"m","messages":[{"role":"user","content":"Say hello"}]}`
+	analysis := `{"model":"m","messages":[{"role":"user","content":"地图: map_mp_2_rao1"}]}`
+	jsonAnalysis := `{"model":"m","response_format":{"type":"json_object"},"messages":[{"role":"user","content":"地图: map_mp_2_rao1"}]}`
+	jsonScene := `{"model":"m","response_format":{"type":"json_object"},"messages":[{"role":"user","content":"DM: Roll initiative."}]}`
+	tests := []struct {
+		name, pack, body string
+		when             When
+		knowledge        bool // a system message was injected
+		contract         bool
+	}{
+		{"facts: a greeting goes as sent", "ra3", hello, "", false, false},
+		{"facts: an analysis gets knowledge and contract", "ra3", analysis, WhenFacts, true, true},
+		{"always: a greeting gets the knowledge, not the contract", "ra3", hello, WhenAlways, true, false},
+		{"JSON mode: the knowledge, never the claims contract", "ra3", jsonAnalysis, "", true, false},
+		{"JSON mode: a pack whose answer is JSON keeps its contract", "dnd", jsonScene, "", true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ex := resolved(t, tc.pack, []byte(tc.body))
+			run(t, newInjector(t, &Config{When: tc.when, RouteValidates: true}, tc.pack), ex)
+			sys, _ := systemMessages(ex.Body)
+			if got := len(sys) == 1; got != tc.knowledge {
+				t.Fatalf("injected: %v, want %v: %s", got, tc.knowledge, ex.Body)
+			}
+			if !tc.knowledge {
+				if string(ex.Body) != tc.body {
+					t.Fatalf("the body changed: %s", ex.Body)
+				}
+				return
+			}
+			contract := strings.TrimSpace(contractOf(t, tc.pack))
+			if got := strings.Contains(sys[0], contract); got != tc.contract || ContractInjected(ex) != tc.contract {
+				t.Fatalf("contract in the prompt: %v (ContractInjected %v), want %v", got, ContractInjected(ex), tc.contract)
+			}
+		})
+	}
+	if _, err := New(&Config{When: "sometimes"}, testDeps(t, "ra3")); err == nil || !strings.Contains(err.Error(), `when: "sometimes" is not facts or always`) {
+		t.Fatalf("a bad when: %v", err)
 	}
 }

@@ -98,7 +98,9 @@ func (r *Revise) dropped(kept []claimIdentity, content string) []string {
 
 // appendClaims returns draft with the claims block of a repair answer appended
 // after the marker, and whether the answer held a block. The repair answer's own
-// prose is not kept: the client reads the draft's.
+// prose is not kept: the client reads the draft's. The result ends as the draft
+// did (with a line break or without), so that stripping the block again gives the
+// draft's bytes.
 func (r *Revise) appendClaims(draft, reply string) (string, bool) {
 	if r.parser == nil {
 		return draft, false
@@ -116,7 +118,13 @@ func (r *Revise) appendClaims(draft, reply string) (string, bool) {
 	}
 	b.WriteString("```json\n")
 	b.WriteString(strings.Trim(c.Block, "\r\n"))
-	b.WriteString("\n```\n")
+	b.WriteString("\n```")
+	switch {
+	case strings.HasSuffix(draft, "\r\n"):
+		b.WriteString("\r\n")
+	case strings.HasSuffix(draft, "\n"):
+		b.WriteByte('\n')
+	}
 	return b.String(), true
 }
 

@@ -122,8 +122,9 @@ func RelevantFacts(issues []interceptors.Issue, maxLines int) (lines []string, o
 
 // revisionBody builds a hidden request from the original outgoing request (which
 // already carries the injected system prompt): its messages, then basis as the
-// assistant turn and turn as one user turn; "stream" false and "stream_options"
-// removed; every other field as the client sent it, byte for byte.
+// assistant turn and turn as one user turn; "stream" false, "stream_options"
+// removed and "n" 1 (each revision answers one choice); every other field as the
+// client sent it, byte for byte.
 func revisionBody(original []byte, basis, turn string) ([]byte, error) {
 	if !gjson.GetBytes(original, "messages").IsArray() {
 		return nil, errors.New(`the request has no "messages" array`)
@@ -142,6 +143,11 @@ func revisionBody(original []byte, basis, turn string) ([]byte, error) {
 	if gjson.GetBytes(body, "stream").Exists() {
 		if body, err = sjson.SetRawBytes(body, "stream", []byte("false")); err != nil {
 			return nil, fmt.Errorf("setting stream: %w", err)
+		}
+	}
+	if n := gjson.GetBytes(body, "n"); n.Exists() && n.Raw != "1" {
+		if body, err = sjson.SetRawBytes(body, "n", []byte("1")); err != nil {
+			return nil, fmt.Errorf("setting n: %w", err)
 		}
 	}
 	if gjson.GetBytes(body, "stream_options").Exists() {

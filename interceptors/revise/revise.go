@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // The attempt kinds recorded in the trace.
@@ -88,6 +88,8 @@ type Revise struct {
 	leakIndex []int
 	metrics   *metrics
 	log       *slog.Logger
+	// maxJSONDepth bounds the hidden answers read (deps.MaxJSONDepth).
+	maxJSONDepth int
 }
 
 // New builds the revision step of a route from its config (nil: every default)
@@ -108,13 +110,14 @@ func New(cfg *Config, deps interceptors.Deps, opts Options) (*Revise, error) {
 		return nil, fmt.Errorf("strip_claims: unknown mode %q (want auto, always or never)", string(opts.Strip))
 	}
 	r := &Revise{
-		route:    deps.Route,
-		pack:     deps.Pack,
-		cfg:      cfg.settings(),
-		strip:    opts.Strip,
-		injected: opts.ContractInjected,
-		metrics:  newMetrics(deps.Metrics),
-		log:      deps.Log,
+		route:        deps.Route,
+		pack:         deps.Pack,
+		cfg:          cfg.settings(),
+		strip:        opts.Strip,
+		injected:     opts.ContractInjected,
+		metrics:      newMetrics(deps.Metrics),
+		log:          deps.Log,
+		maxJSONDepth: deps.MaxJSONDepth,
 	}
 	if r.strip == "" {
 		r.strip = StripAuto
@@ -161,12 +164,14 @@ type attempt struct {
 	finish string
 }
 
-// run is the state of one request's revision.
+// run is the state of the revision of one choice of a request's answer.
 type run struct {
 	r        *Revise
 	ex       *interceptors.Exchange
 	cfg      settings
 	deadline time.Time
+	// choice is the index of the choice revised.
+	choice int
 	// reference is what later attempts are compared with: the draft, or the
 	// repaired draft when the draft had no claims block.
 	reference *attempt
@@ -181,7 +186,10 @@ type run struct {
 	failure  string
 }
 
-// OnResponse implements interceptors.ResponsePhase.
+// OnResponse implements interceptors.ResponsePhase. Every validated choice of the
+// answer (ex.Choices) is revised on its own — its own hidden calls, within the one
+// budget of the request — then downgraded and stripped; the headers and the trace
+// cover them all.
 func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) error {
 	if ex.Response == nil || !ex.Response.OK() || len(ex.Validators) == 0 {
 		return nil
@@ -193,21 +201,74 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 	if m := ex.Overrides.MaxRevisions; m != nil {
 		cfg.maxRevisions = max(0, min(*m, MaxRevisionsLimit))
 	}
-	ru := &run{r: r, ex: ex, cfg: cfg, deadline: time.Now().Add(cfg.budget)}
-	draftIssues := ex.DraftIssues
-	if draftIssues == nil {
-		draftIssues = ex.Issues
-		ex.DraftIssues = draftIssues
+	choices := ex.Choices
+	if choices == nil {
+		// No stage recorded the choices: the first one, with the exchange's issues.
+		draftIssues := ex.DraftIssues
+		if draftIssues == nil {
+			draftIssues = ex.Issues
+		}
+		c := interceptors.Choice{DraftIssues: draftIssues, Issues: ex.Issues}
+		if ex.Response.HasToolCalls(0) {
+			c.Skipped = interceptors.SkipToolCalls
+		}
+		choices = []interceptors.Choice{c}
 	}
-	draft := ru.draft(ex.Response.Content(), draftIssues)
-	if ru.triggered(draft) {
-		ru.setReference(draft)
-		if err := ru.loop(ctx); err != nil {
-			return err
+	deadline := time.Now().Add(cfg.budget)
+	var results []choiceResult
+	for i := range choices {
+		c := &choices[i]
+		if c.Skipped != "" {
+			continue
+		}
+		ru := &run{r: r, ex: ex, cfg: cfg, deadline: deadline, choice: c.Index}
+		draft := ru.draft(ex.Response.ChoiceContent(c.Index), c.DraftIssues)
+		if ru.triggered(draft) {
+			ru.setReference(draft)
+			if err := ru.loop(ctx); err != nil {
+				return err
+			}
+		}
+		res := ru.finish(draft)
+		c.Issues = res.best.issues
+		results = append(results, res)
+	}
+	if len(results) == 0 {
+		return nil
+	}
+	ex.Choices = choices
+	ex.CollectIssues()
+	var draftCounts, finalCounts interceptors.SeverityCounts
+	top := results[0]
+	for _, res := range results {
+		draftCounts = draftCounts.Add(res.draft.counts)
+		finalCounts = finalCounts.Add(res.best.counts)
+		if outcomeRank[res.outcome] > outcomeRank[top.outcome] {
+			top = res
 		}
 	}
-	ru.finish(draft)
+	ex.SetHeader(HeaderRevisions, strconv.Itoa(ex.Revisions))
+	ex.SetHeader(HeaderIssues, "draft="+draftCounts.String()+";final="+finalCounts.String())
+	ex.Trace.Do(func(t *interceptors.Trace) {
+		t.Final = &interceptors.FinalOutcome{Choice: top.choice, Attempt: top.best.trace, Outcome: top.outcome, Counts: finalCounts.String()}
+		if len(results) > 1 || len(choices) > 1 {
+			for _, res := range results {
+				t.Choices = append(t.Choices, interceptors.FinalOutcome{Choice: res.choice, Attempt: res.best.trace, Outcome: res.outcome, Counts: res.best.counts.String()})
+			}
+		}
+	})
 	return nil
+}
+
+// outcomeRank orders outcomes by how much they say about the answer, for the
+// trace's Final of an answer with several choices.
+var outcomeRank = map[string]int{OutcomeAccepted: 0, OutcomeResolved: 1, OutcomeImproved: 2, OutcomeDowngraded: 3, OutcomeFailed: 4}
+
+// choiceResult is what the revision of one choice ended with.
+type choiceResult struct {
+	choice      int
+	outcome     string
+	draft, best *attempt
 }
 
 // triggered reports an issue at or above the threshold. (A revision that leaks is
@@ -225,13 +286,13 @@ func (ru *run) loop(ctx context.Context) error {
 		if ru.ex.Upstream == nil {
 			reason = "no upstream to call"
 		}
-		ru.ex.Trace.Note("revise: no hidden call (" + reason + "); flagged claims are downgraded")
+		ru.ex.Trace.Note("revise: " + ru.prefix() + "no hidden call (" + reason + "); flagged claims are downgraded")
 		return nil
 	}
 	basis := ru.reference
 	if missingClaims(basis) {
 		if ru.r.pack.Revision.RepairTmpl == nil {
-			ru.ex.Trace.Note("revise: the claims block is missing and pack " + ru.r.pack.Name + " has no repair template; revising instead")
+			ru.ex.Trace.Note("revise: " + ru.prefix() + "the claims block is missing and pack " + ru.r.pack.Name + " has no repair template; revising instead")
 		} else {
 			a, err := ru.repair(ctx, basis)
 			if err != nil {
@@ -259,7 +320,7 @@ func (ru *run) loop(ctx context.Context) error {
 			return nil
 		}
 		if sameKeys(ru.listed(a), ru.listed(basis)) {
-			ru.ex.Trace.Note("revise: the revision has the same issues as the answer it revised; stopping")
+			ru.ex.Trace.Note("revise: " + ru.prefix() + "the revision has the same issues as the answer it revised; stopping")
 			return nil
 		}
 		// Building on an attempt that dropped claims or added contradictions would
@@ -287,12 +348,15 @@ func (ru *run) draft(content string, issues []interceptors.Issue) *attempt {
 	ex := ru.ex
 	ex.Trace.Do(func(t *interceptors.Trace) {
 		// The validator may have recorded the draft already.
-		if len(t.Attempts) > 0 && t.Attempts[0].Kind == KindDraft {
-			a.trace = 0
-			return
+		for i, at := range t.Attempts {
+			if at.Kind == KindDraft && at.Choice == ru.choice {
+				a.trace = i
+				return
+			}
 		}
 		t.Attempts = append(t.Attempts, interceptors.Attempt{
 			Kind:         KindDraft,
+			Choice:       ru.choice,
 			Issues:       issues,
 			Counts:       a.counts.String(),
 			RequestBytes: len(ex.Body),
@@ -396,7 +460,7 @@ func (ru *run) repair(ctx context.Context, basis *attempt) (*attempt, error) {
 	}
 	combined, found := ru.r.appendClaims(basis.content, reply)
 	if !found {
-		ru.ex.Trace.Note("revise: the repair answer holds no claims block; the draft is kept")
+		ru.ex.Trace.Note("revise: " + ru.prefix() + "the repair answer holds no claims block; the draft is kept")
 	}
 	return ru.record(ctx, KindRepair, combined, resp, len(body))
 }
@@ -420,7 +484,7 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 	resp, err = ex.Upstream.Complete(callCtx, body)
 	elapsed := time.Since(start)
 	failed := func(why string) (string, *interceptors.Response, bool, error) {
-		a := interceptors.Attempt{Kind: kind, RequestBytes: len(body), Duration: interceptors.Duration(elapsed), Error: why, Counts: "-"}
+		a := interceptors.Attempt{Kind: kind, Choice: ru.choice, RequestBytes: len(body), Duration: interceptors.Duration(elapsed), Error: why, Counts: "-"}
 		if resp != nil && resp.OK() {
 			a.Usage = resp.Usage()
 		}
@@ -430,8 +494,8 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 	}
 	switch {
 	case ctx.Err() != nil:
-		ex.Trace.AddAttempt(interceptors.Attempt{Kind: kind, RequestBytes: len(body), Duration: interceptors.Duration(elapsed), Error: "the client went away", Counts: "-"})
-		ex.Trace.Note("revise: the client went away during the " + kind + "; every call was cancelled")
+		ex.Trace.AddAttempt(interceptors.Attempt{Kind: kind, Choice: ru.choice, RequestBytes: len(body), Duration: interceptors.Duration(elapsed), Error: "the client went away", Counts: "-"})
+		ex.Trace.Note("revise: " + ru.prefix() + "the client went away during the " + kind + "; every call was cancelled")
 		return "", nil, false, ctx.Err()
 	case err != nil && (errors.Is(err, context.DeadlineExceeded) || callCtx.Err() != nil):
 		return failed(fmt.Sprintf("the revision budget of %s was spent waiting for the upstream", ru.cfg.budget))
@@ -439,8 +503,14 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 		return failed(err.Error())
 	case !resp.OK():
 		return failed("the upstream answered with status " + strconv.Itoa(resp.Status))
-	case !gjson.ValidBytes(resp.Body):
+	}
+	if err := rawjson.Check(resp.Body, ru.r.maxJSONDepth); errors.Is(err, rawjson.ErrTooDeep) {
+		return failed("the upstream's answer nests JSON deeper than server.max_json_depth")
+	} else if err != nil {
 		return failed("the upstream's answer is not valid JSON")
+	} else if !resp.HasMessage() {
+		// {} or "choices": [] would otherwise pass for an answer with no flags.
+		return failed("the upstream's answer has no choice with a message")
 	}
 	ru.addUsage(resp.Usage())
 	content = resp.Content()
@@ -460,7 +530,7 @@ func (ru *run) fail(why string) {
 	if ru.failure == "" {
 		ru.failure = why
 	}
-	ru.ex.Trace.Note("revise: " + why)
+	ru.ex.Trace.Note("revise: " + ru.prefix() + why)
 }
 
 // record validates a new attempt, checks it for leaks and against the reference,
@@ -468,8 +538,9 @@ func (ru *run) fail(why string) {
 func (ru *run) record(ctx context.Context, kind, content string, resp *interceptors.Response, requestBytes int) (*attempt, error) {
 	ex := ru.ex
 	// The budget covers validating the attempt too (an LLM-backed validator's
-	// call); a validator cut off by it counts as one that could not run.
-	vctx, cancel := context.WithDeadline(ctx, ru.deadline)
+	// call); a validator cut off by it counts as one that could not run. The cause
+	// tells the validator the budget, not the client, ended its call.
+	vctx, cancel := context.WithDeadlineCause(ctx, ru.deadline, interceptors.ErrBudgetExhausted)
 	issues, errs := ex.ValidateAnswer(vctx, content)
 	cancel()
 	if ctx.Err() != nil {
@@ -478,7 +549,7 @@ func (ru *run) record(ctx context.Context, kind, content string, resp *intercept
 	if len(errs) > 0 {
 		ex.Trace.Do(func(t *interceptors.Trace) { t.ValidationIncomplete = true })
 		for _, err := range errs {
-			ex.Trace.Note("revise: validating the " + kind + ": " + err.Error())
+			ex.Trace.Note("revise: " + ru.prefix() + "validating the " + kind + ": " + err.Error())
 		}
 	}
 	a := &attempt{kind: kind, content: content, finish: gjson.GetBytes(resp.Body, "choices.0.finish_reason").Str}
@@ -493,6 +564,7 @@ func (ru *run) record(ctx context.Context, kind, content string, resp *intercept
 	a.excluded = ru.exclusion(a)
 	a.trace = ex.Trace.AddAttempt(interceptors.Attempt{
 		Kind:         kind,
+		Choice:       ru.choice,
 		Issues:       issues,
 		Counts:       a.counts.String(),
 		RequestBytes: requestBytes,
@@ -560,10 +632,11 @@ func better(a, b *attempt) bool {
 	return a.counts.Compare(b.counts) < 0
 }
 
-// finish picks the returned attempt, downgrades what remains flagged, strips the
-// claims block when the client did not ask for it, and sets the headers, the trace's
-// outcome and the metrics.
-func (ru *run) finish(draft *attempt) {
+// finish picks the choice's returned attempt, downgrades what remains flagged,
+// strips the claims block when the client did not ask for it, puts it into the
+// response, and counts the choice's outcome in the metrics. The headers and the
+// trace's final outcome, which cover every choice, are the caller's.
+func (ru *run) finish(draft *attempt) choiceResult {
 	ex := ru.ex
 	best := ru.best()
 	outcome := OutcomeAccepted
@@ -584,29 +657,37 @@ func (ru *run) finish(draft *attempt) {
 		var notes []string
 		content, downgrades, notes = ru.r.downgrade(content, best.issues, ru.cfg.threshold)
 		for _, n := range notes {
-			ex.Trace.Note("revise: " + n)
+			ex.Trace.Note("revise: " + ru.prefix() + n)
+		}
+		for i := range downgrades {
+			downgrades[i].Choice = ru.choice
 		}
 	}
 	if ru.stripClaims() {
 		content = ru.r.stripClaims(content)
 	}
 	if content != draft.content || best != draft {
-		if err := ex.Response.SetContent(content); err != nil {
-			ex.Trace.Note("revise: replacing the answer failed: " + err.Error())
+		if err := ex.Response.SetChoiceContent(ru.choice, content); err != nil {
+			ex.Trace.Note("revise: " + ru.prefix() + "replacing the answer failed: " + err.Error())
 		} else if best.finish != "" {
-			if b, err := sjson.SetBytes(ex.Response.Body, "choices.0.finish_reason", best.finish); err == nil {
-				ex.Response.Body = b
+			if err := ex.Response.SetChoiceField(ru.choice, "finish_reason", best.finish); err != nil {
+				ex.Trace.Note("revise: " + ru.prefix() + "setting the finish reason failed: " + err.Error())
 			}
 		}
 	}
-	ex.Issues = best.issues
-	ex.SetHeader(HeaderRevisions, strconv.Itoa(ex.Revisions))
-	ex.SetHeader(HeaderIssues, "draft="+draft.counts.String()+";final="+best.counts.String())
-	ex.Trace.Do(func(t *interceptors.Trace) {
-		t.Final = &interceptors.FinalOutcome{Attempt: best.trace, Outcome: outcome, Counts: best.counts.String()}
-		t.Downgrades = append(t.Downgrades, downgrades...)
-	})
+	if len(downgrades) > 0 {
+		ex.Trace.Do(func(t *interceptors.Trace) { t.Downgrades = append(t.Downgrades, downgrades...) })
+	}
 	ru.r.metrics.observe(ru.r.route, ru.ex.Overrides.Variant, outcome, ru.calls, ru.tokens, best.counts)
+	return choiceResult{choice: ru.choice, outcome: outcome, draft: draft, best: best}
+}
+
+// prefix names the choice in trace notes when the answer has several.
+func (ru *run) prefix() string {
+	if len(ru.ex.Choices) > 1 {
+		return "choice " + strconv.Itoa(ru.choice) + ": "
+	}
+	return ""
 }
 
 // stripClaims reports whether the client's answer loses its claims block.

@@ -278,6 +278,7 @@ func TestFailedRevisionCallReturnsTheDowngradedDraft(t *testing.T) {
 		{name: "status 500", reply: reply{status: 500, raw: `{"error":{"message":"overloaded"}}`}, why: "status 500"},
 		{name: "transport error", reply: reply{err: errBoom}, why: "connection reset"},
 		{name: "malformed JSON", reply: reply{raw: `{"choices":[{"message":{"content":"trunc`}, why: "not valid JSON"},
+		{name: "nested too deep", reply: reply{raw: `{"choices":[{"message":{"content":"x"}}],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}, why: "deeper than server.max_json_depth"},
 		{name: "empty content", reply: reply{content: "  "}, why: "no content"},
 		{name: "budget spent", reply: reply{hang: true}, cfg: &Config{Budget: cache.Duration(30 * time.Millisecond)}, why: "budget"},
 	}
@@ -347,6 +348,17 @@ func TestRepairAppendsTheMissingClaimsBlock(t *testing.T) {
 		f.ex.Trace.Do(func(tr *interceptors.Trace) { a = tr.Attempts })
 		if len(a) != 2 || a[1].Kind != KindRepair {
 			t.Errorf("trace attempts %+v, want draft and repair", a)
+		}
+	})
+	// Issue 11: stripping the repaired block gave the draft plus a "\n".
+	t.Run("stripped again, the repaired answer is the draft byte for byte", func(t *testing.T) {
+		t.Parallel()
+		for _, draft := range []string{prose, prose + "\n", prose + "\r\n"} {
+			f := newFixture(t, setup{draft: draft, rules: storyRules, injected: true, replies: []reply{{content: block}}})
+			f.run(t)
+			if got := f.ex.Response.Content(); got != draft {
+				t.Errorf("the client got %q, want the draft %q", got, draft)
+			}
 		}
 	})
 	t.Run("a repaired block with a contradiction is then revised", func(t *testing.T) {

@@ -2,6 +2,7 @@ package scope
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/factgate/factgate/interceptors"
@@ -32,6 +33,26 @@ func BenchmarkUserTextsLargeReplay(b *testing.B) {
 	for b.Loop() {
 		if len(UserTexts(body)) != 1 {
 			b.Fatal("no user text")
+		}
+	}
+}
+
+// BenchmarkResolveProseNotAnAnalysis measures the context stage's worst case for
+// the pack's apply rules: a user message of 300 lines of prose, none an operation
+// or a header, so every rule reads its whole bounded scan (200 lines).
+func BenchmarkResolveProseNotAnAnalysis(b *testing.B) {
+	r := newResolver(b, nil)
+	prose := strings.Repeat("Please summarise the meeting notes below in three bullet points, keeping names.\n", 300)
+	body := chatBody(b, prose, `"temperature":0.3`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ex := &interceptors.Exchange{Body: body}
+		if err := r.OnRequest(context.Background(), ex); err != nil {
+			b.Fatal(err)
+		}
+		if c, _ := FromExchange(ex); c.Applies.Domain {
+			b.Fatal("prose judged an analysis")
 		}
 	}
 }

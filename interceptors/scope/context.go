@@ -76,6 +76,9 @@ type Context struct {
 	// Session groups the segments of one analysis sent as several requests; "" when
 	// the client sent none.
 	Session string
+	// Applies is the pack's verdict on the request (knowledge.ApplyRules): whether
+	// the pack is about it and its contract applies. Read it with Applies.
+	Applies knowledge.Applicability
 }
 
 type contextKey struct{}

@@ -1,5 +1,7 @@
 package scope
 
+import "github.com/factgate/factgate/knowledge/rawjson"
+
 // Message is one element of a chat completion's messages array, located in the body
 // without decoding it. Offsets are byte offsets into the body it was found in.
 type Message struct {
@@ -25,26 +27,26 @@ type MessageList struct {
 // the body has no "messages" member or it is not an array. It reads the body once
 // with a raw scanner: nothing is copied or unescaped but the roles, so a request
 // carrying a long operation log costs a memory scan. The body must be valid JSON
-// (the proxy checks it with gjson.ValidBytes before any interceptor runs).
+// (the proxy checks it with rawjson.Check before any interceptor runs).
 func FindMessages(body []byte) (MessageList, bool) { return findMessages(bytesView(body)) }
 
 func findMessages(s string) (MessageList, bool) {
-	arr, ok := member(s, "messages")
-	if !ok || arr.raw[0] != '[' {
+	arr, ok := rawjson.Find(s, "messages")
+	if !ok || arr.Raw[0] != '[' {
 		return MessageList{}, false
 	}
-	ml := MessageList{Start: arr.off, End: arr.off + len(arr.raw)}
-	eachElement(arr.raw, func(el span) bool {
-		m := Message{Start: arr.off + el.off, End: arr.off + el.off + len(el.raw)}
-		eachMember(el.raw, func(k string, v span) bool {
+	ml := MessageList{Start: arr.Off, End: arr.Off + len(arr.Raw)}
+	rawjson.EachElement(arr.Raw, func(el rawjson.Value) bool {
+		m := Message{Start: arr.Off + el.Off, End: arr.Off + el.Off + len(el.Raw)}
+		rawjson.EachMember(el.Raw, func(v rawjson.Member) bool {
 			switch {
-			case jsonKeyIs(k, "role"):
-				if r, ok := stringValue(v.raw); ok {
+			case rawjson.KeyIs(v.Key, "role"):
+				if r, ok := rawjson.StringValue(v.Raw); ok {
 					m.Role = internRole(r)
 				}
-			case jsonKeyIs(k, "content"):
-				m.ContentStart = m.Start + v.off
-				m.ContentEnd = m.ContentStart + len(v.raw)
+			case rawjson.KeyIs(v.Key, "content"):
+				m.ContentStart = m.Start + v.Off
+				m.ContentEnd = m.ContentStart + len(v.Raw)
 			}
 			return true
 		})

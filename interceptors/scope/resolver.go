@@ -15,6 +15,7 @@ import (
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Resolver is the context stage: one request phase that resolves the request
@@ -98,9 +99,15 @@ func (r *Resolver) OnRequest(_ context.Context, ex *interceptors.Exchange) error
 func (r *Resolver) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
 	body := bytesView(ex.Body)
 	meta := factgateMetadata(body)
-	ext := knowledge.ExtractContextTexts(r.pack, userTextHeads(body, r.limit))
+	heads := userTextHeads(body, r.limit)
+	ext := knowledge.ExtractContextTexts(r.pack, heads)
 	c := &Context{Players: ext.Players}
-	var notes []string
+	c.Applies = r.pack.Applies(knowledge.ApplyInput{
+		UserTexts:      heads,
+		ClientMentions: func(s string) bool { return clientMentions(body, s) },
+		JSONMode:       IsJSONMode(body),
+	})
+	notes := []string{"context: " + c.Applies.Reason}
 
 	// The knowledge set.
 	if v, ok, err := headerValue(ex.Header, HeaderKnowledgeSet); err != nil {
@@ -113,7 +120,7 @@ func (r *Resolver) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []s
 	}
 	if c.SetSource == "" {
 		if m, ok := findMeta(meta, "knowledge_set"); ok {
-			v, ok := stringValue(m.value)
+			v, ok := rawjson.StringValue(m.value)
 			if !ok {
 				return nil, nil, nil, badMetadata(m.key, "must be a string naming a knowledge set")
 			}
@@ -198,7 +205,7 @@ func (r *Resolver) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []s
 	} else if ok {
 		c.Session = v
 	} else if m, ok := findMeta(meta, "session"); ok {
-		v, ok := stringValue(m.value)
+		v, ok := rawjson.StringValue(m.value)
 		if !ok {
 			return nil, nil, nil, badMetadata(m.key, "must be a string")
 		}
@@ -323,16 +330,16 @@ func badMetadata(key, want string) error {
 // factgateMetadata returns the members of the body's metadata object whose keys
 // start with "factgate." (any case), in order.
 func factgateMetadata(body string) []metaItem {
-	m, ok := member(body, "metadata")
+	m, ok := rawjson.Find(body, "metadata")
 	if !ok {
 		return nil
 	}
 	var out []metaItem
-	eachMember(m.raw, func(k string, v span) bool {
-		key := jsonKey(k)
+	rawjson.EachMember(m.Raw, func(v rawjson.Member) bool {
+		key := rawjson.Key(v.Key)
 		if len(key) >= len(MetadataPrefix) && strings.EqualFold(key[:len(MetadataPrefix)], MetadataPrefix) {
 			key = strings.Clone(key)
-			out = append(out, metaItem{key: key, name: key[len(MetadataPrefix):], value: v.raw})
+			out = append(out, metaItem{key: key, name: key[len(MetadataPrefix):], value: v.Raw})
 		}
 		return true
 	})
@@ -353,7 +360,7 @@ func findMeta(meta []metaItem, name string) (metaItem, bool) {
 // listValue reads a scope list: a comma-separated string or an array of strings.
 // The strings are copies.
 func listValue(raw string) ([]string, bool) {
-	if s, ok := stringValue(raw); ok {
+	if s, ok := rawjson.StringValue(raw); ok {
 		return dedupe(strings.Split(strings.Clone(s), ",")), true
 	}
 	if raw == "" || raw[0] != '[' {
@@ -361,8 +368,8 @@ func listValue(raw string) ([]string, bool) {
 	}
 	var out []string
 	valid := true
-	eachElement(raw, func(v span) bool {
-		s, ok := stringValue(v.raw)
+	rawjson.EachElement(raw, func(v rawjson.Value) bool {
+		s, ok := rawjson.StringValue(v.Raw)
 		if !ok {
 			valid = false
 			return false
@@ -385,10 +392,10 @@ func stripMetadata(body []byte, meta []metaItem) []byte {
 			body = b
 		}
 	}
-	if md, ok := member(bytesView(body), "metadata"); ok {
+	if md, ok := rawjson.Find(bytesView(body), "metadata"); ok {
 		empty := true
-		eachMember(md.raw, func(string, span) bool { empty = false; return false })
-		if empty && strings.HasPrefix(md.raw, "{") {
+		rawjson.EachMember(md.Raw, func(rawjson.Member) bool { empty = false; return false })
+		if empty && strings.HasPrefix(md.Raw, "{") {
 			if b, err := sjson.DeleteBytes(body, "metadata"); err == nil {
 				body = b
 			}

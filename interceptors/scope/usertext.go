@@ -1,6 +1,10 @@
 package scope
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
+)
 
 // UserTexts returns the texts of the request's user messages, in order: a string
 // content is one text; an array content gives one text per part of type "text".
@@ -13,7 +17,7 @@ import "strings"
 func UserTexts(body []byte) []string {
 	var out []string
 	eachUserText(bytesView(body), func(raw string) bool {
-		s, _ := stringValue(raw)
+		s, _ := rawjson.StringValue(raw)
 		if len(s) > 0 && strings.IndexByte(raw, '\\') < 0 {
 			s = strings.Clone(s) // s aliases body
 		}
@@ -37,7 +41,7 @@ func userTextHeads(body string, limit int) []string {
 		if strings.IndexByte(head, '\\') < 0 {
 			out = append(out, head)
 		} else {
-			out = append(out, unescape(inner, limit))
+			out = append(out, rawjson.Unescape(inner, limit))
 		}
 		return true
 	})
@@ -62,19 +66,19 @@ func eachUserText(body string, fn func(raw string) bool) {
 			}
 		case '[':
 			more := true
-			eachElement(content, func(part span) bool {
-				var typ, text span
-				eachMember(part.raw, func(k string, v span) bool {
+			rawjson.EachElement(content, func(part rawjson.Value) bool {
+				var typ, text string
+				rawjson.EachMember(part.Raw, func(m rawjson.Member) bool {
 					switch {
-					case jsonKeyIs(k, "type"):
-						typ = v
-					case jsonKeyIs(k, "text"):
-						text = v
+					case rawjson.KeyIs(m.Key, "type"):
+						typ = m.Raw
+					case rawjson.KeyIs(m.Key, "text"):
+						text = m.Raw
 					}
 					return true
 				})
-				if t, _ := stringValue(typ.raw); t == "text" && len(text.raw) >= 2 && text.raw[0] == '"' {
-					more = fn(text.raw)
+				if t, _ := rawjson.StringValue(typ); t == "text" && len(text) >= 2 && text[0] == '"' {
+					more = fn(text)
 				}
 				return more
 			})

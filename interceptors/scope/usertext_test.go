@@ -71,35 +71,6 @@ func TestUserTextHeadsMatchTheFullTexts(t *testing.T) {
 	}
 }
 
-func FuzzUnescape(f *testing.F) {
-	for _, s := range []string{"", "plain", "Mod: corona\n玩家: 青龙 (神州)", "\"quoted\" \\ / \b\f\r\t", "😀 \u2028 \x01", string([]byte{0xff, 'a'})} {
-		f.Add(s, 7)
-	}
-	f.Fuzz(func(t *testing.T, s string, limit int) {
-		if !utf8.ValidString(s) {
-			return // encoding/json replaces invalid UTF-8; the scanner sees only valid JSON
-		}
-		raw := jsonString(s)
-		inner := raw[1 : len(raw)-1]
-		if got := unescape(inner, -1); got != s {
-			t.Fatalf("unescape(%s) = %q, want %q", raw, got, s)
-		}
-		if limit < 0 {
-			limit = -limit
-		}
-		head := unescape(inner, limit)
-		if !strings.HasPrefix(s, head) || len(head) < min(limit, len(s)) {
-			t.Fatalf("unescape(%s, %d) = %q, not a prefix of %q of at least %d bytes", raw, limit, head, s, limit)
-		}
-		if v, ok := stringValue(raw); !ok || v != s {
-			t.Fatalf("stringValue(%s) = %q, %v", raw, v, ok)
-		}
-		if end := valueEnd(raw+`,"x"`, 0); end != len(raw) {
-			t.Fatalf("valueEnd(%s) = %d, want %d", raw, end, len(raw))
-		}
-	})
-}
-
 func TestFindMessages(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"model":"m", "messages" : [ {"role":"system","content":"s"} ,{"content":[{"type":"text","text":"u"}],"role":"user"},{"role":"assistant","content":null,"tool_calls":[]},{"role":"tool"} ,"odd"], "n":1}`)

@@ -115,6 +115,9 @@ type Settings struct {
 	Retries int
 	// FailurePolicy is never empty.
 	FailurePolicy FailurePolicy
+	// MaxJSONDepth bounds the nesting of the judge's answer and of the JSON in
+	// its content (server.max_json_depth); 0 means rawjson.DefaultMaxDepth.
+	MaxJSONDepth int
 }
 
 // Settings returns the config with its defaults applied.

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/knowledge"
 )
 
 // ErrorCode is the OpenAI error code of a request that failed because its draft
@@ -38,6 +40,7 @@ const ErrorCode = "semantic_validation_failed"
 // checked draft.
 type Semantic struct {
 	route          string
+	pack           *knowledge.Pack
 	validators     []*Validator
 	settings       Settings
 	routeValidates bool
@@ -63,7 +66,8 @@ func New(cfg Config, deps interceptors.Deps) (*Semantic, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Semantic{route: deps.Route, settings: cfg.Settings(), routeValidates: cfg.RouteValidates}
+	s := &Semantic{route: deps.Route, pack: deps.Pack, settings: cfg.Settings(), routeValidates: cfg.RouteValidates}
+	s.settings.MaxJSONDepth = deps.MaxJSONDepth
 	m := newMetrics(deps.Metrics)
 	for i, name := range cfg.Validators {
 		v, err := newValidator(deps.Pack, name, s.settings, deps.Route, m, log)
@@ -82,13 +86,13 @@ func (s *Semantic) Name() string { return "semantic" }
 func (s *Semantic) Validators() []*Validator { return slices.Clone(s.validators) }
 
 // OnRequest implements interceptors.RequestPhase: it registers the validators
-// when the request is validated.
+// when the request is validated (and the pack's contract applies to it).
 func (s *Semantic) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
 	on := s.routeValidates
 	if o := ex.Overrides.Validate; o != nil {
 		on = *o
 	}
-	if !on {
+	if !on || !scope.Applies(ex, s.pack).Contract {
 		return nil
 	}
 	for _, v := range s.validators {
@@ -155,7 +159,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"route", "variant", "validator", "outcome"})),
 		calls: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_semantic_calls_total",
-			Help: "Judge calls of LLM-backed validators, by route, A/B variant, validator and result (ok, failed, cancelled).",
+			Help: "Judge calls of LLM-backed validators, by route, A/B variant, validator and result (ok, failed, cancelled, budget_exhausted).",
 		}, []string{"route", "variant", "validator", "result"})),
 		tokens: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_semantic_tokens_total",

@@ -1,7 +1,6 @@
 package semantic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,11 +13,14 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	openai "github.com/sashabaranov/go-openai"
+	"github.com/sashabaranov/go-openai/jsonschema"
 	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // The issue codes of the semantic validators (PRODUCT.md §8).
@@ -30,6 +32,22 @@ const (
 	// CodeFailed (Warning; Fatal under failure_policy closed): the judge could not
 	// give a valid verdict within the retry budget — validation is incomplete.
 	CodeFailed = "semantic.failed"
+)
+
+// The results of a judge call, in the trace (interceptors.Call) and in the
+// factgate_semantic_calls_total metric's result label.
+const (
+	// ResultOK: the call gave a valid verdict.
+	ResultOK = "ok"
+	// ResultFailed: no valid verdict (a transport error, a timeout, a non-2xx
+	// status, malformed or inconsistent output); retried within the budget.
+	ResultFailed = "failed"
+	// ResultCancelled: the client went away during the call.
+	ResultCancelled = "cancelled"
+	// ResultBudgetExhausted: the hidden revision's wall-clock budget ran out
+	// during the call (interceptors.ErrBudgetExhausted). The answer being revised
+	// counts as one the validator could not check.
+	ResultBudgetExhausted = "budget_exhausted"
 )
 
 // Bounds of what a judge call carries.
@@ -83,8 +101,9 @@ type Validator struct {
 	// system is the stable prefix: the policy asset byte for byte, then the
 	// instruction.
 	system string
-	// responseFormat is the strict json_schema response_format, pre-encoded.
-	responseFormat json.RawMessage
+	// responseFormat is the strict json_schema response_format, its schema
+	// pre-encoded.
+	responseFormat *openai.ChatCompletionResponseFormat
 	// label names the proposed value in the judge's input ("kind").
 	label   string
 	metrics *metrics // nil: none
@@ -168,39 +187,33 @@ func systemPrompt(policy, instruction string) string {
 
 // responseFormat renders the strict json_schema response_format of spec: exactly
 // verdict (an enum of the spec's verdicts) and explanation, both required, no
-// other property, no optional property, no uniqueItems.
-func responseFormat(spec *knowledge.SemanticSpec) (json.RawMessage, error) {
+// other property, no optional property, no uniqueItems. The schema is encoded once
+// here, not on every call.
+func responseFormat(spec *knowledge.SemanticSpec) (*openai.ChatCompletionResponseFormat, error) {
 	verdicts := make([]string, len(spec.Verdicts))
 	for i, vs := range spec.Verdicts {
 		verdicts[i] = vs.Name
 	}
-	type property struct {
-		Type string   `json:"type"`
-		Enum []string `json:"enum,omitempty"`
-	}
-	type schema struct {
-		Type                 string              `json:"type"`
-		Properties           map[string]property `json:"properties"`
-		Required             []string            `json:"required"`
-		AdditionalProperties bool                `json:"additionalProperties"`
-	}
-	type jsonSchema struct {
-		Name   string `json:"name"`
-		Strict bool   `json:"strict"`
-		Schema schema `json:"schema"`
-	}
-	return json.Marshal(struct {
-		Type       string     `json:"type"`
-		JSONSchema jsonSchema `json:"json_schema"`
-	}{"json_schema", jsonSchema{Name: schemaName, Strict: true, Schema: schema{
-		Type: "object",
-		Properties: map[string]property{
-			"verdict":     {Type: "string", Enum: verdicts},
-			"explanation": {Type: "string"},
+	schema, err := json.Marshal(&jsonschema.Definition{
+		Type: jsonschema.Object,
+		Properties: map[string]jsonschema.Definition{
+			"verdict":     {Type: jsonschema.String, Enum: verdicts},
+			"explanation": {Type: jsonschema.String},
 		},
 		Required:             []string{"verdict", "explanation"},
 		AdditionalProperties: false,
-	}}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &openai.ChatCompletionResponseFormat{
+		Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
+		JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{
+			Name:   schemaName,
+			Strict: true,
+			Schema: json.RawMessage(schema),
+		},
+	}, nil
 }
 
 // Name implements interceptors.AnswerValidator ("semantic/combat").
@@ -236,27 +249,61 @@ func (v *Validator) ValidateAnswer(ctx context.Context, ex *interceptors.Exchang
 	var tokens int
 	var last error
 	for call := 1; call <= 1+v.settings.Retries; call++ {
+		if ctx.Err() != nil {
+			return v.stopped(ctx, ex, nil, call-1, tokens)
+		}
+		began := time.Now()
 		j, usage, err := v.call(ctx, up, body, proposed)
+		rec := interceptors.Call{Kind: "judge", Validator: v.name, Duration: interceptors.Duration(time.Since(began)), Usage: usage}
 		ex.Usage = ex.Usage.Add(usage)
 		tokens += usage.TotalTokens
 		v.metrics.addTokens(v.route, ex.Overrides.Variant, v.spec.Name, usage.TotalTokens)
 		if ctx.Err() != nil {
-			v.metrics.call(v.route, ex.Overrides.Variant, v.spec.Name, "cancelled")
-			ex.Trace.Note(fmt.Sprintf("%s: the client went away during the judge call", v.name))
-			return nil, ctx.Err()
+			return v.stopped(ctx, ex, &rec, call, tokens)
 		}
 		if err != nil {
-			v.metrics.call(v.route, ex.Overrides.Variant, v.spec.Name, "failed")
+			rec.Result, rec.Error = ResultFailed, err.Error()
+			ex.Trace.AddCall(rec)
+			v.metrics.call(v.route, ex.Overrides.Variant, v.spec.Name, ResultFailed)
 			last = err
 			if call <= v.settings.Retries {
 				ex.Trace.Note(fmt.Sprintf("%s: call %d failed (%v); retrying", v.name, call, err))
 			}
 			continue
 		}
-		v.metrics.call(v.route, ex.Overrides.Variant, v.spec.Name, "ok")
+		rec.Result = ResultOK
+		ex.Trace.AddCall(rec)
+		v.metrics.call(v.route, ex.Overrides.Variant, v.spec.Name, ResultOK)
 		return v.judged(ex, j, proposed, call, tokens, time.Since(start)), nil
 	}
 	return []interceptors.Issue{v.failure(ex, last, 1+v.settings.Retries, tokens)}, nil
+}
+
+// errBudgetExhausted is the execution failure of a judge call the revision budget
+// ended.
+var errBudgetExhausted = errors.New("the revision budget ran out before the judge gave a verdict")
+
+// stopped ends a validation whose context ended (rec is the call it ended, nil
+// when it ended between calls). When the revision budget ended it, the answer
+// being revised is one the validator could not check: an execution failure per
+// the failure policy, never retried (the budget is gone). When the client went
+// away there is nobody to answer: no issue, the context's error.
+func (v *Validator) stopped(ctx context.Context, ex *interceptors.Exchange, rec *interceptors.Call, calls, tokens int) ([]interceptors.Issue, error) {
+	if errors.Is(context.Cause(ctx), interceptors.ErrBudgetExhausted) {
+		if rec != nil {
+			rec.Result, rec.Error = ResultBudgetExhausted, errBudgetExhausted.Error()
+			ex.Trace.AddCall(*rec)
+			v.metrics.call(v.route, ex.Overrides.Variant, v.spec.Name, ResultBudgetExhausted)
+		}
+		return []interceptors.Issue{v.failure(ex, errBudgetExhausted, calls, tokens)}, nil
+	}
+	if rec != nil {
+		rec.Result, rec.Error = ResultCancelled, "the client went away"
+		ex.Trace.AddCall(*rec)
+		v.metrics.call(v.route, ex.Overrides.Variant, v.spec.Name, ResultCancelled)
+		ex.Trace.Note(fmt.Sprintf("%s: the client went away during the judge call", v.name))
+	}
+	return nil, ctx.Err()
 }
 
 // errMissingInput marks a failure that no call could fix.
@@ -354,12 +401,6 @@ func (v *Validator) judge(ex *interceptors.Exchange) (interceptors.Upstream, str
 	return ex.Upstream, model, nil
 }
 
-// chatMessage is one message of the judge request.
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 // Request renders the judge's chat completion request for a source text and a
 // proposed value: the stable system message first (the policy, then the
 // instruction — identical for every call, so provider prompt caches reuse it),
@@ -367,30 +408,30 @@ type chatMessage struct {
 // value, nothing else: no ids, hashes, keys or codes); the temperature, max_tokens
 // when set, stream false and the strict json_schema response_format.
 func (v *Validator) Request(model, source, proposed string) ([]byte, error) {
-	req := struct {
-		Model          string          `json:"model"`
-		Messages       []chatMessage   `json:"messages"`
-		Temperature    float64         `json:"temperature"`
-		MaxTokens      int             `json:"max_tokens,omitempty"`
-		Stream         bool            `json:"stream"`
-		ResponseFormat json.RawMessage `json:"response_format"`
-	}{
-		Model: model,
-		Messages: []chatMessage{
-			{Role: "system", Content: v.system},
-			{Role: "user", Content: v.input(source, proposed)},
+	b, err := json.Marshal(judgeRequest{
+		ChatCompletionRequest: openai.ChatCompletionRequest{
+			Model: model,
+			Messages: []openai.ChatCompletionMessage{
+				{Role: openai.ChatMessageRoleSystem, Content: v.system},
+				{Role: openai.ChatMessageRoleUser, Content: v.input(source, proposed)},
+			},
+			MaxTokens:      v.settings.MaxTokens,
+			ResponseFormat: v.responseFormat,
 		},
-		Temperature:    v.settings.Temperature,
-		MaxTokens:      v.settings.MaxTokens,
-		ResponseFormat: v.responseFormat,
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(req); err != nil {
+		Temperature: v.settings.Temperature,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("encoding the judge request: %w", err)
 	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return b, nil
+}
+
+// judgeRequest is the judge's chat completion request. Its temperature replaces
+// go-openai's, which leaves out a zero temperature (omitempty) — and a provider's
+// default is not 0: the judge's temperature is always sent, as configured.
+type judgeRequest struct {
+	openai.ChatCompletionRequest
+	Temperature float64 `json:"temperature"`
 }
 
 // input renders the variable part of the judge's prompt.
@@ -424,7 +465,10 @@ func (v *Validator) call(ctx context.Context, up interceptors.Upstream, body []b
 		return judgment{}, interceptors.Usage{}, &timeoutError{v.settings.Timeout}
 	case err != nil:
 		return judgment{}, interceptors.Usage{}, fmt.Errorf("the judge call failed: %w", err)
-	case !gjson.ValidBytes(resp.Body):
+	}
+	if err := rawjson.Check(resp.Body, v.settings.MaxJSONDepth); errors.Is(err, rawjson.ErrTooDeep) {
+		return judgment{}, interceptors.Usage{}, fmt.Errorf("the judge answered with status %d and JSON nested deeper than server.max_json_depth", resp.Status)
+	} else if err != nil {
 		return judgment{}, interceptors.Usage{}, fmt.Errorf("the judge answered with status %d and a body that is not JSON", resp.Status)
 	}
 	usage := resp.Usage()
@@ -452,10 +496,13 @@ func (e *timeoutError) Error() string {
 // the spec's bound.
 func (v *Validator) parse(content, proposed string) (judgment, error) {
 	c := strings.TrimSpace(content)
+	jerr := rawjson.CheckString(c, v.settings.MaxJSONDepth)
 	switch {
 	case c == "":
 		return judgment{}, errors.New("the judge's answer is empty")
-	case !gjson.Valid(c):
+	case errors.Is(jerr, rawjson.ErrTooDeep):
+		return judgment{}, errors.New("the judge's answer nests JSON deeper than server.max_json_depth")
+	case jerr != nil:
 		return judgment{}, errors.New("the judge's answer is not valid JSON")
 	case !gjson.Parse(c).IsObject():
 		return judgment{}, errors.New("the judge's answer is not a JSON object")

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/interceptors"
@@ -84,6 +85,10 @@ func TestJudgeOutcomes(t *testing.T) {
 			[]judgeAnswer{{status: 500, body: `{"error":{"message":"overloaded"}}`}}, []string{"semantic.failed|Warning|kind"}, 2, []string{"status 500"}},
 		{"a body that is not JSON", ambushChunk, "combat",
 			[]judgeAnswer{{body: "<html>bad gateway</html>", status: 502}}, []string{"semantic.failed|Warning|kind"}, 2, []string{"not JSON"}},
+		{"an answer nested too deep", ambushChunk, "combat",
+			[]judgeAnswer{{body: `{"choices":[{"message":{"content":"x"}}],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}}, []string{"semantic.failed|Warning|kind"}, 2, []string{"deeper than server.max_json_depth"}},
+		{"content nested too deep", ambushChunk, "combat",
+			[]judgeAnswer{{content: `{"verdict": "approved", "explanation": ` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}}, []string{"semantic.failed|Warning|kind"}, 2, []string{"deeper than server.max_json_depth"}},
 		{"a transport error", ambushChunk, "combat",
 			[]judgeAnswer{{err: errConnRefused}}, []string{"semantic.failed|Warning|kind"}, 2, []string{"connection refused"}},
 	}
@@ -472,21 +477,113 @@ func TestTheCandidateIsNotModified(t *testing.T) {
 
 func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
-// A client that goes away ends the validation without an issue.
-func TestClientGoneStopsTheJudge(t *testing.T) {
+// Who ended a judge call decides what it means: a client that went away ends the
+// validation without an issue (nobody is waiting for it), while the revision
+// budget leaves the revision unchecked — an execution failure per the failure
+// policy, not retried — and the trace and the metric say which it was.
+func TestTheJudgeCallsEndingIsNamed(t *testing.T) {
 	t.Parallel()
-	up := newFake(judgeAnswer{block: true})
+	cases := []struct {
+		name    string
+		policy  FailurePolicy
+		end     func(ctx context.Context, started func() bool) (context.Context, context.CancelFunc)
+		issues  []string
+		err     bool
+		result  string
+		note    string
+		notNote string
+	}{
+		{
+			name:   "the client went away",
+			policy: FailOpen,
+			end: func(ctx context.Context, started func() bool) (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancel(ctx)
+				go func() {
+					for !started() {
+						time.Sleep(time.Millisecond)
+					}
+					cancel()
+				}()
+				return ctx, cancel
+			},
+			err: true, result: ResultCancelled,
+			note: "the client went away during the judge call", notNote: "budget",
+		},
+		{
+			name:   "the revision budget ran out, failure policy open",
+			policy: FailOpen,
+			end:    budget,
+			issues: []string{"semantic.failed|Warning|kind"}, result: ResultBudgetExhausted,
+			note: "the revision budget ran out before the judge gave a verdict", notNote: "went away",
+		},
+		{
+			name:   "the revision budget ran out, failure policy closed",
+			policy: FailClosed,
+			end:    budget,
+			issues: []string{"semantic.failed|Fatal|kind"}, result: ResultBudgetExhausted,
+			note: "the revision budget ran out before the judge gave a verdict", notNote: "went away",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			reg := prometheus.NewRegistry()
+			d := deps(t, dndPack(t))
+			d.Metrics = reg
+			s, err := New(Config{Validators: []string{"combat"}, FailurePolicy: tc.policy, RouteValidates: true}, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := newFake(judgeAnswer{block: true})
+			ex := exchange(ambushChunk, up)
+			ctx, cancel := tc.end(context.Background(), func() bool { return up.calls() > 0 })
+			defer cancel()
+			issues, err := s.Validators()[0].ValidateAnswer(ctx, ex, scene("combat"))
+			if got := keys(issues); (err != nil) != tc.err || !slices.Equal(got, tc.issues) {
+				t.Fatalf("issues %v, err %v; want %v, an error: %v", got, err, tc.issues, tc.err)
+			}
+			if up.calls() != 1 {
+				t.Fatalf("%d judge calls, want 1 (no retry once the call was ended)", up.calls())
+			}
+			tr := ex.Trace
+			if len(tr.Calls) != 1 || tr.Calls[0].Result != tc.result || tr.Calls[0].Kind != "judge" || tr.Calls[0].Validator != "semantic/combat" {
+				t.Fatalf("trace calls %+v, want one judge call ending %s", tr.Calls, tc.result)
+			}
+			notes := strings.Join(tr.Notes, "\n")
+			if !strings.Contains(notes, tc.note) || strings.Contains(notes, tc.notNote) {
+				t.Fatalf("notes %q: want %q, not %q", notes, tc.note, tc.notNote)
+			}
+			if tc.result == ResultBudgetExhausted && !tr.ValidationIncomplete {
+				t.Fatal("the trace does not say validation is incomplete")
+			}
+			for _, r := range []string{ResultCancelled, ResultBudgetExhausted} {
+				want := 0.0
+				if r == tc.result {
+					want = 1
+				}
+				if got := counted(t, reg, "factgate_semantic_calls_total", map[string]string{"result": r}); got != want {
+					t.Errorf("factgate_semantic_calls_total{result=%q} = %v, want %v", r, got, want)
+				}
+			}
+		})
+	}
+}
+
+// budget is a revision budget that runs out while the judge call waits.
+func budget(ctx context.Context, _ func() bool) (context.Context, context.CancelFunc) {
+	return context.WithDeadlineCause(ctx, time.Now().Add(50*time.Millisecond), interceptors.ErrBudgetExhausted)
+}
+
+// A budget spent before the judge is called costs no call.
+func TestASpentBudgetCostsNoJudgeCall(t *testing.T) {
+	t.Parallel()
+	up := newFake()
 	ex := exchange(ambushChunk, up)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for up.calls() == 0 {
-			time.Sleep(time.Millisecond)
-		}
-		cancel()
-	}()
+	ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(-time.Second), interceptors.ErrBudgetExhausted)
+	defer cancel()
 	issues, err := newCombat(t, Config{}.Settings()).ValidateAnswer(ctx, ex, scene("combat"))
-	if err == nil || len(issues) != 0 || up.calls() != 1 {
-		t.Fatalf("issues %v, err %v, calls %d", keys(issues), err, up.calls())
+	if err != nil || !slices.Equal(keys(issues), []string{"semantic.failed|Warning|kind"}) || up.calls() != 0 || len(ex.Trace.Calls) != 0 {
+		t.Fatalf("issues %v, err %v, %d calls, trace calls %+v", keys(issues), err, up.calls(), ex.Trace.Calls)
 	}
 }
 

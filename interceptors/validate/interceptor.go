@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/facts"
@@ -140,9 +142,15 @@ type requestState struct {
 }
 
 // OnRequest implements interceptors.RequestPhase: it resolves the request context
-// and registers the validator.
+// and registers the validator — when validation is on for the request and the
+// pack's contract applies to it (scope.Applies: not a greeting, not a JSON-mode
+// call of a claims pack); any other answer passes as the upstream sent it.
 func (v *Validate) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
 	if !v.enabled(ex) {
+		return nil
+	}
+	if a := scope.Applies(ex, v.pack); !a.Contract {
+		ex.Trace.Note("validate: not validated: " + a.Reason)
 		return nil
 	}
 	ex.SetValue(stateKey{}, v.requestContext(ex))
@@ -155,42 +163,80 @@ func (v *Validate) OnRequest(_ context.Context, ex *interceptors.Exchange) error
 	return nil
 }
 
-// OnResponse implements interceptors.ResponsePhase: it validates the draft.
+// OnResponse implements interceptors.ResponsePhase: it validates the draft —
+// every choice of it, each on its own (ex.Choices), except a choice that calls
+// tools, which is returned as the upstream sent it.
 func (v *Validate) OnResponse(ctx context.Context, ex *interceptors.Exchange) error {
 	if ex.Value(stateKey{}) == nil || !ex.Response.OK() {
 		return nil
 	}
-	content := ex.Response.Content()
-	start := time.Now()
-	issues, errs := ex.ValidateAnswer(ctx, content)
-	took := time.Since(start)
-	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, err := range errs {
-			msgs[i] = err.Error()
+	n := ex.Response.NumChoices()
+	ex.Choices = make([]interceptors.Choice, n)
+	var total interceptors.SeverityCounts
+	for i := range n {
+		c := &ex.Choices[i]
+		c.Index = i
+		if reason := skipChoice(ex.Response, i); reason != "" {
+			c.Skipped = reason
+			ex.Trace.Note(fmt.Sprintf("validate: choice %d %s; it is returned as the upstream sent it, not validated", i, skipText[reason]))
+			continue
 		}
-		ex.Trace.Do(func(t *interceptors.Trace) { t.ValidationIncomplete = true })
-		ex.Trace.Note("validate: validation incomplete, the answer passes: " + strings.Join(msgs, "; "))
-		v.log.Warn("validation incomplete", "route", v.route, "errors", strings.Join(msgs, "; "))
+		content := ex.Response.ChoiceContent(i)
+		start := time.Now()
+		issues, errs := ex.ValidateAnswer(ctx, content)
+		took := time.Since(start)
+		if len(errs) > 0 {
+			msgs := make([]string, len(errs))
+			for i, err := range errs {
+				msgs[i] = err.Error()
+			}
+			ex.Trace.Do(func(t *interceptors.Trace) { t.ValidationIncomplete = true })
+			ex.Trace.Note("validate: validation incomplete, the answer passes: " + strings.Join(msgs, "; "))
+			v.log.Warn("validation incomplete", "route", v.route, "errors", strings.Join(msgs, "; "))
+		}
+		c.DraftIssues, c.Issues = issues, issues
+		counts := interceptors.CountSeverities(issues)
+		total = total.Add(counts)
+		ex.Trace.AddAttempt(interceptors.Attempt{
+			Kind:         AttemptDraft,
+			Choice:       i,
+			Issues:       issues,
+			Counts:       counts.String(),
+			RequestBytes: len(ex.Body),
+			Duration:     interceptors.Duration(ex.Response.Duration),
+			Usage:        ex.Response.Usage(),
+			Content:      content,
+		})
+		ex.Trace.Time("validate", took)
+		for _, is := range issues {
+			v.issues.WithLabelValues(is.Code, is.Severity.String(), v.route, ex.Overrides.Variant).Inc()
+		}
 	}
-	ex.Issues = issues
-	ex.DraftIssues = issues
-	counts := interceptors.CountSeverities(issues)
-	ex.Trace.AddAttempt(interceptors.Attempt{
-		Kind:         AttemptDraft,
-		Issues:       issues,
-		Counts:       counts.String(),
-		RequestBytes: len(ex.Body),
-		Duration:     interceptors.Duration(ex.Response.Duration),
-		Usage:        ex.Response.Usage(),
-		Content:      content,
-	})
-	ex.Trace.Time("validate", took)
-	for _, is := range issues {
-		v.issues.WithLabelValues(is.Code, is.Severity.String(), v.route, ex.Overrides.Variant).Inc()
+	ex.CollectIssues()
+	if ex.Validated() {
+		ex.SetHeader(HeaderIssues, "draft="+total.String()+";final="+total.String())
 	}
-	ex.SetHeader(HeaderIssues, "draft="+counts.String()+";final="+counts.String())
 	return nil
+}
+
+// The reasons a choice is not validated (interceptors.Choice.Skipped).
+const skipNoContent = "no_content"
+
+var skipText = map[string]string{
+	interceptors.SkipToolCalls: "calls tools",
+	skipNoContent:              "has no content (null)",
+}
+
+// skipChoice says why the choice at position i is not validated: it calls tools,
+// or its content is null (a refusal); "" when it is validated.
+func skipChoice(r *interceptors.Response, i int) string {
+	if r.HasToolCalls(i) {
+		return interceptors.SkipToolCalls
+	}
+	if c := gjson.GetBytes(r.Body, "choices."+strconv.Itoa(i)+".message.content"); c.Type == gjson.Null {
+		return skipNoContent
+	}
+	return ""
 }
 
 // requestContext resolves the knowledge set, players and scopes: from the context

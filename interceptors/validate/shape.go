@@ -12,6 +12,7 @@ import (
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // ShapeValidatorName is the Validator of the issues the answer shape validator
@@ -261,7 +262,7 @@ func LocateAnswer(content string) AnswerLocation {
 	}
 	var valid [][2]int
 	for _, g := range groups {
-		if gjson.Valid(content[g[0]:g[1]]) {
+		if rawjson.ValidString(content[g[0]:g[1]], rawjson.DefaultMaxDepth) {
 			valid = append(valid, g)
 		}
 	}
@@ -294,7 +295,7 @@ func strictObject(text string) (string, string) {
 	switch {
 	case text == "":
 		return "", "the block is empty"
-	case !gjson.Valid(text):
+	case !rawjson.ValidString(text, rawjson.DefaultMaxDepth):
 		return "", "it does not parse as JSON"
 	case !gjson.Parse(text).IsObject():
 		return "", "it is a JSON " + jsonTypeName(gjson.Parse(text)) + ", not an object"

@@ -164,10 +164,12 @@ func TestValidateStageRegistersTheShapeForAnAnswerPack(t *testing.T) {
 	cases := []struct {
 		name       string
 		pack       string
+		request    string
 		validators []string
 	}{
-		{"dnd: the shape only", "dnd", []string{ShapeValidatorName}},
-		{"ra3: the claims rules only", "ra3", []string{ValidatorName}},
+		{"dnd: the shape only", "dnd", "DM: Roll initiative.", []string{ShapeValidatorName}},
+		{"ra3: the claims rules only", "ra3", "地图: map_mp_2_rao1", []string{ValidatorName}},
+		{"ra3: nothing for a request that is not an analysis", "ra3", "DM: Roll initiative.", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,7 +178,7 @@ func TestValidateStageRegistersTheShapeForAnAnswerPack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ex := newExchange("DM: Roll initiative.")
+			ex := newExchange(tc.request)
 			if err := v.OnRequest(context.Background(), ex); err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // systemFingerprint is sent in every completion, as OpenAI does.
@@ -28,7 +30,9 @@ type chatRequest struct {
 	stream         bool
 	includeUsage   bool
 	responseFormat string
-	messages       []chatMessage
+	// n is the number of choices asked for (1 when the request does not say).
+	n        int
+	messages []chatMessage
 	// lastUser and lastAssistant index messages; -1 when there is none.
 	lastUser, lastAssistant int
 	promptTokens            int
@@ -73,8 +77,9 @@ func parseChatRequest(body string, q *chatRequest) error {
 	if !root.IsObject() {
 		return &requestError{code: "invalid_json", msg: "the request body must be a JSON object"}
 	}
-	q.lastUser, q.lastAssistant = -1, -1
+	q.lastUser, q.lastAssistant, q.n = -1, -1, 1
 	var messages gjson.Result
+	var nErr *requestError
 	root.ForEach(func(key, value gjson.Result) bool {
 		switch key.Str {
 		case "model":
@@ -87,11 +92,23 @@ func parseChatRequest(body string, q *chatRequest) error {
 			q.includeUsage = value.Get("include_usage").Type == gjson.True
 		case "response_format":
 			q.responseFormat = value.Get("type").String()
+		case "n":
+			if value.Type == gjson.Null {
+				break
+			}
+			if n := value.Int(); value.Type != gjson.Number || float64(n) != value.Num || n < 1 || n > maxChoices {
+				nErr = &requestError{param: "n", code: "invalid_value", msg: fmt.Sprintf("n must be an integer from 1 to %d, got %s", maxChoices, value.Raw)}
+			} else {
+				q.n = int(n)
+			}
 		case "messages":
 			messages = value
 		}
 		return true
 	})
+	if nErr != nil {
+		return nErr
+	}
 	if q.modelJSON == "" {
 		return &requestError{param: "model", code: "missing_model", msg: "you must provide a model parameter (a string)"}
 	}
@@ -100,12 +117,12 @@ func parseChatRequest(body string, q *chatRequest) error {
 	}
 	messages.ForEach(func(_, m gjson.Result) bool {
 		var msg chatMessage
-		forEachMember(m.Raw, func(key, value string) bool {
-			switch jsonStringValue(key) {
+		rawjson.EachMember(m.Raw, func(mb rawjson.Member) bool {
+			switch rawjson.Key(mb.Key) {
 			case "role":
-				msg.role = jsonStringValue(value)
+				msg.role, _ = rawjson.StringValue(mb.Raw)
 			case "content":
-				msg.content = value
+				msg.content = mb.Raw
 			}
 			return true
 		})
@@ -124,6 +141,9 @@ func parseChatRequest(body string, q *chatRequest) error {
 	}
 	return nil
 }
+
+// maxChoices is the most choices a request may ask for, as OpenAI allows.
+const maxChoices = 128
 
 // messageText is a message content's text: the string, or the text parts of an array
 // joined with "\n"; anything else (null, tool calls only) has no text. content is
@@ -152,14 +172,14 @@ func messageText(content string) string {
 func messageTextLen(content string) int {
 	switch {
 	case strings.HasPrefix(content, `"`):
-		return unescapedLen(content)
+		return rawjson.UnescapedLen(content)
 	case strings.HasPrefix(content, "["):
 		n, parts := 0, 0
 		forEachTextPart(content, func(text string) {
 			if parts > 0 {
 				n++
 			}
-			n += unescapedLen(text)
+			n += rawjson.UnescapedLen(text)
 			parts++
 		})
 		return n
@@ -173,12 +193,12 @@ func messageTextLen(content string) int {
 func forEachTextPart(content string, fn func(text string)) {
 	gjson.Parse(content).ForEach(func(_, part gjson.Result) bool {
 		var typ, text string
-		forEachMember(part.Raw, func(key, value string) bool {
-			switch jsonStringValue(key) {
+		rawjson.EachMember(part.Raw, func(mb rawjson.Member) bool {
+			switch rawjson.Key(mb.Key) {
 			case "type":
-				typ = jsonStringValue(value)
+				typ, _ = rawjson.StringValue(mb.Raw)
 			case "text":
-				text = value
+				text = mb.Raw
 			}
 			return true
 		})
@@ -201,7 +221,7 @@ func Tokens(text string) int { return (len(text) + 3) / 4 }
 // message, 4 plus Tokens of its text (a content string, or the text parts of a content
 // array joined with "\n"). It fails on a body that is not a valid chat request.
 func PromptTokens(body []byte) (int, error) {
-	if !gjson.ValidBytes(body) {
+	if !rawjson.Valid(body, rawjson.DefaultMaxDepth) {
 		return 0, errors.New("mock upstream: the request body is not valid JSON")
 	}
 	var q chatRequest
@@ -372,7 +392,7 @@ func (s *Server) serveChat(ex *exchange) {
 		}
 		return
 	}
-	if !gjson.ValidBytes(body) {
+	if !rawjson.Valid(body, rawjson.DefaultMaxDepth) {
 		ex.writeError(http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
 			"we could not parse the JSON body of your request")
 		return
@@ -455,30 +475,60 @@ func (sc *chatScratch) release() {
 // renderedAnswer is an answer for one request: templates applied, ids and counts
 // known.
 type renderedAnswer struct {
-	a                          *compiledAnswer
-	id                         uint64
-	created                    int64
+	a       *compiledAnswer
+	id      uint64
+	created int64
+	// n is the number of choices; first is choice 0, more the others.
+	n                int
+	first            renderedChoice
+	more             []renderedChoice
+	promptTokens     int
+	completionTokens int
+}
+
+// renderedChoice is one choice of a renderedAnswer.
+type renderedChoice struct {
+	c                          *compiledChoice
 	content, reasoning         string
 	contentJSON, reasoningJSON []byte
-	promptTokens               int
-	completionTokens           int
+}
+
+// choice returns choice i (0 <= i < n).
+func (ans *renderedAnswer) choice(i int) *renderedChoice {
+	if i == 0 {
+		return &ans.first
+	}
+	return &ans.more[i-1]
 }
 
 func (ans *renderedAnswer) render(q *chatRequest) {
 	a := ans.a
+	ans.n = q.n
+	if ans.n > 1 {
+		ans.more = make([]renderedChoice, ans.n-1)
+	}
+	last := ""
 	if a.templated {
-		last := q.lastUserText()
-		ans.content = strings.ReplaceAll(a.content, lastUserPlaceholder, last)
-		ans.reasoning = strings.ReplaceAll(a.reasoning, lastUserPlaceholder, last)
-		ans.contentJSON = appendJSONString(nil, ans.content)
-		if ans.reasoning != "" {
-			ans.reasoningJSON = appendJSONString(nil, ans.reasoning)
+		last = q.lastUserText()
+	}
+	ans.completionTokens = 0
+	for i := range ans.n {
+		rc := ans.choice(i)
+		rc.c = a.choices[min(i, len(a.choices)-1)]
+		c := rc.c
+		if c.templated {
+			rc.content = strings.ReplaceAll(c.content, lastUserPlaceholder, last)
+			rc.reasoning = strings.ReplaceAll(c.reasoning, lastUserPlaceholder, last)
+			rc.contentJSON = rawjson.AppendString(nil, rc.content)
+			if rc.reasoning != "" {
+				rc.reasoningJSON = rawjson.AppendString(nil, rc.reasoning)
+			}
+			ans.completionTokens += CompletionTokens(rc.content, rc.reasoning) + c.toolTokens
+		} else {
+			rc.content, rc.reasoning = c.content, c.reasoning
+			rc.contentJSON, rc.reasoningJSON = c.contentJSON, c.reasoningJSON
+			ans.completionTokens += c.completionTokens
 		}
-		ans.completionTokens = CompletionTokens(ans.content, ans.reasoning)
-	} else {
-		ans.content, ans.reasoning = a.content, a.reasoning
-		ans.contentJSON, ans.reasoningJSON = a.contentJSON, a.reasoningJSON
-		ans.completionTokens = a.completionTokens
 	}
 	ans.promptTokens = q.promptTokens
 	if a.promptTokensOverride > 0 {
@@ -526,7 +576,7 @@ func (ans *renderedAnswer) appendTail(b []byte, start int) []byte {
 	obj := b[start:]
 	for k, v := range ans.a.extraOverrides {
 		// Keys are plain member names; sjson paths need their specials escaped.
-		obj, _ = sjson.SetRawBytes(obj, escapePathKey(k), v)
+		obj, _ = sjson.SetRawBytes(obj, gjson.Escape(k), v)
 	}
 	return append(b[:start], obj...)
 }
@@ -535,15 +585,33 @@ func (ans *renderedAnswer) appendTail(b []byte, start int) []byte {
 func (s *Server) writeAnswer(ex *exchange, q *chatRequest, ans *renderedAnswer) {
 	b := ex.buffer()
 	b = ans.appendHead(b, "chat.completion", q)
-	b = append(b, `"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	b = append(b, ans.contentJSON...)
-	if ans.reasoningJSON != nil {
-		b = append(b, `,"reasoning_content":`...)
-		b = append(b, ans.reasoningJSON...)
+	b = append(b, `"choices":[`...)
+	for i := range ans.n {
+		rc := ans.choice(i)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"message":{"role":"assistant","content":`...)
+		if rc.c.nullContent {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, rc.contentJSON...)
+		}
+		if rc.reasoningJSON != nil {
+			b = append(b, `,"reasoning_content":`...)
+			b = append(b, rc.reasoningJSON...)
+		}
+		if rc.c.toolCallsJSON != nil {
+			b = append(b, `,"tool_calls":`...)
+			b = append(b, rc.c.toolCallsJSON...)
+		}
+		b = append(b, `},"logprobs":null,"finish_reason":`...)
+		b = append(b, rc.c.finishJSON...)
+		b = append(b, '}')
 	}
-	b = append(b, `},"logprobs":null,"finish_reason":`...)
-	b = append(b, ans.a.finishJSON...)
-	b = append(b, `}],`...)
+	b = append(b, `],`...)
 	b = ans.appendUsage(b)
 	b = ans.appendTail(b, 0)
 	ex.keep(b)
@@ -569,9 +637,11 @@ func (s *Server) writeAnswer(ex *exchange, q *chatRequest, ans *renderedAnswer) 
 	}
 }
 
-// streamAnswer sends the answer as server-sent chat.completion.chunk events: a role
-// chunk, reasoning pieces, content pieces, a finish chunk, a usage chunk when asked
-// for, then [DONE]. It flushes after every event.
+// streamAnswer sends the answer as server-sent chat.completion.chunk events, per
+// choice: a role chunk, reasoning pieces, content pieces, each tool call (its id,
+// type and name, then its arguments in pieces), a finish chunk. Several choices are
+// interleaved, one event of each in turn, as OpenAI interleaves them. Then a usage
+// chunk when asked for, then [DONE]. It flushes after every event.
 func (s *Server) streamAnswer(ex *exchange, q *chatRequest, ans *renderedAnswer) {
 	h := ex.w.Header()
 	h["Content-Type"] = contentTypeSSE
@@ -593,12 +663,15 @@ func (s *Server) streamAnswer(ex *exchange, q *chatRequest, ans *renderedAnswer)
 	}
 	st.buf = ex.buffer()
 	defer func() { ex.keep(st.buf) }()
+	st.piece = make([]byte, 0, 64+4*size)
 
-	if !st.event(`{"role":"assistant","content":""}`, nil, "null", false) {
-		return
-	}
 	if f := a.fault; f != nil && f.Malformed {
-		ev := append([]byte(nil), st.chunk(`{"content":`, ans.contentJSON, "null", false)...)
+		if !st.event(0, st.roleDelta(&ans.first), "null") {
+			return
+		}
+		st.piece = append(append(st.piece[:0], `{"content":`...), ans.first.contentJSON...)
+		st.piece = append(st.piece, '}')
+		ev := append([]byte(nil), st.chunk(0, st.piece, "null", false)...)
 		// Drop the closing of the JSON: the data line is invalid.
 		ev = ev[:len(ev)/2]
 		if !st.emit(ev) {
@@ -607,19 +680,98 @@ func (s *Server) streamAnswer(ex *exchange, q *chatRequest, ans *renderedAnswer)
 		st.done()
 		return
 	}
-	if !st.pieces(ans.reasoning, `{"reasoning_content":`, size) {
-		return
+	var one [1]choiceEvents
+	events := one[:]
+	if ans.n > 1 {
+		events = make([]choiceEvents, ans.n)
 	}
-	if !st.pieces(ans.content, `{"content":`, size) {
-		return
+	for i := range events {
+		events[i] = choiceEvents{index: i, rc: ans.choice(i)}
 	}
-	if !st.event(`{}`, nil, string(a.finishJSON), false) {
-		return
+	for open := len(events); open > 0; {
+		open = 0
+		for i := range events {
+			ce := &events[i]
+			if ce.phase == phaseDone {
+				continue
+			}
+			delta, finish := ce.next(&st, size)
+			if !st.event(i, delta, finish) {
+				return
+			}
+			if ce.phase != phaseDone {
+				open++
+			}
+		}
 	}
-	if q.includeUsage && !st.event("", nil, "", true) {
+	if q.includeUsage && !st.emit(st.chunk(0, nil, "", true)) {
 		return
 	}
 	st.done()
+}
+
+// The phases of one choice's events, in order.
+const (
+	phaseRole = iota
+	phaseReasoning
+	phaseContent
+	phaseTools
+	phaseFinish
+	phaseDone
+)
+
+// choiceEvents walks the events of one choice.
+type choiceEvents struct {
+	index int
+	rc    *renderedChoice
+	phase int
+	text  string // what is left of the text being sent in pieces
+	call  int    // the tool call being sent
+	head  bool   // the tool call's first delta (id, type, name) went out
+}
+
+// next returns the choice's next event: its delta and finish_reason, built in
+// st's buffers (valid until the next call).
+func (ce *choiceEvents) next(st *sseStream, size int) (delta []byte, finish string) {
+	for {
+		switch ce.phase {
+		case phaseRole:
+			ce.phase, ce.text = phaseReasoning, ce.rc.reasoning
+			return st.roleDelta(ce.rc), "null"
+		case phaseReasoning:
+			if ce.text != "" {
+				return st.pieceDelta(&ce.text, `{"reasoning_content":`, "}", size), "null"
+			}
+			ce.phase, ce.text = phaseContent, ce.rc.content
+		case phaseContent:
+			if ce.text != "" {
+				return st.pieceDelta(&ce.text, `{"content":`, "}", size), "null"
+			}
+			ce.phase = phaseTools
+		case phaseTools:
+			calls := ce.rc.c.toolCalls
+			if ce.call >= len(calls) {
+				ce.phase = phaseFinish
+				continue
+			}
+			tc := &calls[ce.call]
+			if !ce.head {
+				ce.head, ce.text = true, tc.args
+				st.piece = append(append(st.piece[:0], `{"tool_calls":[`...), tc.head...)
+				return append(st.piece, "]}"...), "null"
+			}
+			if ce.text != "" {
+				prefix := `{"tool_calls":[{"index":` + strconv.Itoa(ce.call) + `,"function":{"arguments":`
+				return st.pieceDelta(&ce.text, prefix, "}}]}", size), "null"
+			}
+			ce.call, ce.head = ce.call+1, false
+		case phaseFinish:
+			ce.phase = phaseDone
+			return append(st.piece[:0], "{}"...), ce.rc.c.finish
+		default:
+			return nil, ""
+		}
+	}
 }
 
 // sseStream writes the events of one streamed answer.
@@ -635,22 +787,44 @@ type sseStream struct {
 	flusher         http.Flusher
 }
 
-// chunk builds one chat.completion.chunk object. delta is the delta object's opening
-// (or the whole delta when value is nil); usage builds the usage chunk with empty
-// choices instead.
-func (st *sseStream) chunk(delta string, value []byte, finish string, usage bool) []byte {
+// roleDelta is a choice's first delta: the role, and an empty content (null when
+// the choice answers with tool calls only).
+func (st *sseStream) roleDelta(rc *renderedChoice) []byte {
+	if rc.c.nullContent {
+		return append(st.piece[:0], `{"role":"assistant","content":null}`...)
+	}
+	return append(st.piece[:0], `{"role":"assistant","content":""}`...)
+}
+
+// pieceDelta cuts the next piece of size runes off *text (a rune is never split)
+// and returns the delta open + the piece as a JSON string + close.
+func (st *sseStream) pieceDelta(text *string, open, close string, size int) []byte {
+	t := *text
+	end, n := 0, 0
+	for end < len(t) && n < size {
+		_, w := utf8.DecodeRuneInString(t[end:])
+		end += w
+		n++
+	}
+	*text = t[end:]
+	st.piece = append(st.piece[:0], open...)
+	st.piece = rawjson.AppendString(st.piece, t[:end])
+	return append(st.piece, close...)
+}
+
+// chunk builds one chat.completion.chunk object for choice index with delta;
+// usage builds the usage chunk with empty choices instead.
+func (st *sseStream) chunk(index int, delta []byte, finish string, usage bool) []byte {
 	ans := st.ans
 	b := ans.appendHead(st.buf[:0], "chat.completion.chunk", st.q)
 	if usage {
 		b = append(b, `"choices":[],`...)
 		b = ans.appendUsage(b)
 	} else {
-		b = append(b, `"choices":[{"index":0,"delta":`...)
+		b = append(b, `"choices":[{"index":`...)
+		b = strconv.AppendInt(b, int64(index), 10)
+		b = append(b, `,"delta":`...)
 		b = append(b, delta...)
-		if value != nil {
-			b = append(b, value...)
-			b = append(b, '}')
-		}
 		b = append(b, `,"logprobs":null,"finish_reason":`...)
 		b = append(b, finish...)
 		b = append(b, `}]`...)
@@ -663,27 +837,9 @@ func (st *sseStream) chunk(delta string, value []byte, finish string, usage bool
 	return b
 }
 
-// event sends one data event built by chunk.
-func (st *sseStream) event(delta string, value []byte, finish string, usage bool) bool {
-	return st.emit(st.chunk(delta, value, finish, usage))
-}
-
-// pieces sends text in events of size runes each; a rune is never split.
-func (st *sseStream) pieces(text, delta string, size int) bool {
-	for len(text) > 0 {
-		end, n := 0, 0
-		for end < len(text) && n < size {
-			_, w := utf8.DecodeRuneInString(text[end:])
-			end += w
-			n++
-		}
-		st.piece = appendJSONString(st.piece[:0], text[:end])
-		if !st.event(delta, st.piece, "null", false) {
-			return false
-		}
-		text = text[end:]
-	}
-	return true
+// event sends one data event for choice index.
+func (st *sseStream) event(index int, delta []byte, finish string) bool {
+	return st.emit(st.chunk(index, delta, finish, false))
 }
 
 var (
@@ -743,19 +899,4 @@ func unsafeString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
-}
-
-// escapePathKey escapes the characters sjson gives a meaning in a path.
-func escapePathKey(k string) string {
-	if !strings.ContainsAny(k, `.*?|#@!\:`) {
-		return k
-	}
-	var b strings.Builder
-	for _, r := range k {
-		if strings.ContainsRune(`.*?|#@!\:`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

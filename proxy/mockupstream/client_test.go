@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -348,4 +350,211 @@ func TestClientsListModels(t *testing.T) {
 	if err != nil || m.ID != "deepseek-reasoner" {
 		t.Errorf("openai-go Models.Get = %+v, %v", m, err)
 	}
+}
+
+// toolScript answers with tool calls, with several choices, or both.
+const toolScript = `
+rules:
+  - name: weather
+    match: {last_user: "^weather"}
+    answer:
+      tool_calls:
+        - id: call_w1
+          function: {name: get_weather, arguments: '{"city":"巴黎","unit":"celsius"}'}
+        - function: {name: get_time, arguments: '{"tz":"Europe/Paris"}'}
+      chunk_size: 5
+  - name: two
+    match: {last_user: "^two"}
+    answer:
+      choices:
+        - {content: "第一个答案，比较长一些。", reasoning: 先想一想。}
+        - {content: second answer}
+        - tool_calls: [{id: call_c2, function: {name: lookup, arguments: '{"q":"x"}'}}]
+      chunk_size: 3
+`
+
+// choiceSeen is what a client assembled of one choice.
+type choiceSeen struct {
+	content, reasoning, finish string
+	contentNull                bool
+	calls                      []callSeen
+}
+
+type callSeen struct{ id, typ, name, args string }
+
+func TestClientsReadToolCallsAndSeveralChoices(t *testing.T) {
+	t.Parallel()
+	weather := []choiceSeen{{contentNull: true, finish: "tool_calls", calls: []callSeen{
+		{"call_w1", "function", "get_weather", `{"city":"巴黎","unit":"celsius"}`},
+		{"call_mock_0_1", "function", "get_time", `{"tz":"Europe/Paris"}`},
+	}}}
+	two := []choiceSeen{
+		{content: "第一个答案，比较长一些。", reasoning: "先想一想。", finish: "stop"},
+		{content: "second answer", finish: "stop"},
+		{contentNull: true, finish: "tool_calls", calls: []callSeen{{"call_c2", "function", "lookup", `{"q":"x"}`}}},
+		{contentNull: true, finish: "tool_calls", calls: []callSeen{{"call_c2", "function", "lookup", `{"q":"x"}`}}},
+	}
+	for _, tc := range []struct {
+		name, user string
+		n          int
+		want       []choiceSeen
+	}{
+		{"tool calls", "weather?", 0, weather},
+		{"four choices, the last scripted one repeats", "two answers", 4, two},
+		{"one choice of several scripted", "two answers", 1, two[:1]},
+	} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream=%v", tc.name, stream), func(t *testing.T) {
+				t.Parallel()
+				s := startMock(t, mustParse(t, toolScript), Options{})
+				req := goopenai.ChatCompletionRequest{Model: "m", N: tc.n, Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: tc.user}}}
+				got := goOpenAIChoices(t, newGoOpenAI(s), req, stream)
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("go-openai saw\n%+v\nwant\n%+v", got, tc.want)
+				}
+				got = openAIGoChoices(t, newOpenAIGo(s), tc.user, tc.n, stream)
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("openai-go saw\n%+v\nwant\n%+v", got, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// goOpenAIChoices sends req with go-openai and assembles every choice.
+func goOpenAIChoices(t *testing.T, c *goopenai.Client, req goopenai.ChatCompletionRequest, stream bool) []choiceSeen {
+	t.Helper()
+	ctx := context.Background()
+	if !stream {
+		resp, err := c.CreateChatCompletion(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []choiceSeen
+		for i, ch := range resp.Choices {
+			if ch.Index != i {
+				t.Fatalf("choice %d has index %d", i, ch.Index)
+			}
+			cs := choiceSeen{content: ch.Message.Content, reasoning: ch.Message.ReasoningContent, finish: string(ch.FinishReason)}
+			for _, call := range ch.Message.ToolCalls {
+				cs.calls = append(cs.calls, callSeen{call.ID, string(call.Type), call.Function.Name, call.Function.Arguments})
+			}
+			out = append(out, cs)
+		}
+		return markNull(out)
+	}
+	req.Stream = true
+	st, err := c.CreateChatCompletionStream(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var out []choiceSeen
+	order := []int{}
+	for {
+		chunk, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range chunk.Choices {
+			for len(out) <= ch.Index {
+				out = append(out, choiceSeen{})
+			}
+			order = append(order, ch.Index)
+			cs := &out[ch.Index]
+			cs.content += ch.Delta.Content
+			cs.reasoning += ch.Delta.ReasoningContent
+			if ch.FinishReason != "" {
+				cs.finish = string(ch.FinishReason)
+			}
+			for _, d := range ch.Delta.ToolCalls {
+				if d.Index == nil {
+					t.Fatalf("a tool call delta without index: %+v", d)
+				}
+				for len(cs.calls) <= *d.Index {
+					cs.calls = append(cs.calls, callSeen{})
+				}
+				call := &cs.calls[*d.Index]
+				call.id += d.ID
+				call.typ += string(d.Type)
+				call.name += d.Function.Name
+				call.args += d.Function.Arguments
+			}
+		}
+	}
+	if len(out) > 1 && (len(order) < 2 || order[0] != 0 || order[1] != 1) {
+		t.Errorf("choices are not interleaved as OpenAI streams them: event order %v", order)
+	}
+	return markNull(out)
+}
+
+// markNull records, for the comparison, that a choice with tool calls and no
+// content had its content null (go-openai reads null as "").
+func markNull(cs []choiceSeen) []choiceSeen {
+	for i := range cs {
+		if len(cs[i].calls) > 0 && cs[i].content == "" {
+			cs[i].contentNull = true
+		}
+	}
+	return cs
+}
+
+// openAIGoChoices sends the request with openai-go; streams are assembled by its
+// ChatCompletionAccumulator.
+func openAIGoChoices(t *testing.T, c openaigo.Client, user string, n int, stream bool) []choiceSeen {
+	t.Helper()
+	ctx := context.Background()
+	params := openaigo.ChatCompletionNewParams{Model: "m", Messages: []openaigo.ChatCompletionMessageParamUnion{openaigo.UserMessage(user)}}
+	if n > 0 {
+		params.N = openaigo.Int(int64(n))
+	}
+	var cc *openaigo.ChatCompletion
+	var reasoning []string
+	if !stream {
+		resp, err := c.Chat.Completions.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc = resp
+	} else {
+		st := c.Chat.Completions.NewStreaming(ctx, params)
+		acc := openaigo.ChatCompletionAccumulator{}
+		for st.Next() {
+			chunk := st.Current()
+			acc.AddChunk(chunk)
+			// The accumulator keeps no provider extension: collect reasoning_content.
+			for _, ch := range chunk.Choices {
+				for len(reasoning) <= int(ch.Index) {
+					reasoning = append(reasoning, "")
+				}
+				reasoning[ch.Index] += rawString(t, ch.Delta.JSON.ExtraFields["reasoning_content"].Raw())
+			}
+		}
+		if err := st.Err(); err != nil {
+			t.Fatal(err)
+		}
+		cc = &acc.ChatCompletion
+	}
+	var out []choiceSeen
+	for _, ch := range cc.Choices {
+		cs := choiceSeen{content: ch.Message.Content, finish: ch.FinishReason}
+		cs.reasoning = rawString(t, ch.Message.JSON.ExtraFields["reasoning_content"].Raw())
+		if int(ch.Index) < len(reasoning) {
+			cs.reasoning = reasoning[ch.Index]
+		}
+		if !stream {
+			cs.contentNull = ch.Message.JSON.Content.Raw() == "null"
+		}
+		for _, call := range ch.Message.ToolCalls {
+			cs.calls = append(cs.calls, callSeen{call.ID, string(call.Type), call.Function.Name, call.Function.Arguments})
+		}
+		out = append(out, cs)
+	}
+	if stream {
+		out = markNull(out)
+	}
+	return out
 }

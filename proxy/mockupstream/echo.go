@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Echo is what /echo/... answers: the request as the mock received it. Tests of
@@ -74,7 +76,7 @@ func (s *Server) serveModels(ex *exchange, id string) {
 	created := s.now().Unix()
 	appendModel := func(b []byte, m string) []byte {
 		b = append(b, `{"id":`...)
-		b = appendJSONString(b, m)
+		b = rawjson.AppendString(b, m)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, created, 10)
 		return append(b, `,"owned_by":"factgate-mock"}`...)

@@ -99,9 +99,14 @@ func TestErrorsUseTheOpenAIEnvelope(t *testing.T) {
 	}{
 		{name: "malformed JSON", method: http.MethodPost, path: "/v1/chat/completions", body: `{"model":"m",`, status: 400, code: "invalid_json"},
 		{name: "not an object", method: http.MethodPost, path: "/v1/chat/completions", body: `[1]`, status: 400, code: "invalid_json"},
+		// gjson's recursive check overflowed the stack on this body and killed the process.
+		{name: "16 MiB of [", method: http.MethodPost, path: "/v1/chat/completions", body: strings.Repeat("[", 16<<20), status: 400, code: "invalid_json"},
+		{name: "nested deeper than 128 levels", method: http.MethodPost, path: "/v1/chat/completions", body: `{"model":"m","messages":[{"role":"user","content":"x","x":` + strings.Repeat("[", 126) + strings.Repeat("]", 126) + `}]}`, status: 400, code: "invalid_json"},
 		{name: "missing model", method: http.MethodPost, path: "/v1/chat/completions", body: `{"messages":[{"role":"user","content":"x"}]}`, status: 400, code: "missing_model", param: "model"},
 		{name: "messages not an array", method: http.MethodPost, path: "/v1/chat/completions", body: `{"model":"m","messages":"x"}`, status: 400, code: "missing_messages", param: "messages"},
 		{name: "empty messages", method: http.MethodPost, path: "/v1/chat/completions", body: `{"model":"m","messages":[]}`, status: 400, code: "empty_messages", param: "messages"},
+		{name: "n out of range", method: http.MethodPost, path: "/v1/chat/completions", body: `{"model":"m","n":0,"messages":[{"role":"user","content":"x"}]}`, status: 400, code: "invalid_value", param: "n"},
+		{name: "n not an integer", method: http.MethodPost, path: "/v1/chat/completions", body: `{"model":"m","n":1.5,"messages":[{"role":"user","content":"x"}]}`, status: 400, code: "invalid_value", param: "n"},
 		{name: "GET chat completions", method: http.MethodGet, path: "/v1/chat/completions", status: 405, code: "method_not_allowed"},
 		{name: "unknown path", method: http.MethodPost, path: "/v1/embeddings", body: `{}`, status: 404, code: "not_found"},
 		{name: "unknown model", method: http.MethodGet, path: "/v1/models/gpt-9", status: 404, code: "model_not_found", param: "model"},

@@ -11,11 +11,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Script tells the mock what to answer. Rules are tried in order and the first whose
@@ -95,8 +98,17 @@ type Answer struct {
 	// message for non-stream answers, as pieces before the content when streaming.
 	// "{{last_user}}" is replaced as in Content.
 	Reasoning string `yaml:"reasoning"`
-	// FinishReason is the choice's finish_reason. Empty means "stop".
+	// FinishReason is the choice's finish_reason. Empty means "stop", or
+	// "tool_calls" when the answer has ToolCalls.
 	FinishReason string `yaml:"finish_reason"`
+	// ToolCalls are the assistant's tool calls (message.tool_calls). The message's
+	// content is then null unless Content is set too. Nil means none.
+	ToolCalls []ToolCall `yaml:"tool_calls"`
+	// Choices answer a request for several choices ("n"): choice i gets Choices[i],
+	// and the last one repeats when n is larger. With Choices, the answer's own
+	// Content, ContentFile, Reasoning, ToolCalls and FinishReason stay empty. Nil
+	// means every choice gets the answer itself.
+	Choices []Choice `yaml:"choices"`
 	// Usage overrides the computed token counts. Nil, or a zero field, means computed
 	// (see [PromptTokens] and [CompletionTokens]).
 	Usage *Usage `yaml:"usage"`
@@ -119,6 +131,35 @@ type Answer struct {
 	Extra map[string]any `yaml:"extra"`
 	// Fault, when set, replaces the normal answer by a failure. Nil means no fault.
 	Fault *Fault `yaml:"fault"`
+}
+
+// ToolCall is one tool call of an answer, as OpenAI's message.tool_calls has it.
+type ToolCall struct {
+	// ID is the call's id. Empty means "call_mock_<completion>_<choice>_<call>".
+	ID string `yaml:"id"`
+	// Type is the call's type. Empty means "function".
+	Type string `yaml:"type"`
+	// Function is the function to call.
+	Function ToolFunction `yaml:"function"`
+}
+
+// ToolFunction names the function a tool call calls and its arguments.
+type ToolFunction struct {
+	// Name is the function's name; required.
+	Name string `yaml:"name"`
+	// Arguments is the arguments object as JSON text ('{"city":"Paris"}'), sent as
+	// a string the way OpenAI sends it (streamed in pieces). Empty means "{}".
+	Arguments string `yaml:"arguments"`
+}
+
+// Choice is the answer of one choice when a request asks for several (see
+// Answer.Choices). Its fields mean what the Answer's fields of the same name mean.
+type Choice struct {
+	Content      string     `yaml:"content"`
+	ContentFile  string     `yaml:"content_file"`
+	Reasoning    string     `yaml:"reasoning"`
+	ToolCalls    []ToolCall `yaml:"tool_calls"`
+	FinishReason string     `yaml:"finish_reason"`
 }
 
 // Usage overrides token counts. A zero field means the count is computed.
@@ -200,7 +241,8 @@ var yamlUnknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in 
 // sectionNames maps the Go types of a script to the names a script author knows.
 var sectionNames = map[string]string{
 	"Script": "the script", "Rule": "a rule", "Match": "match", "Answer": "an answer",
-	"Usage": "usage", "Fault": "fault",
+	"Usage": "usage", "Fault": "fault", "ToolCall": "a tool call", "ToolFunction": "function",
+	"Choice": "a choice",
 }
 
 // describeYAMLError rewrites yaml's type errors into one line per problem that names
@@ -364,13 +406,11 @@ const lastUserPlaceholder = "{{last_user}}"
 // compiledAnswer is an Answer with its JSON fragments encoded once, so the hot path
 // only appends bytes.
 type compiledAnswer struct {
-	content, reasoning string
-	// contentJSON and reasoningJSON are the quoted JSON strings; nil when templated.
-	contentJSON, reasoningJSON []byte
-	templated                  bool
-	finishJSON                 []byte
-	// completionTokens is computed from the untemplated text; -1 when templated.
-	completionTokens          int
+	// choices are the answers of choices 0, 1, ...: one, unless the answer has
+	// Choices; the last repeats for a request asking for more.
+	choices []*compiledChoice
+	// templated: some choice's text uses {{last_user}}.
+	templated                 bool
 	promptTokensOverride      int
 	completionTokensOverride  int
 	latency, chunkDelay       time.Duration
@@ -384,6 +424,35 @@ type compiledAnswer struct {
 	hasStatusFault, hasDetour bool
 }
 
+// compiledChoice is the answer of one choice.
+type compiledChoice struct {
+	content, reasoning string
+	// contentJSON and reasoningJSON are the quoted JSON strings; nil when templated.
+	contentJSON, reasoningJSON []byte
+	templated                  bool
+	// nullContent: the message's content is null (tool calls and no content).
+	nullContent bool
+	toolCalls   []compiledToolCall
+	// toolCallsJSON is the message's tool_calls array; nil without tool calls.
+	toolCallsJSON []byte
+	finishJSON    []byte
+	// finish is finishJSON as a string, for the stream's finish chunk.
+	finish string
+	// completionTokens is computed from the untemplated text; -1 when templated.
+	completionTokens int
+	// toolTokens is the tool calls' share of completionTokens.
+	toolTokens int
+}
+
+// compiledToolCall is one tool call with its JSON fragments.
+type compiledToolCall struct {
+	// head is the first streamed delta's call object, with empty arguments:
+	// {"index":i,"id":..,"type":..,"function":{"name":..,"arguments":""}}.
+	head []byte
+	// args are the arguments text, streamed in pieces after head.
+	args string
+}
+
 // reservedKeys are the top-level keys the mock writes itself.
 var reservedKeys = map[string]bool{
 	"id": true, "object": true, "created": true, "model": true, "choices": true,
@@ -391,48 +460,33 @@ var reservedKeys = map[string]bool{
 }
 
 func compileAnswer(a *Answer, dir string) (*compiledAnswer, error) {
-	content := a.Content
-	if a.ContentFile != "" {
-		if a.Content != "" {
-			return nil, errors.New("both content and content_file are set; use one")
-		}
-		p := a.ContentFile
-		if !filepath.IsAbs(p) && dir != "" {
-			p = filepath.Join(dir, p)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("content_file: %w", err)
-		}
-		content = string(b)
-	}
 	if a.ChunkSize < 0 {
 		return nil, fmt.Errorf("chunk_size %d is negative", a.ChunkSize)
 	}
 	if a.Latency < 0 || a.ChunkDelay < 0 {
 		return nil, errors.New("latency and chunk_delay must not be negative")
 	}
-	finish := a.FinishReason
-	if finish == "" {
-		finish = "stop"
-	}
 	ca := &compiledAnswer{
-		content:    content,
-		reasoning:  a.Reasoning,
-		templated:  strings.Contains(content, lastUserPlaceholder) || strings.Contains(a.Reasoning, lastUserPlaceholder),
-		finishJSON: appendJSONString(nil, finish),
 		latency:    a.Latency,
 		chunkSize:  a.ChunkSize,
 		chunkDelay: a.ChunkDelay,
 	}
-	if !ca.templated {
-		ca.contentJSON = appendJSONString(nil, content)
-		if a.Reasoning != "" {
-			ca.reasoningJSON = appendJSONString(nil, a.Reasoning)
+	choices := a.Choices
+	if len(choices) == 0 {
+		choices = []Choice{{Content: a.Content, ContentFile: a.ContentFile, Reasoning: a.Reasoning, ToolCalls: a.ToolCalls, FinishReason: a.FinishReason}}
+	} else if a.Content != "" || a.ContentFile != "" || a.Reasoning != "" || len(a.ToolCalls) > 0 || a.FinishReason != "" {
+		return nil, errors.New("choices is set, so content, content_file, reasoning, tool_calls and finish_reason go into each choice")
+	}
+	for i := range choices {
+		c, err := compileChoice(&choices[i], dir, i)
+		if err != nil {
+			if len(a.Choices) > 0 {
+				return nil, fmt.Errorf("choices[%d]: %w", i, err)
+			}
+			return nil, err
 		}
-		ca.completionTokens = CompletionTokens(content, a.Reasoning)
-	} else {
-		ca.completionTokens = -1
+		ca.choices = append(ca.choices, c)
+		ca.templated = ca.templated || c.templated
 	}
 	if a.Usage != nil {
 		if a.Usage.PromptTokens < 0 || a.Usage.CompletionTokens < 0 {
@@ -461,7 +515,7 @@ func compileAnswer(a *Answer, dir string) (*compiledAnswer, error) {
 				continue
 			}
 			ca.extraMembers = append(ca.extraMembers, ',')
-			ca.extraMembers = appendJSONString(ca.extraMembers, k)
+			ca.extraMembers = rawjson.AppendString(ca.extraMembers, k)
 			ca.extraMembers = append(ca.extraMembers, ':')
 			ca.extraMembers = append(ca.extraMembers, v...)
 		}
@@ -480,6 +534,93 @@ func compileAnswer(a *Answer, dir string) (*compiledAnswer, error) {
 		}
 	}
 	return ca, nil
+}
+
+// compileChoice compiles the answer of choice index.
+func compileChoice(ch *Choice, dir string, index int) (*compiledChoice, error) {
+	content := ch.Content
+	if ch.ContentFile != "" {
+		if ch.Content != "" {
+			return nil, errors.New("both content and content_file are set; use one")
+		}
+		p := ch.ContentFile
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("content_file: %w", err)
+		}
+		content = string(b)
+	}
+	finish := ch.FinishReason
+	if finish == "" {
+		finish = "stop"
+		if len(ch.ToolCalls) > 0 {
+			finish = "tool_calls"
+		}
+	}
+	c := &compiledChoice{
+		content:     content,
+		reasoning:   ch.Reasoning,
+		templated:   strings.Contains(content, lastUserPlaceholder) || strings.Contains(ch.Reasoning, lastUserPlaceholder),
+		nullContent: len(ch.ToolCalls) > 0 && content == "",
+		finishJSON:  rawjson.AppendString(nil, finish),
+	}
+	c.finish = string(c.finishJSON)
+	toolTokens := 0
+	for j, tc := range ch.ToolCalls {
+		if tc.Function.Name == "" {
+			return nil, fmt.Errorf("tool_calls[%d].function.name is empty", j)
+		}
+		id, typ, args := tc.ID, tc.Type, tc.Function.Arguments
+		if id == "" {
+			id = fmt.Sprintf("call_mock_%d_%d", index, j)
+		}
+		if typ == "" {
+			typ = "function"
+		}
+		if args == "" {
+			args = "{}"
+		}
+		var call []byte
+		call = append(call, `{"id":`...)
+		call = rawjson.AppendString(call, id)
+		call = append(call, `,"type":`...)
+		call = rawjson.AppendString(call, typ)
+		call = append(call, `,"function":{"name":`...)
+		call = rawjson.AppendString(call, tc.Function.Name)
+		fn := len(call)
+		call = append(call, `,"arguments":`...)
+		call = rawjson.AppendString(call, args)
+		call = append(call, "}}"...)
+		if c.toolCallsJSON == nil {
+			c.toolCallsJSON = append(c.toolCallsJSON, '[')
+		} else {
+			c.toolCallsJSON = append(c.toolCallsJSON, ',')
+		}
+		c.toolCallsJSON = append(c.toolCallsJSON, call...)
+		head := append([]byte(`{"index":`), strconv.Itoa(j)...)
+		head = append(head, ',')
+		head = append(head, call[1:fn]...)
+		head = append(head, `,"arguments":""}}`...)
+		c.toolCalls = append(c.toolCalls, compiledToolCall{head: head, args: args})
+		toolTokens += Tokens(tc.Function.Name) + Tokens(args)
+	}
+	if c.toolCallsJSON != nil {
+		c.toolCallsJSON = append(c.toolCallsJSON, ']')
+	}
+	c.toolTokens = toolTokens
+	if !c.templated {
+		c.contentJSON = rawjson.AppendString(nil, content)
+		if ch.Reasoning != "" {
+			c.reasoningJSON = rawjson.AppendString(nil, ch.Reasoning)
+		}
+		c.completionTokens = CompletionTokens(content, ch.Reasoning) + toolTokens
+	} else {
+		c.completionTokens = -1
+	}
+	return c, nil
 }
 
 func checkFault(f *Fault) error {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 func TestScriptErrorsNameTheProblem(t *testing.T) {
@@ -32,6 +34,11 @@ func TestScriptErrorsNameTheProblem(t *testing.T) {
 		{name: "status out of range", script: "default: {fault: {status: 42}}\n", want: []string{"status 42 is not an HTTP status"}},
 		{name: "body without status", script: "default: {fault: {body: oops}}\n", want: []string{"body and headers need a status"}},
 		{name: "negative chunk size", script: "default: {chunk_size: -1}\n", want: []string{"chunk_size -1"}},
+		{name: "a tool call without a name", script: "default: {tool_calls: [{function: {arguments: '{}'}}]}\n", want: []string{"default", "tool_calls[0].function.name is empty"}},
+		{name: "unknown key in a tool call", script: "default: {tool_calls: [{function: {name: f, args: x}}]}\n", want: []string{`unknown key "args"`, "function"}},
+		{name: "choices beside content", script: "default: {content: a, choices: [{content: b}]}\n", want: []string{"default", "choices is set"}},
+		{name: "a choice's content file", script: "default: {choices: [{content: a}, {content_file: nowhere.md}]}\n", want: []string{"default", "choices[1]", "nowhere.md"}},
+		{name: "unknown key in a choice", script: "default: {choices: [{text: a}]}\n", want: []string{`unknown key "text"`, "a choice"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -115,7 +122,7 @@ func TestExampleConfigScript(t *testing.T) {
 }
 
 func quote(s string) string {
-	return string(appendJSONString(nil, s))
+	return string(rawjson.AppendString(nil, s))
 }
 
 func TestInvalidScriptInOptionsStopsStart(t *testing.T) {

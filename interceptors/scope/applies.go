@@ -1,0 +1,103 @@
+package scope
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/knowledge/rawjson"
+)
+
+// Applies returns the route's pack's verdict on ex's request (knowledge.ApplyRules):
+// is it one the pack is about, and does the pack's contract — with validation and
+// the hidden revision — apply to it? The context stage judges every request of a
+// route with a pack (Context.Applies); on a chain without one it is judged here, on
+// the client's request, once per exchange. A nil pack applies to nothing.
+func Applies(ex *interceptors.Exchange, pack *knowledge.Pack) knowledge.Applicability {
+	if pack == nil {
+		return knowledge.Applicability{Reason: "the route has no pack"}
+	}
+	if c, ok := FromExchange(ex); ok && c.Applies.Reason != "" {
+		return c.Applies
+	}
+	if a, ok := ex.Value(appliesKey{}).(knowledge.Applicability); ok {
+		return a
+	}
+	body := ex.Original
+	if body == nil {
+		body = ex.Body
+	}
+	limit := pack.Context.MaxBytes
+	if limit <= 0 {
+		limit = knowledge.DefaultContextMaxBytes
+	}
+	a := judge(pack, bytesView(body), limit+len("\uFEFF"))
+	ex.SetValue(appliesKey{}, a)
+	return a
+}
+
+type appliesKey struct{}
+
+// judge applies the pack's rules to a request body; limit bounds the bytes of
+// each user text decoded.
+func judge(pack *knowledge.Pack, body string, limit int) knowledge.Applicability {
+	return pack.Applies(knowledge.ApplyInput{
+		UserTexts:      userTextHeads(body, limit),
+		ClientMentions: func(s string) bool { return clientMentions(body, s) },
+		JSONMode:       IsJSONMode(body),
+	})
+}
+
+// IsJSONMode reports whether the request asks for a JSON answer: response_format
+// json_object or json_schema.
+func IsJSONMode(body string) bool {
+	rf, ok := rawjson.Find(body, "response_format")
+	if !ok || len(rf.Raw) == 0 || rf.Raw[0] != '{' {
+		return false
+	}
+	t := gjson.Get(rf.Raw, "type").Str
+	return t == "json_object" || t == "json_schema"
+}
+
+// clientMentions reports whether a system, developer or user message of the
+// request contains s (in its string content or a text part).
+func clientMentions(body, s string) bool {
+	ml, ok := findMessages(body)
+	if !ok {
+		return false
+	}
+	// s as JSON writes it unescaped: a content without \u escapes contains s iff
+	// its raw JSON does, which costs a scan instead of decoding a long log.
+	plain := !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == '"' || r == '\\' })
+	for _, m := range ml.Items {
+		if (m.Role != "system" && m.Role != "developer" && m.Role != "user") || m.ContentEnd == 0 {
+			continue
+		}
+		raw := body[m.ContentStart:m.ContentEnd]
+		if plain && !strings.Contains(raw, `\u`) {
+			if strings.Contains(raw, s) {
+				return true
+			}
+			continue
+		}
+		c := gjson.Parse(raw)
+		switch {
+		case c.Type == gjson.String:
+			if strings.Contains(c.Str, s) {
+				return true
+			}
+		case c.IsArray():
+			found := false
+			c.ForEach(func(_, part gjson.Result) bool {
+				found = part.Get("type").Str == "text" && strings.Contains(part.Get("text").Str, s)
+				return !found
+			})
+			if found {
+				return true
+			}
+		}
+	}
+	return false
+}

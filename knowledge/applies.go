@@ -1,0 +1,143 @@
+package knowledge
+
+import (
+	"regexp"
+	"strings"
+)
+
+// ApplyRules say which requests a pack is about — which requests its contract
+// applies to. Only those get the contract (the claims contract, or the answer
+// contract of a pack with an answer shape), validation and the hidden revision;
+// under the route's inject.when "facts" (the default) only those get the pack's
+// knowledge too. Any other request on the route — a greeting, a tool step of
+// another conversation, a JSON-mode call — is forwarded with at most the knowledge
+// the route configures, and its answer passes as the upstream sent it.
+//
+// A request is one the pack is about when any condition that is set holds. The
+// text conditions read the first Context.MaxLines lines within Context.MaxBytes of
+// each user message (the context rules' bounds), one line at a time.
+type ApplyRules struct {
+	// Facts: a line of a user message is an operation (one of facts.ops matches
+	// it): the request carries the facts answers are checked against.
+	Facts bool `yaml:"facts"`
+	// Marker: the client's own messages (system, developer or user) contain the
+	// claims marker: the app's prompt asks for the claims block itself.
+	Marker bool `yaml:"marker"`
+	// UserLine is a regular expression matched against single lines of the user
+	// messages (the RA3 log's header lines, a D&D transcript's speaker lines).
+	// Empty: no such condition.
+	UserLine string `yaml:"user_line"`
+	// JSONMode lets a JSON-mode request (response_format json_object or
+	// json_schema) get the contract: true for a pack whose answer is the JSON its
+	// contract describes. False (the default): such a request never does — its
+	// answer must be exactly the JSON the app asked for, with nothing appended — and
+	// it gets at most the knowledge.
+	JSONMode bool `yaml:"json_mode"`
+
+	UserLineRe *regexp.Regexp `yaml:"-"`
+
+	// userLineStart and opStart skip lines that cannot match (nil: no prefilter).
+	userLineStart, opStart *lineStart
+}
+
+// ApplyInput is what a request shows the pack's apply rules.
+type ApplyInput struct {
+	// UserTexts are the texts of the user messages (their first bytes suffice:
+	// the rules read no further than the context rules' bounds).
+	UserTexts []string
+	// ClientMentions reports whether the client's own messages contain s (the
+	// claims marker); called only when a rule needs it. Nil means they do not.
+	ClientMentions func(s string) bool
+	// JSONMode: the request asks for JSON (response_format json_object or
+	// json_schema).
+	JSONMode bool
+}
+
+// Applicability is a pack's verdict on one request.
+type Applicability struct {
+	// Domain: the request is one the pack is about; its knowledge is injected
+	// under inject.when "facts".
+	Domain bool
+	// Contract: the pack's contract applies: it is injected (inject.contract auto,
+	// on a validating route) and the answer is validated and, when flagged,
+	// revised. Never without Domain.
+	Contract bool
+	// Reason says why, for the trace.
+	Reason string
+}
+
+// Applies judges whether the pack is about the request in (see ApplyRules). A pack
+// without apply rules is about every request; without JSONMode in its rules, a
+// JSON-mode request never gets the contract.
+func (p *Pack) Applies(in ApplyInput) Applicability {
+	var a Applicability
+	rules := p.ApplyRules
+	switch {
+	case rules == nil:
+		a.Domain, a.Reason = true, "pack "+p.Name+" applies to every request"
+	case rules.Facts && p.Facts != nil && p.hasOperationLine(in.UserTexts, rules.opStart):
+		a.Domain, a.Reason = true, "a user message holds an operation the pack's fact rules read"
+	case rules.UserLineRe != nil && p.anyLine(in.UserTexts, func(line string) bool {
+		return rules.userLineStart.admits(line) && rules.UserLineRe.MatchString(line)
+	}):
+		a.Domain, a.Reason = true, "a user message has a line the pack's user_line rule matches"
+	case rules.Marker && p.Claims != nil && in.ClientMentions != nil && in.ClientMentions(p.Claims.Marker):
+		a.Domain, a.Reason = true, "the client's own prompt asks for the claims block ("+p.Claims.Marker+")"
+	default:
+		a.Reason = "not a request pack " + p.Name + " is about (no rule of its applies block holds)"
+		return a
+	}
+	a.Contract = true
+	if in.JSONMode && (rules == nil || !rules.JSONMode) {
+		a.Contract = false
+		a.Reason += "; JSON mode: no contract, nothing appended to the answer"
+	}
+	return a
+}
+
+// hasOperationLine reports whether a line of the texts is an operation; start,
+// when not nil, skips lines no operation rule can match.
+func (p *Pack) hasOperationLine(texts []string, start *lineStart) bool {
+	ops := p.Facts.Ops
+	return p.anyLine(texts, func(line string) bool {
+		if !start.admits(line) {
+			return false
+		}
+		for i := range ops {
+			if re := ops[i].Re; re != nil && re.MatchString(line) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// anyLine reports whether match holds for a line of the texts, within the context
+// rules' bounds.
+func (p *Pack) anyLine(texts []string, match func(string) bool) bool {
+	maxLines, maxBytes := p.Context.MaxLines, p.Context.MaxBytes
+	if maxLines <= 0 {
+		maxLines = DefaultContextMaxLines
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultContextMaxBytes
+	}
+	for _, text := range texts {
+		text = strings.TrimPrefix(text, "\uFEFF")
+		if len(text) > maxBytes {
+			text = text[:maxBytes]
+		}
+		for n := 0; n < maxLines && text != ""; n++ {
+			var line string
+			if i := strings.IndexByte(text, '\n'); i >= 0 {
+				line, text = text[:i], text[i+1:]
+			} else {
+				line, text = text, ""
+			}
+			if match(strings.TrimSuffix(line, "\r")) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,115 @@
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// chatRequest is a realistic 24 KB chat request: a system prompt, a user message
+// carrying a 14-minute RA3 replay's operation log (Chinese and ASCII, a newline
+// escape per line), a tool definition with a JSON schema, and the usual options.
+func chatRequest(b *testing.B) []byte {
+	b.Helper()
+	replay, err := os.ReadFile("testdata/allied_vs_soviet.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var req bytes.Buffer
+	req.WriteString(`{"model":"ra3-analyst","temperature":0.35,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":`)
+	req.Write(AppendString(nil, "你是红色警戒3录像分析师。只根据操作记录回答，引用时间点。"))
+	req.WriteString(`},{"role":"user","content":[{"type":"text","text":`)
+	req.Write(AppendString(nil, string(replay)))
+	req.WriteString(`}]}],"tools":[{"type":"function","function":{"name":"lookup_unit","parameters":{"type":"object","properties":{"unit":{"type":"string"},"faction":{"type":"string","enum":["盟军","苏联","神州"]}},"required":["unit"]}}}],"metadata":{"factgate.knowledge_set":"ra3"}}`)
+	if !Valid(req.Bytes(), 0) {
+		b.Fatal("the benchmark request is not valid JSON")
+	}
+	return req.Bytes()
+}
+
+// deepWide nests arrays and objects depth levels deep, with numbers, strings and
+// literals at every level.
+func deepWide(depth int) []byte {
+	var b bytes.Buffer
+	for i := range depth {
+		if i%2 == 0 {
+			b.WriteString(`[1,-2.5e3,"x\"y",true,null,`)
+		} else {
+			b.WriteString(`{"a":{},"b":[],"c":`)
+		}
+	}
+	b.WriteString("0")
+	for i := depth - 1; i >= 0; i-- {
+		if i%2 == 0 {
+			b.WriteString(`]`)
+		} else {
+			b.WriteString(`}`)
+		}
+	}
+	return b.Bytes()
+}
+
+func BenchmarkCheck(b *testing.B) {
+	// 400 values nested to the bound in one array: about 1 MB of the worst shape a
+	// body within the bound can have.
+	wide := []byte("[" + strings.TrimSuffix(strings.Repeat(string(deepWide(DefaultMaxDepth-1))+",", 400), ",") + "]")
+	inputs := []struct {
+		name string
+		in   []byte
+	}{
+		{"chat request 24KB", chatRequest(b)},
+		{"deep and wide 1MB", wide},
+		{"16MiB of [", bytes.Repeat([]byte("["), 16<<20)},
+	}
+	for _, in := range inputs {
+		b.Run(in.name+"/rawjson.Check", func(b *testing.B) {
+			b.SetBytes(int64(len(in.in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				err := Check(in.in, 0)
+				if (err == nil) != (in.name != "16MiB of [") {
+					b.Fatal(err)
+				}
+			}
+		})
+		if in.name == "16MiB of [" {
+			continue // gjson overflows the stack; encoding/json stops at 10,000 levels
+		}
+		b.Run(in.name+"/gjson.ValidBytes", func(b *testing.B) {
+			b.SetBytes(int64(len(in.in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !gjson.ValidBytes(in.in) {
+					b.Fatal("invalid")
+				}
+			}
+		})
+		b.Run(in.name+"/json.Valid", func(b *testing.B) {
+			b.SetBytes(int64(len(in.in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !json.Valid(in.in) {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAppendString(b *testing.B) {
+	replay, err := os.ReadFile("testdata/allied_vs_soviet.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := string(replay)
+	buf := make([]byte, 0, 2*len(s))
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendString(buf[:0], s)
+	}
+}

@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/inject"
+	"github.com/factgate/factgate/knowledge"
+	"github.com/factgate/factgate/proxy/console"
+)
+
+// consoleAdminName is the name of the console's admin in auth mode passthrough
+// (console.admin_key_env), in the audit log.
+const consoleAdminName = "console-admin"
+
+// newConsole builds the console when the config turns it on and registers its
+// API. It runs once the routes' chains are final.
+func (s *Server) newConsole() error {
+	cc := s.cfg.Console
+	if !cc.On() {
+		return nil
+	}
+	var keys []console.Key
+	keysMode := s.cfg.Auth.Mode == "keys"
+	if keysMode {
+		for i, k := range s.keys {
+			keys = append(keys, console.Key{Name: k.name, Secret: k.key, Admin: s.cfg.Auth.Keys[i].Admin})
+		}
+	} else if cc.AdminKeyEnv != "" {
+		v := os.Getenv(cc.AdminKeyEnv)
+		switch {
+		case v == "" && s.allowMissingSecrets:
+			s.warnings = append(s.warnings, fmt.Sprintf("console.admin_key_env: %s is not set", cc.AdminKeyEnv))
+		case v == "":
+			return fmt.Errorf("console.admin_key_env: environment variable %s is not set", cc.AdminKeyEnv)
+		}
+		keys = append(keys, console.Key{Name: consoleAdminName, Secret: []byte(v), Admin: true})
+	}
+	var routes []console.Route
+	for _, rc := range s.cfg.Routes {
+		rt := s.routeByName[rc.Name]
+		r := console.Route{Name: rc.Name}
+		if rc.Interceptors.Pack != "" {
+			r.Pack = s.library.Registry().Pack(rc.Interceptors.Pack)
+		}
+		for _, ic := range rt.chain {
+			if in, ok := ic.(*inject.Injector); ok {
+				r.Preview = func(set *knowledge.Set, scopes knowledge.Scopes) string {
+					return in.Preview(set, scopes, interceptors.Overrides{})
+				}
+			}
+		}
+		routes = append(routes, r)
+	}
+	var traces console.TraceLoader
+	if s.traces != nil {
+		traces = s.traces.LoadTrace
+	}
+	s.console = console.New(console.Options{
+		Config:   cc,
+		KeysMode: keysMode,
+		Keys:     keys,
+		Cache:    s.cache,
+		Traces:   traces,
+		Library:  s.library,
+		Routes:   routes,
+		Log:      s.log,
+		Draining: s.draining.Load,
+	})
+	for path, h := range s.console.Handlers() {
+		s.HandleAPI(path, h)
+	}
+	return nil
+}
+
+// authenticateAPI authenticates a factgate API request: with the console on, a
+// Bearer key or the console's session cookie (the viewer is stored for the
+// handlers); without it, the proxy's own auth.
+func (s *Server) authenticateAPI(rc *fasthttp.RequestCtx) (string, *interceptors.Error) {
+	if s.console == nil {
+		return s.authenticate(rc)
+	}
+	v, err := s.console.Authenticate(rc)
+	if err != nil {
+		return "", err
+	}
+	console.SetViewer(rc, v)
+	return v.Name, nil
+}
+
+// keepRequest puts the client's request into the trace for the console's trace
+// page, each message cut at console.request_bytes (not with traces.content off).
+func (s *Server) keepRequest(ex *interceptors.Exchange) {
+	if s.console == nil || (s.cfg.Traces.Content != nil && !*s.cfg.Traces.Content) {
+		return
+	}
+	if n := s.console.RequestBytes(); n > 0 {
+		ex.Trace.Request = console.CaptureRequest(ex, n)
+	}
+}
+
+// recordRequest adds a finished intercepted request to the console's list.
+func (s *Server) recordRequest(ex *interceptors.Exchange, status int, errCode string, total time.Duration) {
+	if s.console != nil {
+		s.console.Record(console.Summarize(ex, status, errCode, total))
+	}
+}

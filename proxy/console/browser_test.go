@@ -1,0 +1,276 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/tidwall/gjson"
+)
+
+// The browser suite: the console's pages in headless Chromium (Debian's
+// chromium, driven over the DevTools protocol by chromedp) against a proxy with
+// the mock upstream. It is the only browser test, so CI starts one browser.
+//
+// It skips when no Chromium can be found ($FACTGATE_CHROMIUM, chromium,
+// chromium-browser, google-chrome). With FACTGATE_CONSOLE_SCREENSHOTS=DIR it
+// saves a screenshot of each page there (the README's, in docs/console):
+//
+//	FACTGATE_CONSOLE_SCREENSHOTS=$PWD/docs/console go test ./proxy/console -run TestBrowser
+
+func findChromium() string {
+	if p := os.Getenv("FACTGATE_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+type browser struct {
+	t       *testing.T
+	ctx     context.Context
+	f       *fixture
+	shots   string
+	mu      sync.Mutex
+	errs    []string
+	stepDue time.Duration
+}
+
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, b.stepDue)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v%s", what, err, b.jsErrors())
+	}
+}
+
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, b.stepDue)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v%s", expr, err, b.jsErrors())
+	}
+	return v
+}
+
+// until polls a JavaScript condition in the page.
+func (b *browser) until(what, expr string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, b.stepDue)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(b.stepDue))); err != nil {
+		page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`location.href + "\n" + document.querySelector("main").innerText.slice(0, 800)`))
+		b.t.Fatalf("waiting for %s (%s): %v%s\npage: %s", what, expr, err, b.jsErrors(), page)
+	}
+}
+
+func (b *browser) jsErrors() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.errs) == 0 {
+		return ""
+	}
+	return "\npage errors:\n" + strings.Join(b.errs, "\n")
+}
+
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	if b.shots == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, b.stepDue)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// js quotes a Go string for JavaScript.
+func js(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func TestBrowser(t *testing.T) {
+	chrome := findChromium()
+	if chrome == "" {
+		t.Skip("no Chromium found (set FACTGATE_CHROMIUM or install Debian's chromium): the console's browser tests did not run")
+	}
+	f := newFixture(t, "")
+	// Traffic: revised stories from app and accepted short analyses from other,
+	// spread over the experiment's variants by subject.
+	var revised []string
+	for i := range 6 {
+		revised = append(revised, f.story(keyApp, "分析这局录像。", "X-Factgate-Subject", fmt.Sprintf("player-%d", i)))
+	}
+	for i := range 4 {
+		f.story(keyOther, "请简要分析这局录像。", "X-Factgate-Subject", fmt.Sprintf("coach-%d", i))
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("lang", "en-US"),
+		chromedp.WindowSize(1366, 900),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelAll := context.WithTimeout(ctx, 100*time.Second)
+	defer cancelAll()
+	b := &browser{t: t, ctx: ctx, f: f, shots: os.Getenv("FACTGATE_CONSOLE_SCREENSHOTS"), stepDue: 20 * time.Second}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			b.mu.Lock()
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			b.errs = append(b.errs, fmt.Sprintf("%s:%d:%d: %s", d.URL, d.LineNumber+1, d.ColumnNumber+1, msg))
+			b.mu.Unlock()
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				var parts []string
+				for _, a := range ev.Args {
+					parts = append(parts, string(a.Value)+a.Description)
+				}
+				b.mu.Lock()
+				b.errs = append(b.errs, "console.error: "+strings.Join(parts, " "))
+				b.mu.Unlock()
+			}
+		}
+	}); err != nil {
+		t.Fatalf("starting %s: %v", chrome, err)
+	}
+	b.do("emulating a laptop screen", chromedp.EmulateViewport(1366, 900))
+
+	// Login: the page asks for a key; the admin logs in with it.
+	b.do("opening the console", chromedp.Navigate(f.base+"/factgate/ui/"), chromedp.WaitVisible(chromedp.CSS("#login-key")))
+	b.screenshot("login")
+	b.do("logging in", chromedp.SendKeys(chromedp.CSS("#login-key"), keyOps), chromedp.Click(chromedp.CSS(`.login button[type="submit"]`)))
+
+	// Requests: the list, newest first; a request finishing now appears live.
+	b.until("the request rows", `document.querySelectorAll("table.requests tbody tr").length === 10`)
+	if got := eval[string](b, `document.querySelector("#who").textContent`); !strings.Contains(got, "ops") {
+		t.Errorf("the header names %q, want the admin ops", got)
+	}
+	// Keyboard: on a fresh page the first Tab reaches the skip link, which
+	// leads to the main content.
+	b.do("reloading", chromedp.Reload())
+	b.until("the request rows again", `document.querySelectorAll("table.requests tbody tr").length === 10`)
+	b.do("tabbing", chromedp.KeyEvent("\t"))
+	if got := eval[string](b, `document.activeElement.className + " " + getComputedStyle(document.activeElement).left`); !strings.HasPrefix(got, "skip ") || strings.HasPrefix(got, "skip -") {
+		t.Errorf("the first Tab lands on %q, want the skip link, visible", got)
+	}
+	b.do("skipping", chromedp.KeyEvent("\r"))
+	if got := eval[string](b, `document.activeElement.id`); got != "main" {
+		t.Errorf("the skip link moved focus to %q, want main", got)
+	}
+	live := f.story(keyApp, "分析这局录像。", "X-Factgate-Subject", "player-live")
+	b.until("the live row", `document.querySelector("table.requests tbody tr").dataset.trace === `+js(live))
+	revised = append(revised, live)
+	b.screenshot("requests")
+
+	// Filter to revised requests and follow the newest to its trace.
+	b.do("filtering", chromedp.SetValue(chromedp.CSS("#f-revised"), "true"))
+	eval[bool](b, `document.querySelector("#f-revised").dispatchEvent(new Event("change"))`)
+	b.until("the revised rows", fmt.Sprintf(`document.querySelectorAll("table.requests tbody tr").length === %d`, len(revised)))
+	b.do("opening the trace", chromedp.Click(chromedp.CSS(`table.requests tbody tr:first-child a`)))
+	b.until("the trace page", `location.hash === "#/trace/" + `+js(live)+` && document.querySelector("mark.sev-Contradiction") !== null`)
+	if got := eval[string](b, `document.querySelector("mark.sev-Contradiction").textContent`); !strings.Contains(got, "AlliedBomberAircraft") && !strings.Contains(got, "AlliedMCV") {
+		t.Errorf("the highlighted claim is %q", got)
+	}
+	if got := eval[string](b, `[...document.querySelectorAll("pre.diff ins")].map(e => e.textContent).join("|")`); !strings.Contains(got, "战斗机") {
+		t.Errorf("the diff's insertions %q lack the correction", got)
+	}
+	if got := eval[string](b, `document.querySelector("ul.oplines").textContent`); !strings.Contains(got, "6:02") {
+		t.Errorf("the cited operation lines %q", got)
+	}
+	// Keyboard: the issue's path link moves focus to its claim.
+	b.do("following an issue to its claim", chromedp.Focus(chromedp.CSS(`a[data-goto]`)), chromedp.KeyEvent("\r"))
+	if got := eval[string](b, `document.activeElement.tagName`); got != "MARK" {
+		t.Errorf("after Enter on an issue, focus is on %s, want the claim's mark", got)
+	}
+	b.do("scrolling to the draft", chromedp.ScrollIntoView(chromedp.CSS("#at-h")))
+	b.screenshot("trace")
+
+	// Experiments: read the headline chart and check it against the report.
+	b.do("opening experiments", chromedp.Navigate(f.base+"/factgate/ui/#/experiments"))
+	sel := `figure[data-metric="first_draft_contradiction"] g[data-variant="baseline"]`
+	b.until("the chart", `document.querySelector(`+js(sel)+`) !== null`)
+	label := eval[string](b, `document.querySelector(`+js(sel)+`).getAttribute("aria-label")`)
+	rate := eval[string](b, `document.querySelector(`+js(sel)+`).dataset.rate`)
+	_, _, rep := f.do("GET", "/factgate/v1/experiments", keyOps, "")
+	want := gjson.GetBytes(rep, `experiments.0.variants.#(name=="baseline").rates.first_draft_contradiction`)
+	if want.Get("total").Int() == 0 || rate != want.Get("rate").Raw && rate != fmt.Sprint(want.Get("rate").Float()) {
+		t.Errorf("the chart's baseline rate %q, the report's %s", rate, want.Raw)
+	}
+	if !strings.Contains(label, fmt.Sprintf("%d/%d", want.Get("count").Int(), want.Get("total").Int())) || !strings.Contains(label, "[") {
+		t.Errorf("the chart reads %q; the report says %s", label, want.Raw)
+	}
+	if n := eval[int](b, `document.querySelectorAll("table.comparisons tbody tr").length`); n != 3 {
+		t.Errorf("%d comparison rows, want 3 (one variant against the control on three rates)", n)
+	}
+	b.screenshot("experiments")
+
+	// Knowledge: edit the Allied MCV entry, preview the diff, save; the next
+	// request's injected prompt carries it, and so does the rendered prompt.
+	const fact = "浏览器中的专家修订：展开前必须先移动到开阔地。"
+	b.do("opening knowledge", chromedp.Navigate(f.base+"/factgate/ui/#/knowledge?set=ra3&q=AlliedMCV"))
+	entry := `article[data-entry="AlliedMCV"][data-scope="factions/盟军"] button`
+	b.until("the entry", `document.querySelector(`+js(entry)+`) !== null`)
+	b.do("editing", chromedp.Click(chromedp.CSS(entry)), chromedp.WaitVisible(chromedp.CSS("#ed-text")))
+	text := eval[string](b, `document.querySelector("#ed-text").value`)
+	b.do("typing", chromedp.SetValue(chromedp.CSS("#ed-text"), text+"- "+fact+"\n"), chromedp.Click(chromedp.CSS("#ed-preview")))
+	b.until("the diff against the built-in entry", `[...document.querySelectorAll(".ed-result pre.diff ins")].some(e => e.textContent.includes(`+js(fact)+`))`)
+	b.screenshot("knowledge-edit")
+	b.do("saving", chromedp.Click(chromedp.CSS("#ed-save")))
+	b.until("the saved message", `document.querySelector(".ed-result .ok") !== null`)
+	f.story(keyApp, "分析这局录像。", "X-Factgate-Variant", "baseline")
+	if !strings.Contains(f.lastSystemPrompt(), fact) {
+		t.Fatal("the next request's injected prompt does not carry the edit made in the browser")
+	}
+	b.do("closing the editor", chromedp.Click(chromedp.CSS("#ed-close")))
+	b.do("rendering", chromedp.SetValue(chromedp.CSS("#rd-factions"), "盟军, 苏联"), chromedp.Click(chromedp.CSS("#rd-submit")))
+	b.until("the rendered prompt", `(document.querySelector("pre.prompt") || {}).textContent?.includes(`+js(fact)+`)`)
+	b.do("scrolling to the top", chromedp.ScrollIntoView(chromedp.CSS("main h1")))
+	b.screenshot("knowledge")
+
+	// Chinese: the switch translates the console's own words.
+	eval[bool](b, `(s => { s.value = "zh"; return s.dispatchEvent(new Event("change")); })(document.querySelector("#lang"))`)
+	b.until("the Chinese navigation", `document.querySelector('#nav a[data-page="requests"]').textContent === "请求"`)
+	b.do("opening requests in Chinese", chromedp.Navigate(f.base+"/factgate/ui/#/requests"))
+	b.until("the Chinese requests page", `document.querySelector("main h1").textContent === "最近的请求"`)
+	eval[bool](b, `(s => { s.value = "en"; return s.dispatchEvent(new Event("change")); })(document.querySelector("#lang"))`)
+
+	if e := b.jsErrors(); e != "" {
+		t.Fatalf("the pages raised errors:%s", e)
+	}
+}
