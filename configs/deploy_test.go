@@ -244,10 +244,10 @@ func TestKubernetesManifests(t *testing.T) {
 	t.Run("drain", func(t *testing.T) {
 		grace, _ := get(pod, "spec", "terminationGracePeriodSeconds").(int)
 		preStop, _ := get(c, "lifecycle", "preStop", "sleep", "seconds").(int)
-		need := time.Duration(preStop)*time.Second + time.Duration(0) + time.Duration(cfg.Server.ShutdownTimeout)
+		need := time.Duration(preStop)*time.Second + cfg.Server.DrainGraceDuration() + time.Duration(cfg.Server.ShutdownTimeout)
 		if time.Duration(grace)*time.Second < need {
 			t.Errorf("terminationGracePeriodSeconds %d < preStop %ds + drain_grace %s + shutdown_timeout %s: Kubernetes would kill requests still draining",
-				grace, preStop, time.Duration(0), time.Duration(cfg.Server.ShutdownTimeout))
+				grace, preStop, cfg.Server.DrainGraceDuration(), time.Duration(cfg.Server.ShutdownTimeout))
 		}
 	})
 }

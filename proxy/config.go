@@ -432,8 +432,8 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// drainGrace is DrainGrace, zero when unset.
-func (s *ServerConfig) drainGrace() time.Duration {
+// DrainGraceDuration is DrainGrace, zero when unset.
+func (s *ServerConfig) DrainGraceDuration() time.Duration {
 	if s.DrainGrace == nil {
 		return 0
 	}

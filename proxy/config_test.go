@@ -52,14 +52,14 @@ func TestConfigDefaults(t *testing.T) {
 		cfg.Server.MaxJSONDepth != 128 {
 		t.Fatalf("defaults not applied: %+v", cfg.Server)
 	}
-	if got := cfg.Server.drainGrace(); got != 5*time.Second {
+	if got := cfg.Server.DrainGraceDuration(); got != 5*time.Second {
 		t.Fatalf("drain_grace defaults to %v, want 5s", got)
 	}
 	cfg, err = ParseConfig([]byte("server: {drain_grace: 0s}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]"), "min.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Server.drainGrace(); got != 0 {
+	if got := cfg.Server.DrainGraceDuration(); got != 0 {
 		t.Fatalf("drain_grace: 0s reads as %v, want no grace", got)
 	}
 }

@@ -437,7 +437,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.Server.drainGrace()+time.Duration(s.cfg.Server.ShutdownTimeout))
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.Server.DrainGraceDuration()+time.Duration(s.cfg.Server.ShutdownTimeout))
 	defer cancel()
 	return s.Shutdown(sctx)
 }
@@ -450,7 +450,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // upstream connections and registered closers are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	// A second Shutdown (the first one timed out) does not wait the grace again.
-	if grace := s.cfg.Server.drainGrace(); !s.draining.Swap(true) && grace > 0 {
+	if grace := s.cfg.Server.DrainGraceDuration(); !s.draining.Swap(true) && grace > 0 {
 		s.log.Info("factgate draining: /readyz answers 503 before the listener closes", "drain_grace", grace.String())
 		wait := time.NewTimer(grace)
 		select {
