@@ -198,7 +198,7 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, 
 	if key != "" {
 		info.Key = key
 		trace.Do(func(t *interceptors.Trace) { t.FactKey = info.Key })
-		r, err := f.store.index(ctx, info.Key, texts)
+		r, err := f.store.index(ctx, info.Key, texts, session != "")
 		if r.note != "" {
 			trace.Note(r.note)
 		}

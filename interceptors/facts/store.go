@@ -39,6 +39,10 @@ const SharedKeyPrefix = "facts:"
 // never meets a fact key (32 hex digits) in the memory tier.
 const mergedKeyPrefix = "merged:"
 
+// recordKeyPrefix prefixes the in-process key of a session record (the fact keys
+// this replica saw in a session), before the session's set key.
+const recordKeyPrefix = "record:"
+
 // store resolves fact indexes through the three tiers — the in-process LRU of
 // decoded indexes, the shared cache of encoded ones, and extraction — with single
 // flight, so concurrent requests for one key resolve it once. It is safe for
@@ -58,10 +62,17 @@ type store struct {
 	writes sync.WaitGroup
 }
 
-// memoryEntry is a decoded index in the memory tier with its estimated heap size.
+// memoryEntry is what the memory tier holds under one key, with its estimated heap
+// size: a decoded index, or a session record.
 type memoryEntry struct {
-	ix   *Index
-	size int64
+	ix *Index
+	// published is set once the index is known to be in the shared cache in a way
+	// that survives an outage: read from it, or written with cache.SetDurable. A
+	// session naming the index publishes it first. Shared by copies of the entry.
+	published *atomic.Bool
+	// record is a session record (ix is nil).
+	record *sessionRecord
+	size   int64
 }
 
 // resolved is the outcome of resolving one key.
@@ -75,7 +86,7 @@ type resolved struct {
 }
 
 func newStore(x *Extractor, keyVersion string, shared cache.Cache, s settings, observeBuild func(time.Duration), log *slog.Logger) *store {
-	return &store{
+	st := &store{
 		extractor:  x,
 		keyVersion: keyVersion,
 		memory: cache.NewLRU(cache.LRUOptions[string, memoryEntry]{
@@ -89,6 +100,12 @@ func newStore(x *Extractor, keyVersion string, shared cache.Cache, s settings, o
 		observeBuild: observeBuild,
 		log:          log,
 	}
+	if d, ok := shared.(cache.Durable); ok {
+		// A shared tier that comes back from an outage may have come back empty:
+		// the sessions this replica knows are written back to it.
+		d.OnRecover(st.republishSessions)
+	}
+	return st
 }
 
 // keyOf returns the fact key of the body's user texts — SourceKey(keyVersion,
@@ -123,8 +140,10 @@ func (s *store) keyOf(body []byte) (string, func() []string) {
 // index returns the index under key: from memory, else from the shared cache, else
 // built from texts (called only then). Callers that share another request's flight get
 // SourceMemory: the index came from this process without a shared read or a build
-// of their own.
-func (s *store) index(ctx context.Context, key string, texts func() []string) (resolved, error) {
+// of their own. A built index is written back to the shared cache: in the
+// background, or — for a session's segment (inSession), which no later request can
+// rebuild — before returning and durably (kept through a shared-tier outage).
+func (s *store) index(ctx context.Context, key string, texts func() []string, inSession bool) (resolved, error) {
 	if e, ok := s.memory.Get(key); ok {
 		return resolved{ix: e.ix, source: SourceMemory}, nil
 	}
@@ -153,8 +172,13 @@ func (s *store) index(ctx context.Context, key string, texts func() []string) (r
 			s.observeBuild(r.build)
 		}
 		r.ix = ix
-		s.remember(key, ix, textBytes(ix))
-		s.writeBack(key, ix)
+		published := s.remember(key, ix, textBytes(ix))
+		if inSession {
+			s.publish(ctx, key, ix)
+			published.Store(true)
+		} else {
+			s.writeBack(key, ix)
+		}
 		return r, nil
 	})
 	if err != nil {
@@ -203,8 +227,31 @@ func (s *store) readShared(ctx context.Context, key string) (*Index, error) {
 		return nil, fmt.Errorf("facts: shared cache entry %s%s (%d bytes) does not decode: %w", SharedKeyPrefix, key, len(blob), err)
 	}
 	// A decoded index keeps one copy of the blob; its strings are pieces of it.
-	s.remember(key, ix, int64(len(blob)))
+	s.remember(key, ix, int64(len(blob))).Store(true)
 	return ix, nil
+}
+
+// publish writes ix to the shared cache now, durably: a shared tier that is down
+// keeps it and writes it when it is back.
+func (s *store) publish(ctx context.Context, key string, ix *Index) {
+	blob, _ := ix.MarshalBinary()
+	if err := cache.SetDurable(ctx, s.shared, SharedKeyPrefix+key, blob, s.ttl); err != nil && s.log != nil {
+		s.log.Warn("facts: writing a session segment's fact index to the shared cache", "key", SharedKeyPrefix+key, "bytes", len(blob), "error", err)
+	}
+}
+
+// ensurePublished publishes key's index unless the memory tier knows it is
+// published already; a session is about to name it.
+func (s *store) ensurePublished(ctx context.Context, key string, ix *Index) {
+	if e, ok := s.memory.Get(key); ok && e.published != nil {
+		if e.published.Load() {
+			return
+		}
+		s.publish(ctx, key, ix)
+		e.published.Store(true)
+		return
+	}
+	s.publish(ctx, key, ix) // not kept in memory (larger than the tier): publish each time
 }
 
 // writeBack encodes ix and stores it in the shared cache in the background: the
@@ -221,9 +268,11 @@ func (s *store) writeBack(key string, ix *Index) {
 }
 
 // remember keeps ix in the memory tier; backing is the size of the string data
-// its operations' texts live in.
-func (s *store) remember(key string, ix *Index, backing int64) {
-	s.memory.Put(key, memoryEntry{ix: ix, size: indexHeapBytes(ix, backing)}, 0)
+// its operations' texts live in. It returns the entry's published flag.
+func (s *store) remember(key string, ix *Index, backing int64) *atomic.Bool {
+	published := new(atomic.Bool)
+	s.memory.Put(key, memoryEntry{ix: ix, published: published, size: memoryEntryOverhead + int64(len(key)) + indexHeapBytes(ix, backing)}, 0)
+	return published
 }
 
 // Per-operation heap cost of an index besides its text: the Op itself plus its
@@ -234,6 +283,9 @@ const (
 	unitMentionBytes = 8 + 4 + 4 // the UnitId in Op.Units, its unitOps entry, its slot lookup
 	unitSlotBytes    = 48        // unitSlot map entry, unitIDs, unitStart
 	indexBaseBytes   = 4 << 10
+	// memoryEntryOverhead is the LRU's own cost per entry: its list node, map slot
+	// and the entry's header.
+	memoryEntryOverhead = 160
 )
 
 // indexHeapBytes estimates the heap an index holds: what its operations,
@@ -258,8 +310,11 @@ func textBytes(ix *Index) int64 {
 	return n
 }
 
-// keyMemoEntries bounds the fact keys remembered per process (~100 bytes each).
-const keyMemoEntries = 1 << 16
+// keyMemoEntries bounds the fact keys remembered per route. An entry costs about
+// 200 bytes of heap (the LRU node, the map slot, the key string), so the memo
+// holds at most ~3 MiB — outside facts.memory_bytes, within the process's fixed
+// share. A repeated log beyond it only costs its SHA-256 key again.
+const keyMemoEntries = 1 << 14
 
 // keyMemo remembers the fact keys of recently seen request bodies by a 128-bit
 // digest of their user messages' raw JSON contents: two hash/maphash hashes with
