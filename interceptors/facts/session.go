@@ -162,8 +162,8 @@ func (s *store) session(ctx context.Context, session, key string, own *Index, tt
 
 func newSegment(key string, ix *Index) segment {
 	sg := segment{key: key, ix: ix}
-	if len(ix.ops) > 0 {
-		sg.start = ix.ops[0].At
+	if len(ix.recs) > 0 {
+		sg.start = ix.recs[0].at
 	}
 	return sg
 }
@@ -224,7 +224,7 @@ func (s *store) merged(ctx context.Context, segs []segment) (*Index, error) {
 			indexes[i] = sg.ix
 		}
 		ix := Merge(indexes...)
-		s.remember(mk, ix, textBytes(ix))
+		s.remember(mk, ix)
 		return resolved{ix: ix}, nil
 	})
 	return r.ix, err

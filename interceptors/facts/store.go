@@ -172,7 +172,7 @@ func (s *store) index(ctx context.Context, key string, texts func() []string, in
 			s.observeBuild(r.build)
 		}
 		r.ix = ix
-		published := s.remember(key, ix, textBytes(ix))
+		published := s.remember(key, ix)
 		if inSession {
 			s.publish(ctx, key, ix)
 			published.Store(true)
@@ -227,7 +227,7 @@ func (s *store) readShared(ctx context.Context, key string) (*Index, error) {
 		return nil, fmt.Errorf("facts: shared cache entry %s%s (%d bytes) does not decode: %w", SharedKeyPrefix, key, len(blob), err)
 	}
 	// A decoded index keeps one copy of the blob; its strings are pieces of it.
-	s.remember(key, ix, int64(len(blob))).Store(true)
+	s.remember(key, ix).Store(true)
 	return ix, nil
 }
 
@@ -267,47 +267,49 @@ func (s *store) writeBack(key string, ix *Index) {
 	}()
 }
 
-// remember keeps ix in the memory tier; backing is the size of the string data
-// its operations' texts live in. It returns the entry's published flag.
-func (s *store) remember(key string, ix *Index, backing int64) *atomic.Bool {
+// remember keeps ix in the memory tier, charged its heap size. It returns the
+// entry's published flag.
+func (s *store) remember(key string, ix *Index) *atomic.Bool {
 	published := new(atomic.Bool)
-	s.memory.Put(key, memoryEntry{ix: ix, published: published, size: memoryEntryOverhead + int64(len(key)) + indexHeapBytes(ix, backing)}, 0)
+	s.memory.Put(key, memoryEntry{ix: ix, published: published, size: memoryEntryOverhead + int64(len(key)) + indexHeapBytes(ix)}, 0)
 	return published
 }
 
-// Per-operation heap cost of an index besides its text: the Op itself plus its
-// entries in the derived lookup tables (per kind, per player, per asset or
-// power, per unit mention), rounded up.
+// Heap cost of an index besides its text, its records and its UnitIds: per
+// operation, its entries in the derived lookup tables (per kind, per player, per
+// asset or power); per UnitId mention, its unitOps entry; per unit, its unitSlot
+// map entry, unitIDs and unitStart entries; and the maps' and headers' fixed part.
 const (
-	opHeapBytes      = int64(unsafe.Sizeof(Op{})) + 5*4
-	unitMentionBytes = 8 + 4 + 4 // the UnitId in Op.Units, its unitOps entry, its slot lookup
-	unitSlotBytes    = 48        // unitSlot map entry, unitIDs, unitStart
+	opRecBytes       = int64(unsafe.Sizeof(opRec{}))
+	opTableBytes     = 5 * 4 // byKind, playerOps, byAsset/byPower, with append's spare room
+	unitMentionBytes = 4
+	unitSlotBytes    = 40
+	nameBytes        = 96 // an entry of playerSlot, byAsset, byPower or firstProd
 	indexBaseBytes   = 4 << 10
 	// memoryEntryOverhead is the LRU's own cost per entry: its list node, map slot
 	// and the entry's header.
 	memoryEntryOverhead = 160
 )
 
-// indexHeapBytes estimates the heap an index holds: what its operations,
-// derived tables and string data (backing bytes) take. It is what the memory
-// tier's byte bound is charged; it is within a small factor of the truth, which
-// is all a cache bound needs.
-func indexHeapBytes(ix *Index, backing int64) int64 {
-	n := indexBaseBytes + backing + int64(len(ix.ops))*opHeapBytes + int64(len(ix.unitIDs))*unitSlotBytes
-	for i := range ix.ops {
-		n += int64(len(ix.ops[i].Units)) * unitMentionBytes
-	}
-	return n
+// indexHeapBytes estimates the heap an index holds: its text (the extracted lines,
+// or the whole decoded blob its strings point into), its records and UnitIds, and
+// the derived tables. It is what the memory tier's byte bound is charged; checked
+// against the heap a real index takes (docs/facts.md), it is within a few percent.
+func indexHeapBytes(ix *Index) int64 {
+	names := len(ix.playerSlot) + len(ix.byAsset) + len(ix.byPower) + len(ix.firstProd)
+	return indexBaseBytes + allocBytes(int64(len(ix.text))) +
+		allocBytes(int64(cap(ix.recs))*opRecBytes) + int64(len(ix.recs))*opTableBytes +
+		allocBytes(int64(cap(ix.units))*8) + int64(len(ix.units))*unitMentionBytes +
+		int64(len(ix.unitIDs))*unitSlotBytes + int64(names)*nameBytes
 }
 
-// textBytes returns the bytes of the operations' texts: the string data of a
-// built index (player, asset and power are pieces of the same lines).
-func textBytes(ix *Index) int64 {
-	var n int64
-	for i := range ix.ops {
-		n += int64(len(ix.ops[i].Text)) + 1
+// allocBytes is what the heap takes for an allocation of n bytes: small ones are
+// rounded up to a size class (at most 1/8 more), large ones to whole 8 KiB pages.
+func allocBytes(n int64) int64 {
+	if n > 32<<10 {
+		return (n + 8<<10 - 1) &^ (8<<10 - 1)
 	}
-	return n
+	return n + n/8
 }
 
 // keyMemoEntries bounds the fact keys remembered per route. An entry costs about
