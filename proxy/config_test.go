@@ -21,6 +21,8 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 		{"duplicate alias", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: a, models: [m], upstream: u}, {name: b, models: [m], upstream: u}]", `"m" is already routed by "a"`},
 		{"secret in file", "upstreams: {u: {base_url: 'http://x/v1', api_key_env: OPENAI_KEY}}\nroutes: [{name: r, default: true, upstream: u}]", `must name a FACTGATE_* environment variable`},
 		{"bad auth mode", "auth: {mode: open}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `auth.mode: "open"`},
+		{"trace bound over the trace tier", "traces: {memory_bytes: 1MiB, max_bytes: 2MiB}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `traces.max_bytes: 2MiB is more than traces.memory_bytes 1MiB`},
+		{"bad trace tier", "traces: {memory_bytes: lots}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `lots`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
