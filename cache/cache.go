@@ -42,6 +42,29 @@ type Cache interface {
 	Close() error
 }
 
+// Durable is implemented by a cache whose shared tier can fail and come back empty
+// (Tiered, in front of Redis). Its callers keep what cannot be rebuilt — a session
+// segment's fact index, whose text is in no later request — through an outage.
+type Durable interface {
+	// SetDurable stores value like Set and, when the shared tier cannot take it,
+	// keeps it (within the pending-write bounds) to write it when the tier is back.
+	SetDurable(ctx context.Context, key string, value []byte, ttl time.Duration) error
+	// OnRecover registers fn to run in the background each time the shared tier
+	// answers again after it failed, which may have lost what it held: fn
+	// re-publishes what the caller holds in memory. Its ctx ends when the cache
+	// closes.
+	OnRecover(fn func(ctx context.Context))
+}
+
+// SetDurable stores value with c's SetDurable when c is Durable, else with Set
+// (a cache without a shared tier has no outage to survive).
+func SetDurable(ctx context.Context, c Cache, key string, value []byte, ttl time.Duration) error {
+	if d, ok := c.(Durable); ok {
+		return d.SetDurable(ctx, key, value, ttl)
+	}
+	return c.Set(ctx, key, value, ttl)
+}
+
 // Status is a cache's health as /readyz reports it.
 type Status struct {
 	// Backend is "memory", "redis" or "memory+redis".

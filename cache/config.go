@@ -11,7 +11,7 @@ import (
 // Config is the cache block of factgate's configuration:
 //
 //	cache:
-//	  memory: {max_bytes: 64MiB, max_entries: 100000, default_ttl: 1h}
+//	  memory: {max_bytes: 16MiB, max_entries: 100000, default_ttl: 1h}
 //	  redis:  {addrs: ["127.0.0.1:6379"], password_env: FACTGATE_REDIS_PASSWORD}
 //	  tiered: {local_ttl: 30s, probe_interval: 2s, error_backoff: 1s}
 //
@@ -45,7 +45,7 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (Cache, error)
 		return nil, err
 	}
 	memory := NewMemory(cfg.Memory)
-	if err := registerMemoryMetrics(reg, memory); err != nil {
+	if err := RegisterMemoryMetrics(reg, memory, "cache"); err != nil {
 		return nil, err
 	}
 	if cfg.Redis == nil {
@@ -73,17 +73,23 @@ type memoryCollector struct {
 	entries, bytes, hits, misses, evictions *prometheus.Desc
 }
 
-func registerMemoryMetrics(reg prometheus.Registerer, memory *Memory) error {
+// RegisterMemoryMetrics exports memory's statistics on reg (nil: nothing) as
+// factgate_<name>_memory_{entries,bytes,hits_total,misses_total,evictions_total}:
+// "cache" for the cache's own memory tier, "traces" for the trace store's. When
+// metrics of that name are already registered (a second cache on one registry),
+// the first stays.
+func RegisterMemoryMetrics(reg prometheus.Registerer, memory *Memory, name string) error {
 	if reg == nil {
 		return nil
 	}
+	prefix := "factgate_" + name + "_memory_"
 	c := &memoryCollector{
 		memory:    memory,
-		entries:   prometheus.NewDesc("factgate_cache_memory_entries", "Keys held by the in-process cache.", nil, nil),
-		bytes:     prometheus.NewDesc("factgate_cache_memory_bytes", "Bytes the in-process cache accounts for against max_bytes.", nil, nil),
-		hits:      prometheus.NewDesc("factgate_cache_memory_hits_total", "In-process cache reads that found a live entry.", nil, nil),
-		misses:    prometheus.NewDesc("factgate_cache_memory_misses_total", "In-process cache reads that found nothing or an expired entry.", nil, nil),
-		evictions: prometheus.NewDesc("factgate_cache_memory_evictions_total", "Entries the in-process cache evicted to respect max_bytes or max_entries.", nil, nil),
+		entries:   prometheus.NewDesc(prefix+"entries", "Keys held by the in-process "+name+" memory tier.", nil, nil),
+		bytes:     prometheus.NewDesc(prefix+"bytes", "Bytes the in-process "+name+" memory tier accounts for against its byte bound.", nil, nil),
+		hits:      prometheus.NewDesc(prefix+"hits_total", "Reads of the in-process "+name+" memory tier that found a live entry.", nil, nil),
+		misses:    prometheus.NewDesc(prefix+"misses_total", "Reads of the in-process "+name+" memory tier that found nothing or an expired entry.", nil, nil),
+		evictions: prometheus.NewDesc(prefix+"evictions_total", "Entries the in-process "+name+" memory tier evicted to respect its bounds.", nil, nil),
 	}
 	if err := reg.Register(c); err != nil {
 		var already prometheus.AlreadyRegisteredError

@@ -170,6 +170,30 @@ func (c *LRU[K, V]) Stats() LRUStats {
 	return s
 }
 
+// Range calls fn with each unexpired entry, most recently used first, until fn
+// returns false. It works on a snapshot taken under the lock, so fn may call the
+// LRU (and sees entries as they were); entries are not marked used.
+func (c *LRU[K, V]) Range(fn func(key K, value V) bool) {
+	type kv struct {
+		key   K
+		value V
+	}
+	c.mu.Lock()
+	now := c.now()
+	snapshot := make([]kv, 0, len(c.entries))
+	for e := c.list.next; e != &c.list; e = e.next {
+		if e.expires == 0 || now < e.expires {
+			snapshot = append(snapshot, kv{e.key, e.value})
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range snapshot {
+		if !fn(e.key, e.value) {
+			return
+		}
+	}
+}
+
 // Purge removes every entry; the counters are kept.
 func (c *LRU[K, V]) Purge() {
 	c.mu.Lock()

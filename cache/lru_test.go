@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -305,5 +306,30 @@ func BenchmarkLRUPutEvict(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		c.Put(keys[i&4095], i, 0)
+	}
+}
+
+func TestLRURange(t *testing.T) {
+	t.Parallel()
+	c := NewLRU(LRUOptions[string, int]{MaxEntries: 10})
+	now := time.Duration(0)
+	c.now = func() time.Duration { return now }
+	c.Put("a", 1, 0)
+	c.Put("b", 2, time.Second)
+	c.Put("c", 3, 0)
+	now = 2 * time.Second // b expired
+	var got []string
+	c.Range(func(k string, v int) bool {
+		got = append(got, k)
+		c.Put("d", 4, 0) // fn may call the LRU
+		return true
+	})
+	if strings.Join(got, ",") != "c,a" {
+		t.Errorf("Range visited %v, want c,a (most recent first, expired skipped)", got)
+	}
+	got = got[:0]
+	c.Range(func(k string, _ int) bool { got = append(got, k); return false })
+	if len(got) != 1 {
+		t.Errorf("Range went on after fn returned false: %v", got)
 	}
 }

@@ -279,3 +279,15 @@ func BenchmarkMemoryGetHit(b *testing.B) {
 		}
 	}
 }
+
+// TestMemoryChargesWhatAValueKeepsAlive: a value is charged its capacity (the
+// array it keeps alive), its key and the per-entry overhead.
+func TestMemoryChargesWhatAValueKeepsAlive(t *testing.T) {
+	t.Parallel()
+	m := NewMemory(MemoryConfig{})
+	value := make([]byte, 10, 4096)
+	_ = m.Set(context.Background(), "k", value, 0)
+	if got, want := m.Stats().Bytes, int64(entryOverhead+1+4096); got != want {
+		t.Errorf("a 10-byte value in a 4096-byte array is charged %d bytes, want %d", got, want)
+	}
+}

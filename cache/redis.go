@@ -53,6 +53,11 @@ type RedisConfig struct {
 	DialTimeout  Duration `yaml:"dial_timeout"`
 	ReadTimeout  Duration `yaml:"read_timeout"`
 	WriteTimeout Duration `yaml:"write_timeout"`
+	// CallTimeout bounds one cache call to Redis as a whole: the wait for a pooled
+	// connection, a dial, the command, its retry and the backoff between them. A
+	// Redis that hangs (stopped, or its host gone without a reset) therefore holds a
+	// call at most this long. Zero is ReadTimeout.
+	CallTimeout Duration `yaml:"call_timeout"`
 	// PoolSize is the number of connections per node; zero is go-redis's default
 	// (10 per CPU).
 	PoolSize int `yaml:"pool_size"`
@@ -119,6 +124,19 @@ func (c RedisConfig) mode() string {
 	}
 }
 
+// callTimeout returns the bound of one call: CallTimeout, else ReadTimeout, else
+// the default.
+func (c RedisConfig) callTimeout() time.Duration {
+	switch {
+	case c.CallTimeout > 0:
+		return c.CallTimeout.Std()
+	case c.ReadTimeout > 0:
+		return c.ReadTimeout.Std()
+	default:
+		return DefaultRedisTimeout.Std()
+	}
+}
+
 // options builds the go-redis options, reading the password from the environment.
 func (c RedisConfig) options() (*redis.UniversalOptions, error) {
 	if err := c.Validate(); err != nil {
@@ -148,7 +166,11 @@ func (c RedisConfig) options() (*redis.UniversalOptions, error) {
 		// connection: Tiered has its own backoff and probe.
 		MaxRetries:    1,
 		DialerRetries: 1,
-		// A dead Redis must not hold a request waiting for a pooled connection.
+		// A dead Redis must not hold a request waiting for a pooled connection. Every
+		// call also carries a deadline of CallTimeout (Redis.bound), which caps the
+		// pool wait, the dial, both attempts and the backoff together: without it a
+		// hung Redis cost PoolTimeout + two read timeouts + backoff, 2.6s at the
+		// defaults.
 		PoolTimeout: timeout(c.ReadTimeout) + timeout(c.DialTimeout),
 	}
 	if c.URL != "" {
@@ -198,8 +220,10 @@ type Redis struct {
 	client     redis.UniversalClient
 	prefix     string
 	defaultTTL time.Duration
-	mode       string
-	health     health
+	// callTimeout bounds each method's whole round trip (RedisConfig.CallTimeout).
+	callTimeout time.Duration
+	mode        string
+	health      health
 }
 
 // NewRedis builds the client from cfg and pings it once with a short timeout. It
@@ -224,10 +248,11 @@ func NewRedis(cfg RedisConfig, log *slog.Logger) (*Redis, error) {
 		ttl = DefaultTTL.Std()
 	}
 	r := &Redis{
-		client:     redis.NewUniversalClient(opts),
-		prefix:     prefix,
-		defaultTTL: ttl,
-		mode:       cfg.mode(),
+		client:      redis.NewUniversalClient(opts),
+		prefix:      prefix,
+		defaultTTL:  ttl,
+		callTimeout: cfg.callTimeout(),
+		mode:        cfg.mode(),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.DialTimeout+opts.ReadTimeout)
 	defer cancel()
@@ -253,15 +278,27 @@ func (a redisLogAdapter) Printf(ctx context.Context, format string, v ...any) {
 	a.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
 
+// bound returns ctx with the call's deadline (callTimeout), so that a hung Redis
+// holds no call longer. The caller's own deadline wins when it is earlier. Errors
+// are observed against the caller's ctx: a deadline of this bound is Redis's
+// failure, the caller's is not.
+func (r *Redis) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.callTimeout)
+}
+
 // Ping checks that Redis answers.
 func (r *Redis) Ping(ctx context.Context) error {
-	err := r.client.Ping(ctx).Err()
+	cctx, cancel := r.bound(ctx)
+	defer cancel()
+	err := r.client.Ping(cctx).Err()
 	return r.wrap("ping", "", r.observe(ctx, err, "ping"))
 }
 
 // Get returns the value under key.
 func (r *Redis) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	value, err := r.client.Get(ctx, r.prefix+key).Bytes()
+	cctx, cancel := r.bound(ctx)
+	defer cancel()
+	value, err := r.client.Get(cctx, r.prefix+key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		r.health.succeed()
 		return nil, false, nil
@@ -274,13 +311,17 @@ func (r *Redis) Get(ctx context.Context, key string) ([]byte, bool, error) {
 
 // Set stores value under key for ttl (zero or negative: the default TTL).
 func (r *Redis) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	err := r.client.Set(ctx, r.prefix+key, value, r.ttl(ttl)).Err()
+	cctx, cancel := r.bound(ctx)
+	defer cancel()
+	err := r.client.Set(cctx, r.prefix+key, value, r.ttl(ttl)).Err()
 	return r.wrap("set", key, r.observe(ctx, err, "set"))
 }
 
 // Delete removes key.
 func (r *Redis) Delete(ctx context.Context, key string) error {
-	err := r.client.Del(ctx, r.prefix+key).Err()
+	cctx, cancel := r.bound(ctx)
+	defer cancel()
+	err := r.client.Del(cctx, r.prefix+key).Err()
 	return r.wrap("delete", key, r.observe(ctx, err, "delete"))
 }
 
@@ -296,9 +337,11 @@ func (r *Redis) addMembers(ctx context.Context, key string, members []string, tt
 	for i, member := range members {
 		args[i] = member
 	}
-	_, err := r.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.SAdd(ctx, full, args...)
-		pipe.PExpire(ctx, full, r.ttl(ttl))
+	cctx, cancel := r.bound(ctx)
+	defer cancel()
+	_, err := r.client.TxPipelined(cctx, func(pipe redis.Pipeliner) error {
+		pipe.SAdd(cctx, full, args...)
+		pipe.PExpire(cctx, full, r.ttl(ttl))
 		return nil
 	})
 	return r.wrap("set_add", key, r.observe(ctx, err, "set_add"))
@@ -306,7 +349,9 @@ func (r *Redis) addMembers(ctx context.Context, key string, members []string, tt
 
 // SetMembers returns the set's members, sorted; an absent set has none (nil).
 func (r *Redis) SetMembers(ctx context.Context, key string) ([]string, error) {
-	members, err := r.client.SMembers(ctx, r.prefix+key).Result()
+	cctx, cancel := r.bound(ctx)
+	defer cancel()
+	members, err := r.client.SMembers(cctx, r.prefix+key).Result()
 	if err = r.observe(ctx, err, "set_members"); err != nil {
 		return nil, r.wrap("set_members", key, err)
 	}
@@ -319,9 +364,11 @@ func (r *Redis) membersWithTTL(ctx context.Context, key string) ([]string, time.
 	full := r.prefix + key
 	var members *redis.StringSliceCmd
 	var ttl *redis.DurationCmd
-	_, err := r.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		members = pipe.SMembers(ctx, full)
-		ttl = pipe.PTTL(ctx, full)
+	cctx, cancel := r.bound(ctx)
+	defer cancel()
+	_, err := r.client.Pipelined(cctx, func(pipe redis.Pipeliner) error {
+		members = pipe.SMembers(cctx, full)
+		ttl = pipe.PTTL(cctx, full)
 		return nil
 	})
 	if err = r.observe(ctx, err, "set_members"); err != nil {
@@ -338,11 +385,13 @@ func (r *Redis) HashIncr(ctx context.Context, key string, deltas map[string]int6
 		return nil
 	}
 	full := r.prefix + key
-	_, err := r.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+	cctx, cancel := r.bound(ctx)
+	defer cancel()
+	_, err := r.client.TxPipelined(cctx, func(pipe redis.Pipeliner) error {
 		for field, delta := range deltas {
-			pipe.HIncrBy(ctx, full, field, delta)
+			pipe.HIncrBy(cctx, full, field, delta)
 		}
-		pipe.PExpire(ctx, full, r.ttl(ttl))
+		pipe.PExpire(cctx, full, r.ttl(ttl))
 		return nil
 	})
 	return r.wrap("hash_incr", key, r.observe(ctx, err, "hash_incr"))
@@ -350,7 +399,9 @@ func (r *Redis) HashIncr(ctx context.Context, key string, deltas map[string]int6
 
 // HashGetAll returns every counter of the hash under key; an absent hash has none.
 func (r *Redis) HashGetAll(ctx context.Context, key string) (map[string]int64, error) {
-	raw, err := r.client.HGetAll(ctx, r.prefix+key).Result()
+	cctx, cancel := r.bound(ctx)
+	defer cancel()
+	raw, err := r.client.HGetAll(cctx, r.prefix+key).Result()
 	if err = r.observe(ctx, err, "hash_get_all"); err != nil {
 		return nil, r.wrap("hash_get_all", key, err)
 	}
@@ -363,9 +414,11 @@ func (r *Redis) countersWithTTL(ctx context.Context, key string) (map[string]int
 	full := r.prefix + key
 	var raw *redis.MapStringStringCmd
 	var ttl *redis.DurationCmd
-	_, err := r.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		raw = pipe.HGetAll(ctx, full)
-		ttl = pipe.PTTL(ctx, full)
+	cctx, cancel := r.bound(ctx)
+	defer cancel()
+	_, err := r.client.Pipelined(cctx, func(pipe redis.Pipeliner) error {
+		raw = pipe.HGetAll(cctx, full)
+		ttl = pipe.PTTL(cctx, full)
 		return nil
 	})
 	if err = r.observe(ctx, err, "hash_get_all"); err != nil {

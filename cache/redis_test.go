@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,5 +347,57 @@ func BenchmarkTieredGetRedisHit(b *testing.B) {
 		if _, ok, err := tiered.Get(ctx, "facts:bench"); err != nil || !ok {
 			b.Fatal(fmt.Sprint(ok, err))
 		}
+	}
+}
+
+// TestRedisCallsBoundedWhenFrozen freezes Redis (SIGSTOP: connections stay open,
+// nothing answers) under concurrent calls, more than the pool has connections:
+// each call returns its error within its call timeout — pool wait, dial, retry
+// and backoff included — instead of adding them up.
+func TestRedisCallsBoundedWhenFrozen(t *testing.T) {
+	t.Parallel()
+	server := redistest.Start(t, 0)
+	const bound = 200 * time.Millisecond
+	r, err := NewRedis(RedisConfig{Addrs: []string{server.Addr()}, DialTimeout: Duration(bound), ReadTimeout: Duration(bound), WriteTimeout: Duration(bound), PoolSize: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	ctx := context.Background()
+	if err := r.Set(ctx, "k", []byte("v"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	server.Freeze()
+	defer server.Thaw()
+	var mu sync.Mutex
+	var worst time.Duration
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 3 {
+				start := time.Now()
+				var err error
+				if (i+j)%2 == 0 {
+					_, _, err = r.Get(ctx, "k")
+				} else {
+					err = r.SetAdd(ctx, "s", "m", time.Minute)
+				}
+				took := time.Since(start)
+				mu.Lock()
+				worst = max(worst, took)
+				mu.Unlock()
+				if err == nil {
+					t.Errorf("call %d/%d succeeded against a frozen Redis", i, j)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("slowest call against a frozen Redis: %v (call timeout %v)", worst, bound)
+	if worst > 3*bound {
+		t.Errorf("a call took %v against a frozen Redis; want at most 3x its %v call timeout", worst, bound)
+	}
+	if !r.Status().Degraded {
+		t.Error("a frozen Redis is not reported degraded")
 	}
 }

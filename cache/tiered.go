@@ -26,10 +26,14 @@ type TieredConfig struct {
 	// ErrorBackoff is how long calls skip Redis after it failed, serving memory only;
 	// then one call tries Redis again. Zero is 1s.
 	ErrorBackoff Duration `yaml:"error_backoff"`
-	// MaxPendingWrites bounds the set members, counter fields and deletes that did
-	// not reach Redis while it failed and are replayed when it is back; beyond it they
-	// are dropped (and counted). Zero is 100000.
+	// MaxPendingWrites bounds the set members, counter fields, durable values and
+	// deletes that did not reach Redis while it failed and are replayed when it is
+	// back; beyond it they are dropped (and counted). Zero is 100000.
 	MaxPendingWrites int `yaml:"max_pending_writes"`
+	// MaxPendingBytes bounds what those writes hold in memory: keys, members, field
+	// names and durable values (a session segment's encoded fact index), each with a
+	// fixed overhead. It is part of the process's memory budget. Zero is 32MiB.
+	MaxPendingBytes ByteSize `yaml:"max_pending_bytes"`
 }
 
 // Defaults of TieredConfig.
@@ -38,6 +42,7 @@ const (
 	DefaultProbeInterval    = Duration(2 * time.Second)
 	DefaultErrorBackoff     = Duration(time.Second)
 	DefaultMaxPendingWrites = 100_000
+	DefaultMaxPendingBytes  = ByteSize(32 << 20)
 )
 
 func (c TieredConfig) withDefaults() TieredConfig {
@@ -53,13 +58,29 @@ func (c TieredConfig) withDefaults() TieredConfig {
 	if c.MaxPendingWrites == 0 {
 		c.MaxPendingWrites = DefaultMaxPendingWrites
 	}
+	if c.MaxPendingBytes == 0 {
+		c.MaxPendingBytes = DefaultMaxPendingBytes
+	}
 	return c
 }
+
+// limits returns the bounds of the pending writes.
+func (c TieredConfig) limits() pendingLimits {
+	return pendingLimits{writes: c.MaxPendingWrites, bytes: int64(c.MaxPendingBytes)}
+}
+
+// PendingBudget returns the bytes the pending writes may hold with these settings
+// (MaxPendingBytes, defaults applied): part of the process's memory budget when a
+// redis block is present.
+func (c TieredConfig) PendingBudget() ByteSize { return c.withDefaults().MaxPendingBytes }
 
 // Validate reports a negative bound.
 func (c TieredConfig) Validate() error {
 	if c.MaxPendingWrites < 0 {
 		return fmt.Errorf("cache.tiered.max_pending_writes: %d is negative", c.MaxPendingWrites)
+	}
+	if c.MaxPendingBytes < 0 {
+		return fmt.Errorf("cache.tiered.max_pending_bytes: %d is negative", c.MaxPendingBytes)
 	}
 	return nil
 }
@@ -87,14 +108,24 @@ type remoteBackend interface {
 //
 // Sets and counter hashes: Redis is the source of truth, so replicas aggregate;
 // memory mirrors what was last read or written as the fallback. Set members, counter
-// deltas and deletes that did not reach Redis are kept (bounded by MaxPendingWrites)
-// and replayed when Redis is back. A counter increment whose reply was lost in a
-// timeout may have been applied; its replay then counts it twice — counters are
-// statistics, not ledgers.
+// deltas, values written with SetDurable and deletes that did not reach Redis are
+// kept (bounded by MaxPendingWrites and MaxPendingBytes) and replayed when Redis is
+// back. A counter increment whose reply was lost in a timeout may have been
+// applied; its replay then counts it twice — counters are statistics, not ledgers.
 //
 // Memory's errors (a key used as two kinds of thing) are returned as they are.
 type Tiered struct {
-	memory  *Memory
+	memory *Memory
+	// view is set on a cache made by Separate: it shares its parent's Redis state
+	// and closes only its own memory tier.
+	view bool
+	*tieredShared
+}
+
+// tieredShared is the Redis side of a Tiered — the backend, its health, the
+// pending writes, the probe — shared by every memory tier put in front of it
+// (Separate).
+type tieredShared struct {
 	remote  remoteBackend
 	cfg     TieredConfig
 	log     *slog.Logger
@@ -109,11 +140,13 @@ type Tiered struct {
 	// inflight are the pending writes being replayed (nil when none); readers add
 	// them like pending ones until they reach Redis.
 	inflight *pendingWrites
-	probing  bool
-	flushing bool
-	closed   bool
-	done     chan struct{}
-	wg       sync.WaitGroup
+	// onRecover are the functions OnRecover registered.
+	onRecover []func(context.Context)
+	probing   bool
+	flushing  bool
+	closed    bool
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // NewTiered puts memory in front of remote. reg receives factgate_cache_errors_total
@@ -140,8 +173,7 @@ func newTiered(memory *Memory, remote remoteBackend, cfg TieredConfig, reg prome
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Tiered{
-		memory:  memory,
+	t := &Tiered{memory: memory, tieredShared: &tieredShared{
 		remote:  remote,
 		cfg:     cfg.withDefaults(),
 		log:     log,
@@ -149,19 +181,49 @@ func newTiered(memory *Memory, remote remoteBackend, cfg TieredConfig, reg prome
 		now:     now,
 		pending: newPendingWrites(),
 		done:    make(chan struct{}),
-	}
+	}}
 	if st := remote.Status(); st.Degraded {
 		t.failed(context.Background(), "ping", errors.New(st.LastError))
 	}
 	return t, nil
 }
 
+// Separate returns a cache that keeps its in-process entries in a memory tier of
+// its own, bounded by cfg, in front of the same Redis as c: one kind of entry
+// (traces) then never evicts another's (fact indexes, counters) from memory, while
+// Redis, its health, backoff and pending writes stay shared. For a Memory it is a
+// new Memory; any other cache is returned as it is. The second result is the new
+// memory tier (for its metrics; nil when c was returned). Closing the result drops
+// its memory tier only.
+func Separate(c Cache, cfg MemoryConfig) (Cache, *Memory) {
+	switch c := c.(type) {
+	case *Memory:
+		m := NewMemory(cfg)
+		return m, m
+	case *Tiered:
+		m := NewMemory(cfg)
+		return &Tiered{memory: m, view: true, tieredShared: c.tieredShared}, m
+	default:
+		return c, nil
+	}
+}
+
 // Get returns the value under key from memory, else from Redis (keeping it in memory
-// for LocalTTL). The slice is shared with the cache: do not modify it.
+// for LocalTTL); a durable value still waiting to be replayed is found too. The
+// slice is shared with the cache: do not modify it.
 func (t *Tiered) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	value, ok, err := t.memory.Get(ctx, key)
 	if err != nil || ok {
 		return value, ok, err
+	}
+	t.mu.Lock()
+	value, ok = t.pending.value(key)
+	if !ok {
+		value, ok = t.inflight.value(key)
+	}
+	t.mu.Unlock()
+	if ok {
+		return value, true, nil
 	}
 	if !t.useRemote() {
 		return nil, false, nil
@@ -178,17 +240,48 @@ func (t *Tiered) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	return value, ok, nil
 }
 
-// Set stores value in memory and in Redis for ttl (zero: the default TTL).
+// Set stores value in memory and in Redis for ttl (zero: the default TTL). While
+// Redis fails the value lives in memory only: a lost cached value is rebuilt.
 func (t *Tiered) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	t.set(ctx, key, value, ttl, false)
+	return nil
+}
+
+// SetDurable stores value like Set and, when Redis cannot take it, keeps it with the
+// pending writes (bounded by MaxPendingBytes) to write it when Redis is back: for
+// values that cannot be rebuilt, such as the fact index of a session's segment.
+func (t *Tiered) SetDurable(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	t.set(ctx, key, value, ttl, true)
+	return nil
+}
+
+func (t *Tiered) set(ctx context.Context, key string, value []byte, ttl time.Duration, durable bool) {
 	_ = t.memory.Set(ctx, key, value, ttl)
 	if t.useRemote() {
-		if err := t.remote.Set(ctx, key, value, ttl); err != nil {
-			t.failed(ctx, "set", err)
-		} else {
+		err := t.remote.Set(ctx, key, value, ttl)
+		if err == nil {
 			t.succeeded()
+			// A newer value supersedes one waiting to be replayed.
+			t.mu.Lock()
+			t.pending.forgetValue(key)
+			t.inflight.forgetValue(key)
+			t.mu.Unlock()
+			return
 		}
+		t.failed(ctx, "set", err)
 	}
-	return nil
+	if durable {
+		t.keepPending(func(p *pendingWrites, limit pendingLimits) bool { return p.addValue(key, value, ttl, limit) })
+	}
+}
+
+// OnRecover registers fn to run, in the background, each time Redis answers again
+// after it failed (it may have come back empty): the caller re-publishes what it
+// holds that must not be lost. The context ends when the cache closes.
+func (t *Tiered) OnRecover(fn func(ctx context.Context)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.onRecover = append(t.onRecover, fn)
 }
 
 // Delete removes key from memory and Redis; while Redis fails, the delete is replayed
@@ -207,7 +300,7 @@ func (t *Tiered) Delete(ctx context.Context, key string) error {
 		}
 		t.failed(ctx, "delete", err)
 	}
-	t.keepPending(func(p *pendingWrites, limit int) bool { return p.addDelete(key, limit) })
+	t.keepPending(func(p *pendingWrites, limit pendingLimits) bool { return p.addDelete(key, limit) })
 	return nil
 }
 
@@ -225,7 +318,7 @@ func (t *Tiered) SetAdd(ctx context.Context, key, member string, ttl time.Durati
 		}
 		t.failed(ctx, "set_add", err)
 	}
-	t.keepPending(func(p *pendingWrites, limit int) bool { return p.addMember(key, member, ttl, limit) })
+	t.keepPending(func(p *pendingWrites, limit pendingLimits) bool { return p.addMember(key, member, ttl, limit) })
 	return nil
 }
 
@@ -276,7 +369,7 @@ func (t *Tiered) HashIncr(ctx context.Context, key string, deltas map[string]int
 		}
 		t.failed(ctx, "hash_incr", err)
 	}
-	t.keepPending(func(p *pendingWrites, limit int) bool { return p.addDeltas(key, deltas, ttl, limit) })
+	t.keepPending(func(p *pendingWrites, limit pendingLimits) bool { return p.addDeltas(key, deltas, ttl, limit) })
 	return nil
 }
 
@@ -317,8 +410,12 @@ func (t *Tiered) HashGetAll(ctx context.Context, key string) (map[string]int64, 
 // Status reports "memory+redis", degraded while Redis fails.
 func (t *Tiered) Status() Status { return t.health.status("memory+redis") }
 
-// Close stops the probe and any replay, then closes Redis and drops memory.
+// Close stops the probe and any replay, then closes Redis and drops memory. A cache
+// made by Separate drops its memory tier only.
 func (t *Tiered) Close() error {
+	if t.view {
+		return t.memory.Close()
+	}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -336,9 +433,9 @@ func (t *Tiered) Close() error {
 // keepPending records a write that did not reach Redis, to replay it when Redis is
 // back, or counts it dropped when the bound is reached. A write that missed a healthy
 // Redis (its caller gave up mid-call) is replayed at once.
-func (t *Tiered) keepPending(record func(p *pendingWrites, limit int) bool) {
+func (t *tieredShared) keepPending(record func(p *pendingWrites, limit pendingLimits) bool) {
 	t.mu.Lock()
-	kept := record(t.pending, t.cfg.MaxPendingWrites)
+	kept := record(t.pending, t.cfg.limits())
 	t.mu.Unlock()
 	if !kept {
 		t.metrics.errors.WithLabelValues("pending_dropped").Inc()
@@ -351,7 +448,7 @@ func (t *Tiered) keepPending(record func(p *pendingWrites, limit int) bool) {
 
 // useRemote reports whether a call should go to Redis: always while healthy; while
 // degraded, only the one call that claims the retry slot after each backoff.
-func (t *Tiered) useRemote() bool {
+func (t *tieredShared) useRemote() bool {
 	if !t.health.degraded.Load() {
 		return true
 	}
@@ -362,7 +459,7 @@ func (t *Tiered) useRemote() bool {
 // failed records a Redis error from op: counted, degraded, backoff, probe. An error
 // caused by the caller's own cancelled or expired context says nothing about Redis;
 // nor does a key holding the wrong kind of thing (counted and logged only).
-func (t *Tiered) failed(ctx context.Context, op string, err error) {
+func (t *tieredShared) failed(ctx context.Context, op string, err error) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -379,17 +476,46 @@ func (t *Tiered) failed(ctx context.Context, op string, err error) {
 	t.startProbe()
 }
 
-// succeeded clears degraded after a Redis call worked, and replays pending writes.
-func (t *Tiered) succeeded() {
+// succeeded clears degraded after a Redis call worked, replays pending writes and
+// runs the OnRecover functions.
+func (t *tieredShared) succeeded() {
 	if !t.health.succeed() {
 		return
 	}
 	t.metrics.degraded.Set(0)
 	t.log.Info("redis answers again; cache recovered")
 	t.startFlush()
+	t.startRecoverHooks()
 }
 
-func (t *Tiered) startProbe() {
+// startRecoverHooks runs the OnRecover functions in the background, one after the
+// other, with a context that ends when the cache closes.
+func (t *tieredShared) startRecoverHooks() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || len(t.onRecover) == 0 {
+		return
+	}
+	hooks := slices.Clone(t.onRecover)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-t.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for _, fn := range hooks {
+			fn(ctx)
+		}
+	}()
+}
+
+func (t *tieredShared) startProbe() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.probing || t.closed {
@@ -401,7 +527,7 @@ func (t *Tiered) startProbe() {
 }
 
 // probe pings Redis every ProbeInterval until it answers or the cache closes.
-func (t *Tiered) probe() {
+func (t *tieredShared) probe() {
 	defer t.wg.Done()
 	ticker := time.NewTicker(t.cfg.ProbeInterval.Std())
 	defer ticker.Stop()
@@ -431,7 +557,7 @@ func (t *Tiered) probe() {
 // stopProbing ends the probe once healthy. Checked under t.mu so that a failure
 // racing with the probe's exit either sees probing set (and this probe keeps going,
 // since degraded is set first) or starts a new probe.
-func (t *Tiered) stopProbing() bool {
+func (t *tieredShared) stopProbing() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed || !t.health.degraded.Load() {
@@ -441,7 +567,7 @@ func (t *Tiered) stopProbing() bool {
 	return false
 }
 
-func (t *Tiered) startFlush() {
+func (t *tieredShared) startFlush() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.flushing || t.closed || t.pending.empty() {
@@ -455,7 +581,7 @@ func (t *Tiered) startFlush() {
 // flush replays the pending writes to Redis: deletes first, then set members and
 // counter deltas (a delete recorded after an add has already discarded that add).
 // What does not reach Redis goes back to the pending writes.
-func (t *Tiered) flush() {
+func (t *tieredShared) flush() {
 	defer t.wg.Done()
 	t.mu.Lock()
 	batch := t.pending
@@ -475,7 +601,7 @@ func (t *Tiered) flush() {
 
 	t.mu.Lock()
 	t.flushing, t.inflight = false, nil
-	dropped := t.pending.requeue(batch, t.cfg.MaxPendingWrites)
+	dropped := t.pending.requeue(batch, t.cfg.limits())
 	more := !t.pending.empty()
 	t.mu.Unlock()
 	if dropped > 0 {
@@ -541,4 +667,7 @@ func unionSorted(a, b []string) []string {
 	return slices.Compact(out)
 }
 
-var _ Cache = (*Tiered)(nil)
+var (
+	_ Cache   = (*Tiered)(nil)
+	_ Durable = (*Tiered)(nil)
+)

@@ -431,6 +431,9 @@ func TestTieredPendingWritesAreBounded(t *testing.T) {
 	}
 }
 
+// testLimits bound pending writes in the unit tests: ten writes, plenty of bytes.
+var testLimits = pendingLimits{writes: 10, bytes: 1 << 20}
+
 // TestPendingRequeueOrder covers the merge of a failed replay with writes made during
 // it: a newer delete supersedes older members; an older delete stays before newer ones.
 func TestPendingRequeueOrder(t *testing.T) {
@@ -444,22 +447,22 @@ func TestPendingRequeueOrder(t *testing.T) {
 	}{
 		{
 			name:        "newer delete drops older members",
-			older:       func(p *pendingWrites) { p.addMember("k", "a", 0, 10) },
-			newer:       func(p *pendingWrites) { p.addDelete("k", 10); p.addMember("k", "b", 0, 10) },
+			older:       func(p *pendingWrites) { p.addMember("k", "a", 0, testLimits) },
+			newer:       func(p *pendingWrites) { p.addDelete("k", testLimits); p.addMember("k", "b", 0, testLimits) },
 			wantDelete:  true,
 			wantMembers: []string{"b"},
 		},
 		{
 			name:        "older delete is kept before newer members",
-			older:       func(p *pendingWrites) { p.addDelete("k", 10) },
-			newer:       func(p *pendingWrites) { p.addMember("k", "b", 0, 10) },
+			older:       func(p *pendingWrites) { p.addDelete("k", testLimits) },
+			newer:       func(p *pendingWrites) { p.addMember("k", "b", 0, testLimits) },
 			wantDelete:  true,
 			wantMembers: []string{"b"},
 		},
 		{
 			name:        "members merge",
-			older:       func(p *pendingWrites) { p.addMember("k", "a", 0, 10) },
-			newer:       func(p *pendingWrites) { p.addMember("k", "b", 0, 10) },
+			older:       func(p *pendingWrites) { p.addMember("k", "a", 0, testLimits) },
+			newer:       func(p *pendingWrites) { p.addMember("k", "b", 0, testLimits) },
 			wantMembers: []string{"a", "b"},
 		},
 	}
@@ -469,7 +472,7 @@ func TestPendingRequeueOrder(t *testing.T) {
 			older, newer := newPendingWrites(), newPendingWrites()
 			tt.older(older)
 			tt.newer(newer)
-			newer.requeue(older, 10)
+			newer.requeue(older, testLimits)
 			_, deleted := newer.deletes["k"]
 			members, _ := newer.members("k")
 			if deleted != tt.wantDelete || !slices.Equal(members, tt.wantMembers) {
@@ -499,5 +502,115 @@ func BenchmarkTieredGetMemoryHit(b *testing.B) {
 		if _, ok, _ := c.Get(ctx, keys[i&1023]); !ok {
 			b.Fatal("miss")
 		}
+	}
+}
+
+// TestTieredReplaysDurableValues: a value written with SetDurable while Redis is
+// down is kept and written once Redis is back (a plain Set is not); while it
+// waits, Get finds it even when the memory tier has dropped it; the OnRecover
+// functions run after the recovery.
+func TestTieredReplaysDurableValues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	shared := newFakeRedis()
+	fx := newTieredFixture(t, shared, TieredConfig{ProbeInterval: Duration(5 * time.Millisecond)})
+	c := fx.cache
+	var recovered atomic.Int64
+	c.OnRecover(func(context.Context) { recovered.Add(1) })
+
+	shared.down.Store(true)
+	_ = c.SetDurable(ctx, "facts:seg", []byte("index"), time.Minute)
+	_ = c.Set(ctx, "trace:t", []byte("trace"), time.Minute)
+	_ = c.memory.Delete(ctx, "facts:seg") // evicted from memory meanwhile
+	if v, ok, _ := c.Get(ctx, "facts:seg"); !ok || string(v) != "index" {
+		t.Errorf("Get of a durable value waiting for Redis = %q, %v", v, ok)
+	}
+	if recovered.Load() != 0 {
+		t.Fatal("OnRecover ran before Redis came back")
+	}
+
+	shared.down.Store(false)
+	waitFor(t, "the durable value to be replayed", func() bool {
+		v, ok, _ := shared.store.Get(ctx, "facts:seg")
+		return ok && string(v) == "index"
+	})
+	waitFor(t, "OnRecover to run", func() bool { return recovered.Load() == 1 })
+	if _, ok, _ := shared.store.Get(ctx, "trace:t"); ok {
+		t.Error("a plain Set made while Redis was down was replayed; only durable values are")
+	}
+	c.mu.Lock()
+	left := c.pending.size
+	if c.inflight != nil {
+		left += c.inflight.size
+	}
+	c.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d pending writes left after the replay", left)
+	}
+}
+
+// TestTieredPendingBytesAreBounded: durable values beyond max_pending_bytes are
+// dropped and counted; those within it are replayed.
+func TestTieredPendingBytesAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fx := newTieredFixture(t, nil, TieredConfig{ProbeInterval: noProbe, MaxPendingBytes: 4096})
+	fx.remote.down.Store(true)
+	for i := range 5 {
+		_ = fx.cache.SetDurable(ctx, "facts:"+strconv.Itoa(i), make([]byte, 1500), 0)
+	}
+	if got := errorCount(t, fx.reg, "pending_dropped"); got != 3 {
+		t.Errorf("pending_dropped = %v, want 3 of 5 values of 1500 bytes beyond a bound of 4096", got)
+	}
+	fx.cache.mu.Lock()
+	bytes, size := fx.cache.pending.bytes, fx.cache.pending.size
+	fx.cache.mu.Unlock()
+	if size != 2 || bytes > 4096 || bytes < 3000 {
+		t.Errorf("pending holds %d writes of %d bytes, want 2 within 4096", size, bytes)
+	}
+}
+
+// TestSeparateKeepsItsOwnMemory: a cache made by Separate evicts only its own
+// entries, shares Redis (its writes reach it, its failures degrade both), and
+// closing it leaves the parent working.
+func TestSeparateKeepsItsOwnMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fx := newTieredFixture(t, nil, TieredConfig{ProbeInterval: noProbe})
+	view, mem := Separate(fx.cache, MemoryConfig{MaxBytes: 4096})
+	if mem == nil {
+		t.Fatal("Separate of a Tiered made no memory tier")
+	}
+	_ = fx.cache.Set(ctx, "facts:keep", []byte("index"), 0)
+	for i := range 20 {
+		_ = view.Set(ctx, "trace:"+strconv.Itoa(i), make([]byte, 1000), 0)
+	}
+	if _, ok, _ := fx.cache.memory.Get(ctx, "facts:keep"); !ok {
+		t.Error("the view's writes evicted the parent's entry from memory")
+	}
+	if s := mem.Stats(); s.Bytes > 4096 || s.Evictions == 0 {
+		t.Errorf("the view's memory: %+v, want evictions within 4096 bytes", s)
+	}
+	if _, ok, _ := fx.remote.store.Get(ctx, "trace:19"); !ok {
+		t.Error("the view's write did not reach Redis")
+	}
+	fx.remote.down.Store(true)
+	_ = view.Set(ctx, "trace:x", []byte("t"), 0)
+	if !fx.cache.Status().Degraded {
+		t.Error("a Redis failure seen by the view did not degrade the parent")
+	}
+	fx.remote.down.Store(false)
+	if err := view.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fx.clock.advance(2 * time.Second)
+	if err := fx.cache.Set(ctx, "after", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := fx.remote.store.Get(ctx, "after"); !ok {
+		t.Error("closing the view closed the parent's Redis")
+	}
+	if m, ok := Separate(NewMemory(MemoryConfig{}), MemoryConfig{MaxBytes: 1024}); ok == nil || m == nil {
+		t.Error("Separate of a Memory made no memory")
 	}
 }

@@ -194,7 +194,20 @@ type TracesConfig struct {
 	TTL cache.Duration `yaml:"ttl"`
 	// Content keeps every attempt's answer text in the trace. Default true.
 	Content *bool `yaml:"content"`
+	// MemoryBytes bounds the in-process memory tier of traces, apart from the
+	// cache's own: traces never evict fact indexes or A/B counters. With Redis,
+	// traces are also kept there, so any replica serves them. Default 16MiB.
+	MemoryBytes cache.ByteSize `yaml:"memory_bytes"`
+	// MaxBytes bounds one stored trace: a larger one keeps its structure but has
+	// its answer texts cut (then dropped), and a note says so. Default 64KiB.
+	MaxBytes cache.ByteSize `yaml:"max_bytes"`
 }
+
+// Defaults of TracesConfig.
+const (
+	DefaultTracesMemoryBytes cache.ByteSize = 16 << 20
+	DefaultTraceMaxBytes     cache.ByteSize = 64 << 10
+)
 
 // LoadConfig reads and validates a config file.
 func LoadConfig(path string) (*Config, error) {
@@ -315,6 +328,12 @@ func (c *Config) applyDefaults() {
 		c.Traces.Content = &t
 	}
 	c.Console.ApplyDefaults(c.Auth.Mode)
+	if c.Traces.MemoryBytes == 0 {
+		c.Traces.MemoryBytes = DefaultTracesMemoryBytes
+	}
+	if c.Traces.MaxBytes == 0 {
+		c.Traces.MaxBytes = DefaultTraceMaxBytes
+	}
 }
 
 // maxJSONDepthLimit caps server.max_json_depth: encoding/json refuses deeper
@@ -425,6 +444,14 @@ func (c *Config) Validate() error {
 	}
 	if defaults > 1 {
 		add("routes: more than one route has default: true")
+	}
+	if c.Traces.MemoryBytes < 0 {
+		add("traces.memory_bytes: %d is negative", c.Traces.MemoryBytes)
+	}
+	if c.Traces.MaxBytes < 0 {
+		add("traces.max_bytes: %d is negative", c.Traces.MaxBytes)
+	} else if c.Traces.MemoryBytes > 0 && c.Traces.MaxBytes > c.Traces.MemoryBytes {
+		add("traces.max_bytes: %s is more than traces.memory_bytes %s: no trace that large could be kept", c.Traces.MaxBytes, c.Traces.MemoryBytes)
 	}
 	if err := c.Console.Validate(c.Auth.Mode); err != nil {
 		errs = append(errs, err)

@@ -27,6 +27,8 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 		{"admin, not a boolean", "auth: {mode: keys, keys: [{name: a, key_env: FACTGATE_KEY_A, admin: maybe}]}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `maybe`},
 		{"negative JSON depth", "server: {max_json_depth: -1}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.max_json_depth: -1 is not between 1 and 10000`},
 		{"JSON depth too large", "server: {max_json_depth: 10001}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.max_json_depth: 10001 is not between 1 and 10000`},
+		{"trace bound over the trace tier", "traces: {memory_bytes: 1MiB, max_bytes: 2MiB}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `traces.max_bytes: 2MiB is more than traces.memory_bytes 1MiB`},
+		{"bad trace tier", "traces: {memory_bytes: lots}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `lots`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

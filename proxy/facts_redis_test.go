@@ -74,7 +74,7 @@ func factsRedisCacheBlock(url, prefix string) string {
 }
 
 // waitFor polls cond every 10ms for up to 10s.
-func factsWaitFor(t *testing.T, what string, cond func() bool) {
+func factsWaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

@@ -303,7 +303,12 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	if s.traces == nil {
-		s.traces = cacheTraces{c: s.cache, ttl: time.Duration(cfg.Traces.TTL), content: cfg.Traces.Content == nil || *cfg.Traces.Content}
+		traces, closeTraces, err := newCacheTraces(s.cache, cfg.Traces, s.metrics.reg)
+		if err != nil {
+			return nil, fmt.Errorf("traces: %w", err)
+		}
+		s.traces = traces
+		s.closers = append(s.closers, closeTraces)
 	}
 	s.apiPrefix["/factgate/v1/traces/"] = s.handleTrace
 	s.HandleAPI("/factgate/v1/check", s.checkHandler())
@@ -316,6 +321,7 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 	if err := s.newConsole(); err != nil {
 		return nil, err
 	}
+	s.registerMemoryBudget()
 	s.metricsH = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	if cfg.Server.MetricsListen != "" {
 		s.metricsSrv = &fasthttp.Server{
@@ -332,13 +338,16 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		s.closers = append(s.closers, s.metricsSrv.Shutdown)
 	}
 	s.srv = &fasthttp.Server{
-		Handler:               s.handle,
-		ErrorHandler:          s.handleReadError,
-		Name:                  "factgate",
-		ReadBufferSize:        int(cfg.Server.MaxHeaderSize),
-		MaxRequestBodySize:    int(cfg.Server.MaxRequestBody),
-		ReadTimeout:           time.Duration(cfg.Server.ReadTimeout),
-		IdleTimeout:           time.Duration(cfg.Server.IdleTimeout),
+		Handler:            s.handle,
+		ErrorHandler:       s.handleReadError,
+		Name:               "factgate",
+		ReadBufferSize:     int(cfg.Server.MaxHeaderSize),
+		MaxRequestBodySize: int(cfg.Server.MaxRequestBody),
+		ReadTimeout:        time.Duration(cfg.Server.ReadTimeout),
+		IdleTimeout:        time.Duration(cfg.Server.IdleTimeout),
+		// Without it every keep-alive connection keeps the buffer of the largest
+		// body it carried (up to max_request_body) for its whole life.
+		ReduceMemoryUsage:     true,
 		NoDefaultServerHeader: true,
 		NoDefaultDate:         true,
 		NoDefaultContentType:  true,

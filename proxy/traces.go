@@ -3,8 +3,11 @@ package proxy
 import (
 	"context"
 	"crypto/subtle"
+	"fmt"
 	"time"
+	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 
@@ -12,12 +15,29 @@ import (
 	"github.com/factgate/factgate/interceptors"
 )
 
-// cacheTraces keeps traces in the cache (shared through Redis when configured, so
-// any replica can answer for any trace) under "trace:{id}".
+// cacheTraces keeps traces under "trace:{id}" in a memory tier of their own
+// (traces.memory_bytes), in front of the cache's Redis when one is configured, so
+// any replica can answer for any trace while traces never evict the cache's fact
+// indexes or A/B counters. Each trace is bounded by traces.max_bytes.
 type cacheTraces struct {
-	c       cache.Cache
-	ttl     time.Duration
-	content bool
+	c        cache.Cache
+	ttl      time.Duration
+	content  bool
+	maxBytes int
+}
+
+// newCacheTraces builds the trace store over shared with its own memory tier, and
+// exports that tier's metrics (factgate_traces_memory_*) on reg.
+func newCacheTraces(shared cache.Cache, cfg TracesConfig, reg prometheus.Registerer) (cacheTraces, func() error, error) {
+	c, memory := cache.Separate(shared, cache.MemoryConfig{MaxBytes: cfg.MemoryBytes, DefaultTTL: cfg.TTL})
+	closeFn := func() error { return nil }
+	if memory != nil {
+		if err := cache.RegisterMemoryMetrics(reg, memory, "traces"); err != nil {
+			return cacheTraces{}, nil, err
+		}
+		closeFn = c.Close // the trace tier only; the shared cache closes itself
+	}
+	return cacheTraces{c: c, ttl: time.Duration(cfg.TTL), content: cfg.Content == nil || *cfg.Content, maxBytes: int(cfg.MaxBytes)}, closeFn, nil
 }
 
 func traceKey(id string) string { return "trace:" + cache.HashTag(id) }
@@ -36,7 +56,80 @@ func (t cacheTraces) SaveTrace(ctx context.Context, tr *interceptors.Trace) erro
 	if err != nil {
 		return err
 	}
+	if t.maxBytes > 0 && len(b) > t.maxBytes {
+		if b, err = shrinkTrace(tr, b, t.maxBytes); err != nil {
+			return err
+		}
+	}
 	return t.c.Set(ctx, traceKey(tr.ID), b, t.ttl)
+}
+
+// shrinkTrace cuts the answer texts of tr, whose encoding b is over maxBytes, so
+// that it fits: each attempt's text keeps a share of the room left beside the rest
+// of the trace, proportional to its length, cut at a character boundary; when there
+// is no room, the texts are dropped. Everything else — attempts, issues, timings,
+// notes — is kept, and a note says what was cut. A trace whose structure alone is
+// over the bound is stored without texts.
+func shrinkTrace(tr *interceptors.Trace, b []byte, maxBytes int) ([]byte, error) {
+	original := len(b)
+	var texts []string
+	tr.Do(func(tr *interceptors.Trace) {
+		for i := range tr.Attempts {
+			texts = append(texts, tr.Attempts[i].Content)
+			tr.Attempts[i].Content = ""
+		}
+	})
+	bare, err := tr.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	raw := 0
+	for _, t := range texts {
+		raw += len(t)
+	}
+	const noteRoom = 256 // the note itself
+	room := maxBytes - len(bare) - noteRoom
+	encoded := original - len(bare) // the texts as JSON, escapes included
+	if room <= 0 || encoded <= 0 {
+		tr.Note(fmt.Sprintf("trace: answer texts (%d bytes) dropped to fit traces.max_bytes (%s); the trace was %d bytes", raw, cache.ByteSize(maxBytes), original))
+		return tr.MarshalJSON()
+	}
+	kept := 0
+	tr.Do(func(tr *interceptors.Trace) {
+		for i := range tr.Attempts {
+			c := cutText(texts[i], int(int64(len(texts[i]))*int64(room)/int64(encoded)))
+			tr.Attempts[i].Content = c
+			kept += len(c)
+		}
+		tr.Notes = append(tr.Notes, fmt.Sprintf("trace: answer texts cut from %d to %d bytes to fit traces.max_bytes (%s); the trace was %d bytes", raw, kept, cache.ByteSize(maxBytes), original))
+	})
+	out, err := tr.MarshalJSON()
+	if err != nil || len(out) <= maxBytes {
+		return out, err
+	}
+	// Texts that escape more than the rest (quotes, HTML characters) overshot.
+	tr.Do(func(tr *interceptors.Trace) {
+		for i := range tr.Attempts {
+			tr.Attempts[i].Content = ""
+		}
+		tr.Notes[len(tr.Notes)-1] = fmt.Sprintf("trace: answer texts (%d bytes) dropped to fit traces.max_bytes (%s); the trace was %d bytes", raw, cache.ByteSize(maxBytes), original)
+	})
+	return tr.MarshalJSON()
+}
+
+// cutText returns at most n bytes of s, ending at a character boundary, with an
+// ellipsis when it cut anything.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // LoadTrace implements TraceStore.

@@ -58,6 +58,11 @@ type watchConn struct {
 	armed     bool
 	probing   bool
 	probeDone chan struct{}
+	// gen counts arms: a timer callback of an earlier request that runs late (a
+	// busy scheduler) must not probe on behalf of the next one, or two probes
+	// read at once and one of them, left without a deadline, takes the first byte
+	// of the next request ("OPST /v1/chat/completions": 405).
+	gen uint64
 }
 
 func (c *watchConn) Read(p []byte) (int, error) {
@@ -75,19 +80,20 @@ func (c *watchConn) arm(cancel context.CancelCauseFunc) {
 	c.cancel = cancel
 	c.armed = true
 	c.probing = false
-	if c.timer == nil {
-		c.timer = time.AfterFunc(c.probeAfter, c.probe)
-	} else {
-		c.timer.Reset(c.probeAfter)
+	c.gen++
+	gen := c.gen
+	if c.timer != nil {
+		c.timer.Stop()
 	}
+	c.timer = time.AfterFunc(c.probeAfter, func() { c.probe(gen) })
 	c.mu.Unlock()
 }
 
 // probe runs in the timer's goroutine and blocks in Read until the client sends
 // something, closes, or disarm interrupts it.
-func (c *watchConn) probe() {
+func (c *watchConn) probe(gen uint64) {
 	c.mu.Lock()
-	if !c.armed {
+	if !c.armed || c.gen != gen || c.probing {
 		c.mu.Unlock()
 		return
 	}

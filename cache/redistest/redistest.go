@@ -8,6 +8,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,6 +59,22 @@ func Start(t testing.TB, port int) *Server {
 
 // Addr returns "127.0.0.1:port".
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+// Freeze stops the server with SIGSTOP: it keeps its connections open and
+// answers nothing — a hung Redis. Thaw resumes it; the test's end kills it
+// either way.
+func (s *Server) Freeze() {
+	if s.cmd.Process != nil && s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Thaw resumes a frozen server with SIGCONT.
+func (s *Server) Thaw() {
+	if s.cmd.Process != nil && s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
 
 // Kill stops the server at once (idempotent).
 func (s *Server) Kill() {

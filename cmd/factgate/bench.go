@@ -152,9 +152,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if child == nil {
 		return 0
 	}
-	if rss, hwm, err := processRSS(child.cmd.Process.Pid); err == nil {
-		fmt.Fprintf(stdout, "proxy memory after the run: RSS %s, peak RSS %s\n", rss, hwm)
-	}
+	printProxyMemory(stdout, child.cmd.Process.Pid, proxyAddr)
 	return 0
 }
 
@@ -357,32 +355,37 @@ func startBenchProxy(ctx context.Context, mockURL string, accessLog bool, stderr
 	if err != nil {
 		return nil, "", err
 	}
+	child, err := startChildProxy(ctx, exe, addr, fmt.Sprintf(benchConfig, addr, accessLog, mockURL))
+	return child, addr, err
+}
+
+// startChildProxy writes cfg (listening on addr) and starts "exe serve" on it.
+func startChildProxy(ctx context.Context, exe, addr, cfg string) (*benchChild, error) {
 	dir, err := os.MkdirTemp("", "factgate-bench-")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	cfg := fmt.Sprintf(benchConfig, addr, accessLog, mockURL)
 	path := filepath.Join(dir, "bench.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	cmd := exec.Command(exe, "serve", "--config", path)
 	var logs bytes.Buffer
 	cmd.Stdout = &logs
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("starting the proxy: %w", err)
+		return nil, fmt.Errorf("starting the proxy: %w", err)
 	}
 	child := &benchChild{cmd: cmd, dir: dir}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		status, _, err := fasthttp.GetTimeout(nil, "http://"+addr+"/readyz", time.Second)
 		if err == nil && status == 200 {
-			return child, addr, nil
+			return child, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			child.stop()
-			return nil, "", fmt.Errorf("the proxy did not become ready: %v\n%s", err, logs.String())
+			return nil, fmt.Errorf("the proxy did not become ready: %v\n%s", err, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

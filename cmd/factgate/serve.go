@@ -65,6 +65,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "factgate serve:", err)
 		return 1
 	}
+	// The garbage collector keeps the heap within the configured budgets.
+	proxy.ApplyMemoryLimit(srv)
 	if err := srv.ListenAndServe(ctx); err != nil {
 		fmt.Fprintln(stderr, "factgate serve:", err)
 		return 1

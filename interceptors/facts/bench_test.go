@@ -46,7 +46,7 @@ func BenchmarkMatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, e := range items {
-			ix.Match(e, 500*time.Millisecond)
+			ix.Matches(e, 500*time.Millisecond) // what the validator calls
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(items)), "ns/match")

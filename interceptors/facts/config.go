@@ -10,8 +10,11 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultMemoryBytes bounds the in-process tier of decoded fact indexes.
-	DefaultMemoryBytes cache.ByteSize = 256 << 20
+	// DefaultMemoryBytes bounds the in-process tier of decoded fact indexes, per
+	// route. With the cache's and the traces' default budgets it keeps a default
+	// install within 128 MB of RSS; a route that sees many different large logs
+	// wants more.
+	DefaultMemoryBytes cache.ByteSize = 32 << 20
 	// DefaultTTL is how long an encoded index stays in the shared cache.
 	DefaultTTL = 24 * time.Hour
 	// DefaultSessionTTL is how long a session's list of fact keys lives after its
@@ -30,15 +33,16 @@ const (
 // default configuration.
 //
 //	facts:
-//	  memory_bytes: 256MiB
+//	  memory_bytes: 32MiB
 //	  ttl: 24h
 //	  session_ttl: 24h
 //	  max_bytes: 16MiB
 //	  max_session_segments: 32
 type Config struct {
 	// MemoryBytes bounds the in-process tier: decoded fact indexes (and merged
-	// session indexes), charged an estimate of their heap size. Zero is 256MiB. The
-	// bound is per route: each route with a facts stage has its own tier.
+	// session indexes, session records), charged an estimate of their heap size.
+	// Zero is 32MiB. The bound is per route: each route with a facts stage has its
+	// own tier.
 	MemoryBytes cache.ByteSize `yaml:"memory_bytes"`
 	// TTL is how long an encoded index stays in the shared cache (key "facts:" +
 	// the fact key) and in the in-process tier. Zero is 24h.

@@ -59,17 +59,17 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 		}
 	}
 	textLen := 0
-	for i := range ix.ops {
-		op := &ix.ops[i]
-		textLen += len(op.Text)
-		for _, s := range [...]string{op.Player, op.Asset, op.Power} {
-			if s != "" {
-				intern(s)
+	for i := range ix.recs {
+		r := &ix.recs[i]
+		textLen += int(r.text.end - r.text.start)
+		for _, s := range [...]span{r.player, r.asset, r.power} {
+			if s.end > s.start {
+				intern(ix.str(s))
 			}
 		}
 	}
 
-	b := make([]byte, 0, 64+textLen+len(ix.ops)*16)
+	b := make([]byte, 0, 64+textLen+len(ix.recs)*16)
 	b = append(b, encodingMagic...)
 	b = append(b, encodingVersion)
 	var flags byte
@@ -104,41 +104,42 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 		}
 	}
 
-	b = binary.AppendUvarint(b, uint64(len(ix.ops)))
+	b = binary.AppendUvarint(b, uint64(len(ix.recs)))
 	b = binary.AppendUvarint(b, uint64(textLen))
-	for i := range ix.ops {
-		b = append(b, ix.ops[i].Text...)
+	for i := range ix.recs {
+		b = append(b, ix.str(ix.recs[i].text)...)
 	}
-	ref := func(s string) uint64 {
-		if s == "" {
+	ref := func(s span) uint64 {
+		if s.end <= s.start {
 			return 0
 		}
-		return strs[s] + 1
+		return strs[ix.str(s)] + 1
 	}
 	var prevAt time.Duration
 	prevLine := 0
-	for i := range ix.ops {
-		op := &ix.ops[i]
-		b = binary.AppendUvarint(b, uint64(op.kind))
-		b = binary.AppendVarint(b, int64(op.At-prevAt))
-		b = binary.AppendVarint(b, int64(op.Line-prevLine))
-		prevAt, prevLine = op.At, op.Line
-		b = binary.AppendUvarint(b, uint64(len(op.Text)))
-		b = binary.AppendUvarint(b, ref(op.Player))
-		b = binary.AppendUvarint(b, ref(op.Asset))
-		b = binary.AppendUvarint(b, ref(op.Power))
-		b = binary.AppendUvarint(b, uint64(len(op.Units)))
+	for i := range ix.recs {
+		r := &ix.recs[i]
+		b = binary.AppendUvarint(b, uint64(r.kind))
+		b = binary.AppendVarint(b, int64(r.at-prevAt))
+		b = binary.AppendVarint(b, int64(r.line-prevLine))
+		prevAt, prevLine = r.at, r.line
+		b = binary.AppendUvarint(b, uint64(r.text.end-r.text.start))
+		b = binary.AppendUvarint(b, ref(r.player))
+		b = binary.AppendUvarint(b, ref(r.asset))
+		b = binary.AppendUvarint(b, ref(r.power))
+		units := ix.recUnits(r)
+		b = binary.AppendUvarint(b, uint64(len(units)))
 		var prevUnit int64
-		for _, u := range op.Units {
+		for _, u := range units {
 			b = binary.AppendVarint(b, u-prevUnit)
 			prevUnit = u
 		}
-		if !op.HasPos {
+		if !r.hasPos {
 			b = append(b, 0)
 			continue
 		}
 		b = append(b, 1)
-		for _, c := range op.Pos {
+		for _, c := range r.pos {
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c))
 		}
 	}
@@ -165,6 +166,9 @@ func UnmarshalIndex(data []byte) (*Index, error) {
 		return nil, fmt.Errorf("facts: decoding index: format version %d, want %d", v, encodingVersion)
 	}
 	body := data[:len(data)-4]
+	if len(body) > math.MaxInt32 {
+		return nil, fmt.Errorf("facts: decoding index: %d bytes, more than an index can hold: %w", len(data), ErrCorruptIndex)
+	}
 	if want, got := binary.LittleEndian.Uint32(data[len(data)-4:]), crc32.Checksum(body, castagnoli); want != got {
 		return nil, fmt.Errorf("facts: decoding index: checksum %08x, want %08x: %w", got, want, ErrCorruptIndex)
 	}
@@ -279,21 +283,28 @@ func (d *decoder) index() (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	table := make([]string, n)
+	// The strings stay where they are in the blob: the index's text is the blob.
+	table := make([]span, n)
 	for i := range table {
 		l, err := d.nonNeg("string length")
 		if err != nil {
 			return nil, err
 		}
-		if table[i], err = d.str(l); err != nil {
+		start := d.off
+		if _, err = d.str(l); err != nil {
 			return nil, err
 		}
+		table[i] = span{int32(start), int32(d.off)}
 	}
-	strAt := func(id uint64, what string) (string, error) {
+	spanAt := func(id uint64, what string) (span, error) {
 		if id >= uint64(len(table)) {
-			return "", fmt.Errorf("%s string %d of %d", what, id, len(table))
+			return span{}, fmt.Errorf("%s string %d of %d", what, id, len(table))
 		}
 		return table[id], nil
+	}
+	strAt := func(id uint64, what string) (string, error) {
+		s, err := spanAt(id, what)
+		return d.s[s.start:s.end], err
 	}
 
 	nk, err := d.count("kind", 3)
@@ -360,26 +371,25 @@ func (d *decoder) index() (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	textsStart := d.off
 	texts, err := d.str(textLen)
 	if err != nil {
 		return nil, err
 	}
-	ix.ops = make([]Op, nops)
-	type unitRange struct{ start, end int }
-	ranges := make([]unitRange, nops)
+	ix.recs = make([]opRec, nops)
 	var units []int64
 	textOff := 0
 	var at time.Duration
 	line := 0
-	ref := func(what string) (string, error) {
+	ref := func(what string) (span, error) {
 		id, err := d.uvarint()
 		if err != nil || id == 0 {
-			return "", err
+			return span{}, err
 		}
-		return strAt(id-1, what)
+		return spanAt(id-1, what)
 	}
-	for i := range ix.ops {
-		op := &ix.ops[i]
+	for i := range ix.recs {
+		op := &ix.recs[i]
 		kind, err := d.uvarint()
 		if err != nil {
 			return nil, err
@@ -388,7 +398,6 @@ func (d *decoder) index() (*Index, error) {
 			return nil, fmt.Errorf("op %d: kind %d of %d", i, kind, nk)
 		}
 		op.kind = int32(kind)
-		op.Kind = ix.schema.kinds[kind].name
 		dAt, err := d.varint()
 		if err != nil {
 			return nil, err
@@ -397,7 +406,7 @@ func (d *decoder) index() (*Index, error) {
 			return nil, fmt.Errorf("op %d: time out of order", i)
 		}
 		at += time.Duration(dAt)
-		op.At = at
+		op.at = at
 		dLine, err := d.varint()
 		if err != nil {
 			return nil, err
@@ -405,7 +414,7 @@ func (d *decoder) index() (*Index, error) {
 		if line += int(dLine); line < 0 {
 			return nil, fmt.Errorf("op %d: negative line", i)
 		}
-		op.Line = line
+		op.line = line
 		tl, err := d.nonNeg("op text length")
 		if err != nil {
 			return nil, err
@@ -413,22 +422,22 @@ func (d *decoder) index() (*Index, error) {
 		if tl > len(texts)-textOff {
 			return nil, fmt.Errorf("op %d: text length %d beyond the texts", i, tl)
 		}
-		op.Text = texts[textOff : textOff+tl]
+		op.text = span{int32(textsStart + textOff), int32(textsStart + textOff + tl)}
 		textOff += tl
-		if op.Player, err = ref("player"); err != nil {
+		if op.player, err = ref("player"); err != nil {
 			return nil, err
 		}
-		if op.Asset, err = ref("asset"); err != nil {
+		if op.asset, err = ref("asset"); err != nil {
 			return nil, err
 		}
-		if op.Power, err = ref("power"); err != nil {
+		if op.power, err = ref("power"); err != nil {
 			return nil, err
 		}
 		nu, err := d.count("unit", 1)
 		if err != nil {
 			return nil, err
 		}
-		ranges[i].start = len(units)
+		op.unitsStart = int32(len(units))
 		var u int64
 		for range nu {
 			du, err := d.varint()
@@ -438,7 +447,7 @@ func (d *decoder) index() (*Index, error) {
 			u += du
 			units = append(units, u)
 		}
-		ranges[i].end = len(units)
+		op.unitsEnd = int32(len(units))
 		hasPos, err := d.readByte()
 		if err != nil {
 			return nil, err
@@ -451,9 +460,9 @@ func (d *decoder) index() (*Index, error) {
 				return nil, err
 			}
 			for c := range 3 {
-				op.Pos[c] = math.Float64frombits(le64(raw[8*c : 8*c+8]))
+				op.pos[c] = math.Float64frombits(le64(raw[8*c : 8*c+8]))
 			}
-			op.HasPos = true
+			op.hasPos = true
 		default:
 			return nil, fmt.Errorf("op %d: position flag %d", i, hasPos)
 		}
@@ -464,11 +473,7 @@ func (d *decoder) index() (*Index, error) {
 	if d.off != len(d.s) {
 		return nil, fmt.Errorf("%d trailing bytes", len(d.s)-d.off)
 	}
-	for i, r := range ranges {
-		if r.end > r.start {
-			ix.ops[i].Units = units[r.start:r.end:r.end]
-		}
-	}
+	ix.text, ix.units = d.s, units
 	ix.derive()
 	return ix, nil
 }

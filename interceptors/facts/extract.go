@@ -46,25 +46,10 @@ func (x *Extractor) ExtractTexts(texts ...string) (*Index, error) {
 	return st.finish(), nil
 }
 
-// span is a [start, end) byte range into the extraction's line arena.
-type span struct{ start, end int32 }
-
-// rawOp is an operation before its strings are cut from the finished arena. It
-// holds no pointers, so growing the slice of them costs the collector nothing.
-type rawOp struct {
-	at                         time.Duration
-	pos                        [3]float64
-	line                       int
-	text, player, asset, power span
-	unitsStart, unitsEnd       int32
-	kind                       int32
-	hasPos                     bool
-}
-
 type extraction struct {
 	x         *Extractor
 	arena     strings.Builder
-	raw       []rawOp
+	raw       []opRec
 	units     []int64
 	lines     int
 	bytes     int
@@ -84,7 +69,7 @@ func (st *extraction) presize(texts []string) {
 		lines += strings.Count(t, "\n") + 1
 	}
 	lines = min(lines, st.x.maxLines, 1<<16)
-	st.raw = make([]rawOp, 0, lines)
+	st.raw = make([]opRec, 0, lines)
 	st.units = make([]int64, 0, lines)
 	st.arena.Grow(min(size, st.x.maxBytes, 1<<16*64))
 }
@@ -175,7 +160,7 @@ func (st *extraction) addOp(m *opMatcher, line string, sub []int) bool {
 			return false
 		}
 	}
-	r := rawOp{at: t, line: st.lines, kind: int32(m.kindID)}
+	r := opRec{at: t, line: st.lines, kind: int32(m.kindID)}
 	if s, ok := group(line, sub, m.gPos); ok {
 		p, ok := parsePos(s)
 		if !ok {
@@ -237,28 +222,16 @@ func (m *opMatcher) splitUnits(units []int64, s string) ([]int64, bool) {
 }
 
 func (st *extraction) finish() *Index {
+	// The buffers were sized for a text that is all log; a text that is mostly
+	// prose would keep the unused room alive in the memory tier.
 	arena := st.arena.String()
-	cut := func(s span) string { return arena[s.start:s.end] }
-	kinds := st.x.schema.kinds
-	ops := make([]Op, len(st.raw))
-	for i := range st.raw {
-		r := &st.raw[i]
-		op := &ops[i]
-		op.Kind = kinds[r.kind].name
-		op.kind = r.kind
-		op.At = r.at
-		op.Line = r.line
-		op.Pos, op.HasPos = r.pos, r.hasPos
-		op.Text = cut(r.text)
-		op.Player = cut(r.player)
-		op.Asset = cut(r.asset)
-		op.Power = cut(r.power)
-		if r.unitsEnd > r.unitsStart {
-			op.Units = st.units[r.unitsStart:r.unitsEnd:r.unitsEnd]
-		}
+	if st.arena.Cap() > len(arena)+len(arena)/4+64 {
+		arena = strings.Clone(arena)
 	}
 	ix := &Index{
-		ops:       ops,
+		recs:      clip(st.raw),
+		text:      arena,
+		units:     clip(st.units),
 		schema:    st.x.schema,
 		stated:    st.stated,
 		hasStated: st.hasStated,
@@ -271,20 +244,28 @@ func (st *extraction) finish() *Index {
 	return ix
 }
 
+// clip returns s without room to spare beyond a quarter: a copy when it has more.
+func clip[T any](s []T) []T {
+	if cap(s) <= len(s)+len(s)/4+8 {
+		return s
+	}
+	return slices.Clone(s)
+}
+
 // sortOps orders the operations by time, keeping line order among equal times.
 // Logs are written in time order, so the check usually spares the sort.
 func (ix *Index) sortOps() {
-	if slices.IsSortedFunc(ix.ops, cmpOpTime) {
+	if slices.IsSortedFunc(ix.recs, cmpOpTime) {
 		return
 	}
-	slices.SortStableFunc(ix.ops, cmpOpTime)
+	slices.SortStableFunc(ix.recs, cmpOpTime)
 }
 
-func cmpOpTime(a, b Op) int {
+func cmpOpTime(a, b opRec) int {
 	switch {
-	case a.At < b.At:
+	case a.at < b.at:
 		return -1
-	case a.At > b.At:
+	case a.at > b.at:
 		return 1
 	}
 	return 0

@@ -34,19 +34,38 @@ type Op struct {
 	kind int32 // index into the owning Index's schema kinds
 }
 
-// names reports whether the operation names unit.
-func (op *Op) names(unit int64) bool {
-	return slices.Contains(op.Units, unit)
+// span is a [start, end) byte range of an index's text (or, during extraction, of
+// the line arena that becomes it).
+type span struct{ start, end int32 }
+
+// opRec is an operation as an index stores it. It holds no pointers — its strings
+// are spans of the index's text, its UnitIds a range of the index's units — so
+// that a memory tier full of indexes costs the garbage collector almost nothing to
+// scan: with Op values (five strings and a slice each) 256 MiB of indexes were
+// 160 MB of pointers to trace on every cycle.
+type opRec struct {
+	at                         time.Duration
+	pos                        [3]float64
+	line                       int
+	text, player, asset, power span
+	unitsStart, unitsEnd       int32
+	kind                       int32
+	hasPos                     bool
 }
 
 // Index is the fact index of one request (or one session's merged segments): the
 // operations in time order and everything validators ask about them, precomputed.
 //
-// An Index is immutable and safe for concurrent use. Slices and *Op values it
-// returns are shared with it and must not be modified. A nil *Index is an empty
-// index: it has no facts and every lookup reports "not found".
+// An Index is immutable and safe for concurrent use. Slices it returns are shared
+// with it and must not be modified; *Op values are the caller's. A nil *Index is an
+// empty index: it has no facts and every lookup reports "not found".
 type Index struct {
-	ops       []Op
+	recs []opRec
+	// text holds every string of the operations (the recs' spans): the extracted
+	// lines, or the decoded blob.
+	text string
+	// units holds every operation's UnitIds (the recs' ranges).
+	units     []int64
 	schema    *schema
 	stated    time.Duration
 	hasStated bool
@@ -105,11 +124,60 @@ func (sc *schema) kindID(name string) (int, bool) {
 	return id, ok
 }
 
-func (ix *Index) roles(op *Op) roleSet { return ix.schema.kinds[op.kind].roles }
+func (ix *Index) roles(r *opRec) roleSet { return ix.schema.kinds[r.kind].roles }
 
-// derive builds the lookup structures from ops (sorted) and schema.
+// str returns the string a span of the index's text holds.
+func (ix *Index) str(s span) string { return ix.text[s.start:s.end] }
+
+// recUnits returns the UnitIds of r (nil when it names none), shared with the index.
+func (ix *Index) recUnits(r *opRec) []int64 {
+	if r.unitsEnd <= r.unitsStart {
+		return nil
+	}
+	return ix.units[r.unitsStart:r.unitsEnd:r.unitsEnd]
+}
+
+// op returns operation i as an Op; its strings and Units are shared with the index.
+func (ix *Index) op(i int32) Op {
+	r := &ix.recs[i]
+	return Op{
+		Kind:   ix.schema.kinds[r.kind].name,
+		At:     r.at,
+		Player: ix.str(r.player),
+		Asset:  ix.str(r.asset),
+		Power:  ix.str(r.power),
+		Units:  ix.recUnits(r),
+		Pos:    r.pos,
+		Line:   r.line,
+		Text:   ix.str(r.text),
+		HasPos: r.hasPos,
+		kind:   r.kind,
+	}
+}
+
+// opPtr returns operation i as a new *Op.
+func (ix *Index) opPtr(i int32) *Op {
+	op := ix.op(i)
+	return &op
+}
+
+// opsAt returns the operations with the given indexes as new *Op values.
+func (ix *Index) opsAt(list []int32) []*Op {
+	if len(list) == 0 {
+		return nil
+	}
+	ops := make([]Op, len(list))
+	out := make([]*Op, len(list))
+	for k, i := range list {
+		ops[k] = ix.op(i)
+		out[k] = &ops[k]
+	}
+	return out
+}
+
+// derive builds the lookup structures from recs (sorted) and schema.
 func (ix *Index) derive() {
-	ops := ix.ops
+	ops := ix.recs
 	nk := len(ix.schema.kinds)
 
 	// Per kind.
@@ -126,10 +194,7 @@ func (ix *Index) derive() {
 	}
 
 	// Per unit, as one compressed table: count, then fill.
-	mentions := 0
-	for i := range ops {
-		mentions += len(ops[i].Units)
-	}
+	mentions := len(ix.units)
 	ix.unitSlot = make(map[int64]int32, mentions/2+1)
 	mentionSlot := make([]int32, 0, mentions)
 	var unitCount, lastOp []int32
@@ -145,7 +210,7 @@ func (ix *Index) derive() {
 		op := &ops[i]
 		i32 := int32(i)
 		ix.byKind[op.kind] = append(ix.byKind[op.kind], i32)
-		for _, u := range op.Units {
+		for _, u := range ix.recUnits(op) {
 			slot, ok := ix.unitSlot[u]
 			if !ok {
 				slot = int32(len(ix.unitIDs))
@@ -162,28 +227,29 @@ func (ix *Index) derive() {
 			unitCount[slot]++
 			mentionSlot = append(mentionSlot, slot)
 		}
-		if op.Player != "" {
-			slot, ok := ix.playerSlot[op.Player]
+		player, asset, power := ix.str(op.player), ix.str(op.asset), ix.str(op.power)
+		if player != "" {
+			slot, ok := ix.playerSlot[player]
 			if !ok {
 				slot = int32(len(ix.playerOps))
-				ix.playerSlot[op.Player] = slot
+				ix.playerSlot[player] = slot
 				ix.playerOps = append(ix.playerOps, nil)
-				firstLine = append(firstLine, op.Line)
+				firstLine = append(firstLine, op.line)
 			}
 			ix.playerOps[slot] = append(ix.playerOps[slot], i32)
-			firstLine[slot] = min(firstLine[slot], op.Line)
-			if op.Asset != "" && ix.roles(op)&roleProducerBit != 0 {
-				key := playerAsset{op.Player, op.Asset}
+			firstLine[slot] = min(firstLine[slot], op.line)
+			if asset != "" && ix.roles(op)&roleProducerBit != 0 {
+				key := playerAsset{player, asset}
 				if _, seen := ix.firstProd[key]; !seen {
-					ix.firstProd[key] = op.At
+					ix.firstProd[key] = op.at
 				}
 			}
 		}
-		if op.Asset != "" {
-			ix.byAsset[op.Asset] = append(ix.byAsset[op.Asset], i32)
+		if asset != "" {
+			ix.byAsset[asset] = append(ix.byAsset[asset], i32)
 		}
-		if op.Power != "" {
-			ix.byPower[op.Power] = append(ix.byPower[op.Power], i32)
+		if power != "" {
+			ix.byPower[power] = append(ix.byPower[power], i32)
 		}
 	}
 
@@ -195,7 +261,7 @@ func (ix *Index) derive() {
 	fill := slices.Clone(ix.unitStart[:len(ix.unitIDs)])
 	k := 0
 	for i := range ops {
-		for range ops[i].Units {
+		for range ix.recUnits(&ops[i]) {
 			if s := mentionSlot[k]; s >= 0 {
 				ix.unitOps[fill[s]] = int32(i)
 				fill[s]++
@@ -225,23 +291,27 @@ var roleProducerBit, _ = roleBit(RoleProducer)
 // HasFacts reports whether the index holds at least one operation. An index of a
 // text where no rule matched (prose, garbage) has none; validators that need facts
 // then stay silent.
-func (ix *Index) HasFacts() bool { return ix != nil && len(ix.ops) > 0 }
+func (ix *Index) HasFacts() bool { return ix != nil && len(ix.recs) > 0 }
 
 // Len returns the number of operations.
 func (ix *Index) Len() int {
 	if ix == nil {
 		return 0
 	}
-	return len(ix.ops)
+	return len(ix.recs)
 }
 
-// Ops returns the operations ordered by time (line order among equal times).
-// The slice is shared: do not modify it.
+// Ops returns the operations ordered by time (line order among equal times), in a
+// new slice; their strings and Units are shared with the index.
 func (ix *Index) Ops() []Op {
-	if ix == nil {
+	if ix == nil || len(ix.recs) == 0 {
 		return nil
 	}
-	return ix.ops
+	ops := make([]Op, len(ix.recs))
+	for i := range ops {
+		ops[i] = ix.op(int32(i))
+	}
+	return ops
 }
 
 // Count returns how many operations of kind (in any case) the index holds.
@@ -273,8 +343,8 @@ func (ix *Index) End() time.Duration {
 		return 0
 	}
 	end := ix.stated
-	if n := len(ix.ops); n > 0 && ix.ops[n-1].At > end {
-		end = ix.ops[n-1].At
+	if n := len(ix.recs); n > 0 && ix.recs[n-1].at > end {
+		end = ix.recs[n-1].at
 	}
 	return end
 }
@@ -356,7 +426,7 @@ func (ix *Index) FirstObserved(unit int64) (time.Duration, bool) {
 	if len(l) == 0 {
 		return 0, false
 	}
-	return ix.ops[l[0]].At, true
+	return ix.recs[l[0]].at, true
 }
 
 // LastObserved returns the time of the last operation naming unit.
@@ -365,7 +435,7 @@ func (ix *Index) LastObserved(unit int64) (time.Duration, bool) {
 	if len(l) == 0 {
 		return 0, false
 	}
-	return ix.ops[l[len(l)-1]].At, true
+	return ix.recs[l[len(l)-1]].at, true
 }
 
 // UnitPlayers returns the players on whose lines unit appears, in order of first
@@ -374,7 +444,7 @@ func (ix *Index) LastObserved(unit int64) (time.Duration, bool) {
 func (ix *Index) UnitPlayers(unit int64) []string {
 	var out []string
 	for _, i := range ix.unitList(unit) {
-		if p := ix.ops[i].Player; p != "" && !slices.Contains(out, p) {
+		if p := ix.str(ix.recs[i].player); p != "" && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -394,14 +464,13 @@ func (ix *Index) UnitOps(unit int64, role string) []*Op {
 			return nil
 		}
 	}
-	var out []*Op
+	var list []int32
 	for _, i := range ix.unitList(unit) {
-		op := &ix.ops[i]
-		if bit == 0 || ix.roles(op)&bit != 0 {
-			out = append(out, op)
+		if bit == 0 || ix.roles(&ix.recs[i])&bit != 0 {
+			list = append(list, i)
 		}
 	}
-	return out
+	return ix.opsAt(list)
 }
 
 // ActedAs reports whether unit appears in an operation whose kind plays role.
@@ -413,7 +482,7 @@ func (ix *Index) ActedAs(unit int64, role string) bool {
 		return false
 	}
 	for _, i := range ix.unitList(unit) {
-		if ix.roles(&ix.ops[i])&bit != 0 {
+		if ix.roles(&ix.recs[i])&bit != 0 {
 			return true
 		}
 	}
@@ -424,8 +493,8 @@ func (ix *Index) ActedAs(unit int64, role string) bool {
 // both). power.not_used fires when it did not.
 func (ix *Index) UsedPower(unit int64, power string) bool {
 	for _, i := range ix.unitList(unit) {
-		op := &ix.ops[i]
-		if op.Power == power && ix.roles(op)&rolePowerBit != 0 {
+		r := &ix.recs[i]
+		if ix.roles(r)&rolePowerBit != 0 && ix.str(r.power) == power {
 			return true
 		}
 	}
@@ -439,9 +508,9 @@ var rolePowerBit, _ = roleBit(RolePower)
 func (ix *Index) UnitPowers(unit int64) []string {
 	var out []string
 	for _, i := range ix.unitList(unit) {
-		op := &ix.ops[i]
-		if op.Power != "" && ix.roles(op)&rolePowerBit != 0 && !slices.Contains(out, op.Power) {
-			out = append(out, op.Power)
+		r := &ix.recs[i]
+		if p := ix.str(r.power); p != "" && ix.roles(r)&rolePowerBit != 0 && !slices.Contains(out, p) {
+			out = append(out, p)
 		}
 	}
 	return out
@@ -477,14 +546,13 @@ func (ix *Index) PlayerOps(player, role string) []*Op {
 	if !ok {
 		return nil
 	}
-	var out []*Op
+	var list []int32
 	for _, i := range ix.playerOps[s] {
-		op := &ix.ops[i]
-		if bit == 0 || ix.roles(op)&bit != 0 {
-			out = append(out, op)
+		if bit == 0 || ix.roles(&ix.recs[i])&bit != 0 {
+			list = append(list, i)
 		}
 	}
-	return out
+	return ix.opsAt(list)
 }
 
 // Placements returns player's building placements: RoleBuilder operations that

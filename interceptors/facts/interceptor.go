@@ -40,7 +40,10 @@ type Interceptor struct {
 	sessionTTL  time.Duration
 	maxSegments int
 	maxBytes    int
+	memoryBytes int64
 	sources     map[string]prometheus.Counter
+	// memory reports the memory tier's bytes and entries after each request.
+	memory, entries prometheus.Gauge
 }
 
 // New builds the facts stage of the route deps.Route from cfg: it compiles the
@@ -80,7 +83,10 @@ func New(cfg Config, deps interceptors.Deps) (*Interceptor, error) {
 		sessionTTL:  st.sessionTTL,
 		maxSegments: st.maxSegments,
 		maxBytes:    st.maxBytes,
+		memoryBytes: st.memoryBytes,
 		sources:     map[string]prometheus.Counter{},
+		memory:      m.memory.WithLabelValues(deps.Route),
+		entries:     m.entries.WithLabelValues(deps.Route),
 	}
 	for _, src := range []string{SourceMemory, SourceShared, SourceBuilt} {
 		f.sources[src] = m.indexes.WithLabelValues(deps.Route, src)
@@ -91,6 +97,10 @@ func New(cfg Config, deps interceptors.Deps) (*Interceptor, error) {
 
 // Name implements interceptors.Interceptor.
 func (f *Interceptor) Name() string { return "facts" }
+
+// MemoryBudget returns the bytes the stage's memory tier may hold (memory_bytes):
+// decoded fact indexes, merged session indexes and session records.
+func (f *Interceptor) MemoryBudget() int64 { return f.memoryBytes }
 
 // Info describes how a request's fact index was resolved.
 type Info struct {
@@ -164,6 +174,9 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 		p.ix, p.info, p.err = f.resolve(jobCtx, body, session, trace)
 		p.info.Duration = time.Since(start)
 		trace.Time("facts", p.info.Duration)
+		st := f.store.memory.Stats()
+		f.memory.Set(float64(st.Bytes))
+		f.entries.Set(float64(st.Entries))
 	}()
 	return nil
 }
@@ -198,7 +211,7 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, 
 	if key != "" {
 		info.Key = key
 		trace.Do(func(t *interceptors.Trace) { t.FactKey = info.Key })
-		r, err := f.store.index(ctx, info.Key, texts)
+		r, err := f.store.index(ctx, info.Key, texts, session != "")
 		if r.note != "" {
 			trace.Note(r.note)
 		}
@@ -252,8 +265,9 @@ func hasText(texts []string) bool {
 
 // metrics are the facts stage's Prometheus metrics, shared by every route.
 type metrics struct {
-	indexes *prometheus.CounterVec
-	builds  prometheus.Histogram
+	indexes         *prometheus.CounterVec
+	builds          prometheus.Histogram
+	memory, entries *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -267,6 +281,14 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help:    "Time to extract a fact index from a request's text (cache misses only).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12), // 100µs .. ~2.4s
 		})),
+		memory: interceptors.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "factgate_fact_index_memory_bytes",
+			Help: "Bytes the route's in-process tier of fact indexes (and session records) accounts for against facts.memory_bytes, as of the latest request.",
+		}, []string{"route"})),
+		entries: interceptors.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "factgate_fact_index_memory_entries",
+			Help: "Entries (fact indexes, merged session indexes, session records) in the route's in-process tier, as of the latest request.",
+		}, []string{"route"})),
 	}
 }
 

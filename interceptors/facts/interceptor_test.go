@@ -51,8 +51,8 @@ func TestConfigDefaults(t *testing.T) {
 		cfg  Config
 		want settings
 	}{
-		{name: "zero", cfg: Config{}, want: settings{memoryBytes: 256 << 20, ttl: 24 * time.Hour, sessionTTL: 24 * time.Hour, maxBytes: DefaultMaxBytes, maxSegments: 32}},
-		{name: "short ttl", cfg: Config{TTL: cache.Duration(time.Hour)}, want: settings{memoryBytes: 256 << 20, ttl: time.Hour, sessionTTL: time.Hour, maxBytes: DefaultMaxBytes, maxSegments: 32}},
+		{name: "zero", cfg: Config{}, want: settings{memoryBytes: 32 << 20, ttl: 24 * time.Hour, sessionTTL: 24 * time.Hour, maxBytes: DefaultMaxBytes, maxSegments: 32}},
+		{name: "short ttl", cfg: Config{TTL: cache.Duration(time.Hour)}, want: settings{memoryBytes: 32 << 20, ttl: time.Hour, sessionTTL: time.Hour, maxBytes: DefaultMaxBytes, maxSegments: 32}},
 		{name: "all set", cfg: Config{MemoryBytes: 1 << 20, TTL: cache.Duration(2 * time.Hour), SessionTTL: cache.Duration(time.Hour), MaxBytes: 1 << 10, MaxSessionSegments: 3}, want: settings{memoryBytes: 1 << 20, ttl: 2 * time.Hour, sessionTTL: time.Hour, maxBytes: 1 << 10, maxSegments: 3}},
 	}
 	for _, tt := range tests {

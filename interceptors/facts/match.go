@@ -2,6 +2,7 @@ package facts
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,25 +44,40 @@ type paramWant struct {
 //
 // It reports false when nothing matches, when the rules declare no evidence for the
 // type, or when the number of parameters differs from the declared one. The *Op is
-// shared with the index: do not modify it.
+// the caller's; its strings and Units are shared with the index.
 func (ix *Index) Match(e Evidence, tolerance time.Duration) (*Op, bool) {
-	if ix == nil {
+	i := ix.matchAt(e, tolerance)
+	if i < 0 {
 		return nil, false
+	}
+	return ix.opPtr(i), true
+}
+
+// Matches reports whether Match finds an operation, without making the *Op: what
+// the validator asks of every evidence item.
+func (ix *Index) Matches(e Evidence, tolerance time.Duration) bool {
+	return ix.matchAt(e, tolerance) >= 0
+}
+
+// matchAt returns the index of the operation Match returns, -1 for none.
+func (ix *Index) matchAt(e Evidence, tolerance time.Duration) int32 {
+	if ix == nil {
+		return -1
 	}
 	id, ok := ix.schema.kindID(e.Type)
 	if !ok {
-		return nil, false
+		return -1
 	}
 	k := &ix.schema.kinds[id]
 	if !k.hasEvidence || len(e.Params) != len(k.evidence) {
-		return nil, false
+		return -1
 	}
 	var buf [6]paramWant
 	wants := buf[:0]
 	for i, p := range e.Params {
 		w, ok := parseParam(k.evidence[i], strings.TrimSpace(p))
 		if !ok {
-			return nil, false
+			return -1
 		}
 		wants = append(wants, w)
 	}
@@ -73,34 +89,34 @@ func (ix *Index) Match(e Evidence, tolerance time.Duration) (*Op, bool) {
 	i, j := 0, len(list)
 	for i < j {
 		h := int(uint(i+j) >> 1)
-		if ix.ops[list[h]].At < lo {
+		if ix.recs[list[h]].at < lo {
 			i = h + 1
 		} else {
 			j = h
 		}
 	}
-	var best *Op
+	best := int32(-1)
 	var bestDiff time.Duration
 	for ; i < len(list); i++ {
-		op := &ix.ops[list[i]]
-		if op.At > hi {
+		r := &ix.recs[list[i]]
+		if r.at > hi {
 			break
 		}
-		if !opMatches(op, wants) {
+		if !ix.recMatches(r, wants) {
 			continue
 		}
-		diff := op.At - e.At
+		diff := r.at - e.At
 		if diff < 0 {
 			diff = -diff
 		}
-		if best == nil || diff < bestDiff {
-			best, bestDiff = op, diff
+		if best < 0 || diff < bestDiff {
+			best, bestDiff = list[i], diff
 		}
-		if op.At >= e.At {
+		if r.at >= e.At {
 			break // later matches are farther away
 		}
 	}
-	return best, best != nil
+	return best
 }
 
 func parseParam(field, p string) (paramWant, bool) {
@@ -122,33 +138,33 @@ func parseParam(field, p string) (paramWant, bool) {
 	return w, true
 }
 
-func opMatches(op *Op, wants []paramWant) bool {
+func (ix *Index) recMatches(r *opRec, wants []paramWant) bool {
 	for i := range wants {
 		w := &wants[i]
 		switch w.field {
 		case fieldUnit, fieldUnits:
-			if !op.names(w.unit) {
+			if !slices.Contains(ix.recUnits(r), w.unit) {
 				return false
 			}
 		case fieldPos:
-			if !op.HasPos {
+			if !r.hasPos {
 				return false
 			}
 			for c := range 3 {
-				if math.Abs(op.Pos[c]-w.pos[c]) > PosEpsilon {
+				if math.Abs(r.pos[c]-w.pos[c]) > PosEpsilon {
 					return false
 				}
 			}
 		case fieldPlayer:
-			if op.Player != w.text {
+			if ix.str(r.player) != w.text {
 				return false
 			}
 		case fieldAsset:
-			if op.Asset != w.text {
+			if ix.str(r.asset) != w.text {
 				return false
 			}
 		case fieldPower:
-			if op.Power != w.text {
+			if ix.str(r.power) != w.text {
 				return false
 			}
 		default:

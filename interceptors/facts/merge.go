@@ -1,7 +1,9 @@
 package facts
 
 import (
+	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -40,8 +42,10 @@ func Merge(indexes ...*Index) *Index {
 	byName := map[string]int{}
 	remap := make([][]int32, len(segs))
 	total := 0
+	textLen := 0
 	for s, ix := range segs {
-		total += len(ix.ops)
+		total += len(ix.recs)
+		textLen += len(ix.text)
 		remap[s] = make([]int32, len(ix.schema.kinds))
 		for k, kd := range ix.schema.kinds {
 			id, ok := byName[kd.name]
@@ -59,7 +63,35 @@ func Merge(indexes ...*Index) *Index {
 	}
 	sc.finish()
 
-	out := &Index{schema: sc, ops: make([]Op, 0, total)}
+	// The merged index has a text of its own: the kept operations' lines, and the
+	// names that are not part of a line (a decoded index keeps them in its string
+	// table), each once.
+	out := &Index{schema: sc, recs: make([]opRec, 0, total)}
+	var text strings.Builder
+	text.Grow(min(textLen, math.MaxInt32))
+	names := map[string]span{}
+	name := func(v string) span {
+		sp, ok := names[v]
+		if !ok {
+			start := int32(text.Len())
+			text.WriteString(v)
+			sp = span{start, start + int32(len(v))}
+			names[v] = sp
+		}
+		return sp
+	}
+	// rebase moves s, a span of ix's text, to the merged text: within the op's own
+	// line when it was within it, else as a name.
+	rebase := func(ix *Index, s, oldLine, newLine span) span {
+		switch {
+		case s.end <= s.start:
+			return span{}
+		case s.start >= oldLine.start && s.end <= oldLine.end:
+			return span{newLine.start + s.start - oldLine.start, newLine.start + s.end - oldLine.start}
+		default:
+			return name(ix.str(s))
+		}
+	}
 	type opKey struct {
 		at   time.Duration
 		text string
@@ -67,17 +99,34 @@ func Merge(indexes ...*Index) *Index {
 	kept := make(map[opKey]int, total)
 	lineOffset := 0
 	for s, ix := range segs {
-		seen := make(map[opKey]int, len(ix.ops))
-		for _, op := range ix.ops {
-			key := opKey{op.At, op.Text}
+		seen := make(map[opKey]int, len(ix.recs))
+		for i := range ix.recs {
+			r := ix.recs[i]
+			line := ix.str(r.text)
+			key := opKey{r.at, line}
 			seen[key]++
 			if seen[key] <= kept[key] {
 				continue
 			}
+			if text.Len() > math.MaxInt32-len(line)-3*maxNameBytes {
+				out.truncated = true // past what one index can address: never for real logs
+				break
+			}
 			kept[key]++
-			op.kind = remap[s][op.kind]
-			op.Line += lineOffset
-			out.ops = append(out.ops, op)
+			r.kind = remap[s][r.kind]
+			r.line += lineOffset
+			start := int32(text.Len())
+			text.WriteString(line)
+			newLine := span{start, start + int32(len(line))}
+			r.player = rebase(ix, r.player, r.text, newLine)
+			r.asset = rebase(ix, r.asset, r.text, newLine)
+			r.power = rebase(ix, r.power, r.text, newLine)
+			r.text = newLine
+			units := ix.recUnits(&ix.recs[i])
+			r.unitsStart = int32(len(out.units))
+			out.units = append(out.units, units...)
+			r.unitsEnd = int32(len(out.units))
+			out.recs = append(out.recs, r)
 		}
 		lineOffset += ix.lines
 		out.lines += ix.lines
@@ -87,7 +136,12 @@ func Merge(indexes ...*Index) *Index {
 			out.stated, out.hasStated = ix.stated, true
 		}
 	}
-	slices.SortStableFunc(out.ops, cmpOpTime)
+	out.text = text.String()
+	slices.SortStableFunc(out.recs, cmpOpTime)
 	out.derive()
 	return out
 }
+
+// maxNameBytes bounds a player, asset or power name: they are parts of one line,
+// and a line is at most MaxLineBytes.
+const maxNameBytes = MaxLineBytes

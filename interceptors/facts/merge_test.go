@@ -100,7 +100,7 @@ func TestMergeDuplicates(t *testing.T) {
 			if m.Len() != tc.want {
 				t.Fatalf("merged %d ops, want %d", m.Len(), tc.want)
 			}
-			if !slices.IsSortedFunc(m.Ops(), cmpOpTime) {
+			if !slices.IsSortedFunc(m.recs, cmpOpTime) {
 				t.Error("merged ops not in time order")
 			}
 			if tc.want == wholeIx.Len() {

@@ -24,7 +24,7 @@ import (
 // When a preference level does not fit whole, its operations are spread evenly
 // over time.
 func (ix *Index) Relevant(units []int64, assets, powers []string, maxLines int) ([]interceptors.FactLine, int) {
-	if ix == nil || len(ix.ops) == 0 {
+	if ix == nil || len(ix.recs) == 0 {
 		return nil, 0
 	}
 	level := map[int32]uint8{}
@@ -40,7 +40,7 @@ func (ix *Index) Relevant(units []int64, assets, powers []string, maxLines int) 
 			switch {
 			case k == 0 || k == len(l)-1:
 				put(i, first)
-			case ix.roles(&ix.ops[i])&actingRoles != 0:
+			case ix.roles(&ix.recs[i])&actingRoles != 0:
 				put(i, role)
 			default:
 				put(i, rest)
@@ -91,7 +91,7 @@ func (ix *Index) Relevant(units []int64, assets, powers []string, maxLines int) 
 	slices.Sort(chosen)
 	lines := make([]interceptors.FactLine, len(chosen))
 	for k, i := range chosen {
-		lines[k] = interceptors.FactLine{At: ix.ops[i].At, Text: ix.ops[i].Text}
+		lines[k] = interceptors.FactLine{At: ix.recs[i].at, Text: ix.str(ix.recs[i].text)}
 	}
 	return lines, len(level) - len(chosen)
 }

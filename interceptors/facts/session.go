@@ -50,6 +50,26 @@ type sessionResult struct {
 	notes   []string
 }
 
+// sessionRecord is what this replica knows of a session: the fact keys it saw in
+// the session's set (its own segments and the others it merged), so that a shared
+// cache that lost the set (a Redis restarted empty, an evicted key) gets them back
+// instead of a replica merging a partial session as if it were whole. It lives
+// as long as the session's set would (session_ttl from the latest segment this
+// replica added). Immutable once stored.
+type sessionRecord struct {
+	members []string // sorted
+	until   time.Time
+}
+
+// recordBytes is a record's cost against the memory tier.
+func recordBytes(setKey string, members []string) int64 {
+	n := memoryEntryOverhead + int64(len(recordKeyPrefix)+len(setKey)) + 64
+	for _, m := range members {
+		n += int64(len(m)) + 16
+	}
+	return n
+}
+
 // session records the request's segment in the session's set, reads the set and
 // merges the indexes of its members. own is the request's index under key (nil
 // and "" when the request carried no text: a follow-up question is checked
@@ -59,8 +79,10 @@ func (s *store) session(ctx context.Context, session, key string, own *Index, tt
 	var res sessionResult
 	setKey := SessionSetKey(session)
 	// Only segments with facts join the session: a question without a log adds
-	// nothing to merge.
+	// nothing to merge. The segment's index is in the shared cache, durably, before
+	// the set names it, so that no replica finds the name without the index.
 	if own.HasFacts() {
+		s.ensurePublished(ctx, key, own)
 		if err := s.shared.SetAdd(ctx, setKey, key, ttl); err != nil {
 			res.notes = append(res.notes, fmt.Sprintf("facts: session %q: adding segment %s to %s failed, merged without recording it: %v", session, key, setKey, err))
 		}
@@ -69,6 +91,14 @@ func (s *store) session(ctx context.Context, session, key string, own *Index, tt
 	if err != nil {
 		res.notes = append(res.notes, fmt.Sprintf("facts: session %q: reading %s failed, using this request's facts alone: %v", session, setKey, err))
 		members = nil
+	}
+	record, _ := s.record(setKey)
+	if err == nil && record != nil {
+		if lost := missingFrom(members, record.members); len(lost) > 0 {
+			republished := s.restore(ctx, setKey, lost, time.Until(record.until))
+			res.notes = append(res.notes, fmt.Sprintf("facts: session %q: the shared cache had lost %d segment(s) this replica knew (%s); added them back, %d with their index from this replica's memory", session, len(lost), strings.Join(abbreviate(lost, 8), ", "), republished))
+			members = unionSorted(members, lost)
+		}
 	}
 
 	var segs []segment
@@ -101,6 +131,7 @@ func (s *store) session(ctx context.Context, session, key string, own *Index, tt
 	if len(res.missing) > 0 {
 		res.notes = append(res.notes, fmt.Sprintf("facts: session %q: %d segment(s) gone from every cache tier were left out: %s", session, len(res.missing), strings.Join(abbreviate(res.missing, 8), ", ")))
 	}
+	s.updateRecord(setKey, record, own.HasFacts(), key, members, ttl, loadBound)
 
 	segs, dropped := chooseSegments(segs, key, maxSegments)
 	res.dropped += dropped
@@ -131,8 +162,8 @@ func (s *store) session(ctx context.Context, session, key string, own *Index, tt
 
 func newSegment(key string, ix *Index) segment {
 	sg := segment{key: key, ix: ix}
-	if len(ix.ops) > 0 {
-		sg.start = ix.ops[0].At
+	if len(ix.recs) > 0 {
+		sg.start = ix.recs[0].at
 	}
 	return sg
 }
@@ -193,10 +224,110 @@ func (s *store) merged(ctx context.Context, segs []segment) (*Index, error) {
 			indexes[i] = sg.ix
 		}
 		ix := Merge(indexes...)
-		s.remember(mk, ix, textBytes(ix))
+		s.remember(mk, ix)
 		return resolved{ix: ix}, nil
 	})
 	return r.ix, err
+}
+
+// record returns this replica's record of the session under setKey.
+func (s *store) record(setKey string) (*sessionRecord, bool) {
+	e, ok := s.memory.Get(recordKeyPrefix + setKey)
+	if !ok || e.record == nil {
+		return nil, false
+	}
+	return e.record, true
+}
+
+// updateRecord stores what this replica now knows of the session: the members
+// read (key included) joined to the old record, at most bound of them. A request
+// with a segment of its own (added) restarts the record's life, as SetAdd restarts
+// the set's; a follow-up question only adds to an existing record.
+func (s *store) updateRecord(setKey string, old *sessionRecord, added bool, key string, members []string, ttl time.Duration, bound int) {
+	if old == nil && !added {
+		return
+	}
+	next := &sessionRecord{}
+	if old != nil {
+		next.members, next.until = old.members, old.until
+	}
+	if added {
+		next.until = time.Now().Add(ttl)
+		members = unionSorted(members, []string{key})
+	}
+	if merged := unionSorted(next.members, members); len(merged) != len(next.members) || added {
+		if len(merged) > bound {
+			merged = merged[:bound] // a session past the load bound: the set itself has the rest
+		}
+		next.members = merged
+		left := time.Until(next.until)
+		if left <= 0 {
+			return
+		}
+		s.memory.Put(recordKeyPrefix+setKey, memoryEntry{record: next, size: recordBytes(setKey, next.members)}, left)
+	}
+}
+
+// restore adds members back to the session's set and publishes those whose index
+// this replica holds in memory; it returns how many it published.
+func (s *store) restore(ctx context.Context, setKey string, members []string, ttl time.Duration) int {
+	if ttl <= 0 {
+		return 0
+	}
+	published := 0
+	for _, m := range members {
+		if e, ok := s.memory.Get(m); ok && e.ix != nil {
+			s.publish(ctx, m, e.ix)
+			if e.published != nil {
+				e.published.Store(true)
+			}
+			published++
+		}
+		if err := s.shared.SetAdd(ctx, setKey, m, ttl); err != nil && s.log != nil {
+			s.log.Warn("facts: restoring a session segment to the shared cache", "set", setKey, "segment", m, "error", err)
+		}
+	}
+	return published
+}
+
+// republishSessions writes every session this replica knows back to the shared
+// cache, members and the indexes it holds: the shared tier answers again after an
+// outage and may have come back empty. It runs in the background (cache.Durable's
+// OnRecover), so the other replicas find the whole session again before this one
+// sees another request of it.
+func (s *store) republishSessions(ctx context.Context) {
+	sessions, segments := 0, 0
+	s.memory.Range(func(key string, e memoryEntry) bool {
+		if e.record == nil || ctx.Err() != nil {
+			return ctx.Err() == nil
+		}
+		setKey := strings.TrimPrefix(key, recordKeyPrefix)
+		segments += s.restore(ctx, setKey, e.record.members, time.Until(e.record.until))
+		sessions++
+		return true
+	})
+	if sessions > 0 && s.log != nil {
+		s.log.Info("facts: the shared cache recovered; re-published the sessions this replica knows", "sessions", sessions, "indexes", segments)
+	}
+}
+
+// missingFrom returns the items of want (sorted) that have (sorted) lacks.
+func missingFrom(have, want []string) []string {
+	var out []string
+	for _, w := range want {
+		if _, ok := slices.BinarySearch(have, w); !ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func unionSorted(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	out = append(out, a...)
+	out = append(out, b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // abbreviate returns at most n items and a count of the rest.

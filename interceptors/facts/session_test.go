@@ -221,3 +221,61 @@ func TestSessionsArePerClientWithProxyKeys(t *testing.T) {
 		t.Fatalf("alice's own segments: %d merged, want 2", alice.info.Segments)
 	}
 }
+
+// TestSessionRestoresWhatTheSharedCacheLost: the shared cache loses a session's
+// set and a segment's index (a Redis restarted empty). The replica that knew the
+// session puts the members back, with the index it holds in memory, so a second
+// replica sharing the cache merges the whole session again; and a segment no
+// tier holds any more is reported missing rather than silently left out.
+func TestSessionRestoresWhatTheSharedCacheLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	parts := []string{
+		replay(t, "allied_vs_soviet.part1.txt"),
+		replay(t, "allied_vs_soviet.part2.txt"),
+		replay(t, "allied_vs_soviet.part3.txt"),
+	}
+	shared := newMemoryCache()
+	a, b := newStage(t, shared, Config{}), newStage(t, shared, Config{})
+	const session = "c17-lost"
+	first := a.request(t, session, parts[0])
+	a.settle()
+	a.request(t, session, parts[1])
+	a.settle()
+
+	// The shared tier loses everything.
+	_ = shared.Delete(ctx, SessionSetKey(session))
+	_ = shared.Delete(ctx, SharedKeyPrefix+first.info.Key)
+
+	got := a.request(t, session, parts[2])
+	a.settle()
+	if got.info.Segments != 3 || got.info.MissingSegments != 0 {
+		t.Fatalf("A after the loss: %d segments, %d missing; want 3 and 0", got.info.Segments, got.info.MissingSegments)
+	}
+	if notes := strings.Join(got.trace.Notes, "\n"); !strings.Contains(notes, "had lost 2 segment(s)") {
+		t.Errorf("the trace does not say what was restored:\n%s", notes)
+	}
+	members, _ := shared.SetMembers(ctx, SessionSetKey(session))
+	if len(members) != 3 {
+		t.Errorf("the shared set after the restore: %v, want three keys", members)
+	}
+	if _, ok, _ := shared.Get(ctx, SharedKeyPrefix+first.info.Key); !ok {
+		t.Error("part 1's index was not published again")
+	}
+	onB := b.request(t, session, "")
+	if onB.info.Segments != 3 || onB.info.MissingSegments != 0 {
+		t.Errorf("B after the restore: %d segments, %d missing; want 3 and 0", onB.info.Segments, onB.info.MissingSegments)
+	}
+	if _, ok := onB.ix.Match(packAt124, 500*time.Millisecond); !ok {
+		t.Error("B's merge lacks part 1")
+	}
+
+	// Part 1 gone from every tier, A's memory included: B reports it missing.
+	_ = shared.Delete(ctx, SharedKeyPrefix+first.info.Key)
+	a.store.memory.Delete(first.info.Key)
+	fresh := newStage(t, shared, Config{})
+	lost := fresh.request(t, session, "")
+	if lost.info.MissingSegments != 1 || lost.info.Segments != 2 {
+		t.Errorf("with part 1 gone everywhere: %d segments, %d missing; want 2 and 1", lost.info.Segments, lost.info.MissingSegments)
+	}
+}

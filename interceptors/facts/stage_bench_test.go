@@ -76,12 +76,12 @@ func BenchmarkLookupMemoryHit(b *testing.B) {
 	s := newStage(b, nil, Config{})
 	key, texts := s.store.keyOf(chatBody(b, replay(b, "allied_vs_soviet.large.txt")))
 	ctx := context.Background()
-	if _, err := s.store.index(ctx, key, texts); err != nil {
+	if _, err := s.store.index(ctx, key, texts, false); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if r, _ := s.store.index(ctx, key, texts); r.source != SourceMemory {
+		if r, _ := s.store.index(ctx, key, texts, false); r.source != SourceMemory {
 			b.Fatalf("source %q", r.source)
 		}
 	}
@@ -119,7 +119,7 @@ func BenchmarkLookupSharedHit(b *testing.B) {
 		start := cpuTime()
 		for b.Loop() {
 			s.store.memory.Purge()
-			if r, _ := s.store.index(context.Background(), key, texts); r.source != SourceShared {
+			if r, _ := s.store.index(context.Background(), key, texts, false); r.source != SourceShared {
 				b.Fatalf("source %q, want shared", r.source)
 			}
 		}
@@ -164,7 +164,7 @@ func BenchmarkLookupBuild(b *testing.B) {
 	start := cpuTime()
 	for b.Loop() {
 		s.store.memory.Purge()
-		if r, _ := s.store.index(context.Background(), key, texts); r.source != SourceBuilt {
+		if r, _ := s.store.index(context.Background(), key, texts, false); r.source != SourceBuilt {
 			b.Fatalf("source %q", r.source)
 		}
 		s.settle()

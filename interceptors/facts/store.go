@@ -39,6 +39,10 @@ const SharedKeyPrefix = "facts:"
 // never meets a fact key (32 hex digits) in the memory tier.
 const mergedKeyPrefix = "merged:"
 
+// recordKeyPrefix prefixes the in-process key of a session record (the fact keys
+// this replica saw in a session), before the session's set key.
+const recordKeyPrefix = "record:"
+
 // store resolves fact indexes through the three tiers — the in-process LRU of
 // decoded indexes, the shared cache of encoded ones, and extraction — with single
 // flight, so concurrent requests for one key resolve it once. It is safe for
@@ -58,10 +62,17 @@ type store struct {
 	writes sync.WaitGroup
 }
 
-// memoryEntry is a decoded index in the memory tier with its estimated heap size.
+// memoryEntry is what the memory tier holds under one key, with its estimated heap
+// size: a decoded index, or a session record.
 type memoryEntry struct {
-	ix   *Index
-	size int64
+	ix *Index
+	// published is set once the index is known to be in the shared cache in a way
+	// that survives an outage: read from it, or written with cache.SetDurable. A
+	// session naming the index publishes it first. Shared by copies of the entry.
+	published *atomic.Bool
+	// record is a session record (ix is nil).
+	record *sessionRecord
+	size   int64
 }
 
 // resolved is the outcome of resolving one key.
@@ -75,7 +86,7 @@ type resolved struct {
 }
 
 func newStore(x *Extractor, keyVersion string, shared cache.Cache, s settings, observeBuild func(time.Duration), log *slog.Logger) *store {
-	return &store{
+	st := &store{
 		extractor:  x,
 		keyVersion: keyVersion,
 		memory: cache.NewLRU(cache.LRUOptions[string, memoryEntry]{
@@ -89,6 +100,12 @@ func newStore(x *Extractor, keyVersion string, shared cache.Cache, s settings, o
 		observeBuild: observeBuild,
 		log:          log,
 	}
+	if d, ok := shared.(cache.Durable); ok {
+		// A shared tier that comes back from an outage may have come back empty:
+		// the sessions this replica knows are written back to it.
+		d.OnRecover(st.republishSessions)
+	}
+	return st
 }
 
 // keyOf returns the fact key of the body's user texts — SourceKey(keyVersion,
@@ -123,8 +140,10 @@ func (s *store) keyOf(body []byte) (string, func() []string) {
 // index returns the index under key: from memory, else from the shared cache, else
 // built from texts (called only then). Callers that share another request's flight get
 // SourceMemory: the index came from this process without a shared read or a build
-// of their own.
-func (s *store) index(ctx context.Context, key string, texts func() []string) (resolved, error) {
+// of their own. A built index is written back to the shared cache: in the
+// background, or — for a session's segment (inSession), which no later request can
+// rebuild — before returning and durably (kept through a shared-tier outage).
+func (s *store) index(ctx context.Context, key string, texts func() []string, inSession bool) (resolved, error) {
 	if e, ok := s.memory.Get(key); ok {
 		return resolved{ix: e.ix, source: SourceMemory}, nil
 	}
@@ -153,8 +172,13 @@ func (s *store) index(ctx context.Context, key string, texts func() []string) (r
 			s.observeBuild(r.build)
 		}
 		r.ix = ix
-		s.remember(key, ix, textBytes(ix))
-		s.writeBack(key, ix)
+		published := s.remember(key, ix)
+		if inSession {
+			s.publish(ctx, key, ix)
+			published.Store(true)
+		} else {
+			s.writeBack(key, ix)
+		}
 		return r, nil
 	})
 	if err != nil {
@@ -203,8 +227,31 @@ func (s *store) readShared(ctx context.Context, key string) (*Index, error) {
 		return nil, fmt.Errorf("facts: shared cache entry %s%s (%d bytes) does not decode: %w", SharedKeyPrefix, key, len(blob), err)
 	}
 	// A decoded index keeps one copy of the blob; its strings are pieces of it.
-	s.remember(key, ix, int64(len(blob)))
+	s.remember(key, ix).Store(true)
 	return ix, nil
+}
+
+// publish writes ix to the shared cache now, durably: a shared tier that is down
+// keeps it and writes it when it is back.
+func (s *store) publish(ctx context.Context, key string, ix *Index) {
+	blob, _ := ix.MarshalBinary()
+	if err := cache.SetDurable(ctx, s.shared, SharedKeyPrefix+key, blob, s.ttl); err != nil && s.log != nil {
+		s.log.Warn("facts: writing a session segment's fact index to the shared cache", "key", SharedKeyPrefix+key, "bytes", len(blob), "error", err)
+	}
+}
+
+// ensurePublished publishes key's index unless the memory tier knows it is
+// published already; a session is about to name it.
+func (s *store) ensurePublished(ctx context.Context, key string, ix *Index) {
+	if e, ok := s.memory.Get(key); ok && e.published != nil {
+		if e.published.Load() {
+			return
+		}
+		s.publish(ctx, key, ix)
+		e.published.Store(true)
+		return
+	}
+	s.publish(ctx, key, ix) // not kept in memory (larger than the tier): publish each time
 }
 
 // writeBack encodes ix and stores it in the shared cache in the background: the
@@ -220,46 +267,56 @@ func (s *store) writeBack(key string, ix *Index) {
 	}()
 }
 
-// remember keeps ix in the memory tier; backing is the size of the string data
-// its operations' texts live in.
-func (s *store) remember(key string, ix *Index, backing int64) {
-	s.memory.Put(key, memoryEntry{ix: ix, size: indexHeapBytes(ix, backing)}, 0)
+// remember keeps ix in the memory tier, charged its heap size. It returns the
+// entry's published flag.
+func (s *store) remember(key string, ix *Index) *atomic.Bool {
+	published := new(atomic.Bool)
+	s.memory.Put(key, memoryEntry{ix: ix, published: published, size: memoryEntryOverhead + int64(len(key)) + indexHeapBytes(ix)}, 0)
+	return published
 }
 
-// Per-operation heap cost of an index besides its text: the Op itself plus its
-// entries in the derived lookup tables (per kind, per player, per asset or
-// power, per unit mention), rounded up.
+// Heap cost of an index besides its text, its records and its UnitIds: per
+// operation, its entries in the derived lookup tables (per kind, per player, per
+// asset or power); per UnitId mention, its unitOps entry; per unit, its unitSlot
+// map entry, unitIDs and unitStart entries; and the maps' and headers' fixed part.
 const (
-	opHeapBytes      = int64(unsafe.Sizeof(Op{})) + 5*4
-	unitMentionBytes = 8 + 4 + 4 // the UnitId in Op.Units, its unitOps entry, its slot lookup
-	unitSlotBytes    = 48        // unitSlot map entry, unitIDs, unitStart
+	opRecBytes       = int64(unsafe.Sizeof(opRec{}))
+	opTableBytes     = 5 * 4 // byKind, playerOps, byAsset/byPower, with append's spare room
+	unitMentionBytes = 4
+	unitSlotBytes    = 40
+	nameBytes        = 96 // an entry of playerSlot, byAsset, byPower or firstProd
 	indexBaseBytes   = 4 << 10
+	// memoryEntryOverhead is the LRU's own cost per entry: its list node, map slot
+	// and the entry's header.
+	memoryEntryOverhead = 160
 )
 
-// indexHeapBytes estimates the heap an index holds: what its operations,
-// derived tables and string data (backing bytes) take. It is what the memory
-// tier's byte bound is charged; it is within a small factor of the truth, which
-// is all a cache bound needs.
-func indexHeapBytes(ix *Index, backing int64) int64 {
-	n := indexBaseBytes + backing + int64(len(ix.ops))*opHeapBytes + int64(len(ix.unitIDs))*unitSlotBytes
-	for i := range ix.ops {
-		n += int64(len(ix.ops[i].Units)) * unitMentionBytes
-	}
-	return n
+// indexHeapBytes estimates the heap an index holds: its text (the extracted lines,
+// or the whole decoded blob its strings point into), its records and UnitIds, and
+// the derived tables. It is what the memory tier's byte bound is charged; checked
+// against the heap a real index takes (docs/facts.md), it is within a few percent.
+func indexHeapBytes(ix *Index) int64 {
+	names := len(ix.playerSlot) + len(ix.byAsset) + len(ix.byPower) + len(ix.firstProd)
+	return indexBaseBytes + allocBytes(int64(len(ix.text))) +
+		allocBytes(int64(cap(ix.recs))*opRecBytes) + int64(len(ix.recs))*opTableBytes +
+		allocBytes(int64(cap(ix.units))*8) + int64(len(ix.units))*unitMentionBytes +
+		int64(len(ix.unitIDs))*unitSlotBytes + int64(names)*nameBytes
 }
 
-// textBytes returns the bytes of the operations' texts: the string data of a
-// built index (player, asset and power are pieces of the same lines).
-func textBytes(ix *Index) int64 {
-	var n int64
-	for i := range ix.ops {
-		n += int64(len(ix.ops[i].Text)) + 1
+// allocBytes is what the heap takes for an allocation of n bytes: small ones are
+// rounded up to a size class (at most 1/8 more), large ones to whole 8 KiB pages.
+func allocBytes(n int64) int64 {
+	if n > 32<<10 {
+		return (n + 8<<10 - 1) &^ (8<<10 - 1)
 	}
-	return n
+	return n + n/8
 }
 
-// keyMemoEntries bounds the fact keys remembered per process (~100 bytes each).
-const keyMemoEntries = 1 << 16
+// keyMemoEntries bounds the fact keys remembered per route. An entry costs about
+// 200 bytes of heap (the LRU node, the map slot, the key string), so the memo
+// holds at most ~3 MiB — outside facts.memory_bytes, within the process's fixed
+// share. A repeated log beyond it only costs its SHA-256 key again.
+const keyMemoEntries = 1 << 14
 
 // keyMemo remembers the fact keys of recently seen request bodies by a 128-bit
 // digest of their user messages' raw JSON contents: two hash/maphash hashes with

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,11 @@ const (
 	CodeBuilderNotObserved = "builder.not_observed"
 	CodeAmbiguous          = "evidence.ambiguous"
 	CodeBeforeProduction   = "timeline.before_production"
+	// CodeSegmentsMissing: the request belongs to a session and some of its
+	// segments' fact indexes are gone from every cache tier, so the facts are
+	// partial; the rules that need facts do not run (a citation of a lost segment
+	// would otherwise be "not in the replay").
+	CodeSegmentsMissing = "facts.segments_missing"
 )
 
 // The knowledge tag that marks an asset able to build structures. Identity rules
@@ -61,6 +67,11 @@ type Input struct {
 	// RequireClaims, when non-nil, replaces the checker's require_claims for this
 	// answer.
 	RequireClaims *bool
+	// MissingSegments counts the session segments whose facts are gone from every
+	// cache tier. When it is not zero the facts are partial: Index is ignored (the
+	// rules that need facts do not fire) and one Warning, facts.segments_missing,
+	// says so.
+	MissingSegments int
 }
 
 // Checker checks answers under one pack: the claims parser's format issues plus
@@ -130,9 +141,16 @@ func (c *Checker) Check(answer string, in Input) []interceptors.Issue {
 		req = claims.Required
 	}
 	parsed := c.parser.Parse(answer, req)
+	if in.MissingSegments > 0 {
+		in.Index = nil // partial facts would make true citations "not in the replay"
+	}
 	r := newRun(c, in)
 	for _, is := range parsed.Issues {
 		r.out = append(r.out, finding{issue: is})
+	}
+	if in.MissingSegments > 0 {
+		r.add(finding{issue: newIssue(CodeSegmentsMissing, interceptors.Warning, "", interceptors.Recommendation{},
+			"missing", strconv.Itoa(in.MissingSegments))})
 	}
 	if parsed.Usable() {
 		for i := range parsed.UnitClaims {

@@ -293,6 +293,12 @@ func (v *Validate) input(ex *interceptors.Exchange) Input {
 			ex.Trace.Note("validate: the operation log exceeds the fact extraction bound; the rules that need facts are off for this request")
 			return
 		}
+		if info.MissingSegments > 0 {
+			st.in.MissingSegments = info.MissingSegments
+			ex.Trace.Do(func(t *interceptors.Trace) { t.ValidationIncomplete = true })
+			ex.Trace.Note(fmt.Sprintf("validate: %d segment(s) of the session are gone from every cache tier; the rules that need facts are off for this request (issue %s)", info.MissingSegments, CodeSegmentsMissing))
+			return
+		}
 		if !ix.HasFacts() {
 			ex.Trace.Note("validate: no line of the request is an operation; only the rules that need no facts apply")
 		}

@@ -155,7 +155,7 @@ func (r *run) evidenceItem(ev *claims.Evidence) bool {
 			return false
 		}
 	}
-	if _, ok := r.ix.Match(facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}, r.tol); !ok {
+	if !r.ix.Matches(facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}, r.tol) {
 		r.addItem(ev, fields, newIssue(CodeNotInReplay, interceptors.Contradiction, ev.Path, rec,
 			"evidence", ev.Raw, "type", ev.Type, "time", interceptors.FormatClock(ev.Time)))
 		return false

@@ -56,6 +56,10 @@ var englishText = func() map[string][2]*template.Template {
 			"UnitId {{.Args.unit}} is claimed as {{.Args.claim}} ({{.Args.level}}) without alternatives or what needs confirmation.",
 			"List the other candidate assets in alternatives, or say in needsConfirmation what would confirm the claim.",
 		},
+		CodeSegmentsMissing: {
+			"{{.Args.missing}} part(s) of this session's log are no longer available, so the answer could not be checked against the whole log.",
+			"Keep claims that rest on the missing parts at a lower evidence level, or ask for the log to be sent again.",
+		},
 		CodeUnitNotObserved: {
 			"UnitId {{.Args.unit}} never appears in the log.",
 			"Only make claims about UnitIds that appear in the log; drop the claim or use the right UnitId.",
