@@ -57,11 +57,14 @@ func TestTracesHaveTheirOwnBudget(t *testing.T) {
 		return ok
 	})
 
+	// Each request is an analysis (it carries the same operation log, so the same
+	// fact index), so each is validated and its trace keeps the long draft.
+	log := factsPart(t, 1)
 	var lastID string
 	for i := range 40 {
 		body, _ := json.Marshal(map[string]any{
 			"model":    "ra3-analyst",
-			"messages": []map[string]string{{"role": "user", "content": "问题 " + strconv.Itoa(i)}},
+			"messages": []map[string]string{{"role": "system", "content": "问题 " + strconv.Itoa(i)}, {"role": "user", "content": log}},
 		})
 		status, header, resp := h.post(t, "/v1/chat/completions", string(body))
 		if status != 200 {
