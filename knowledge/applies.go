@@ -33,6 +33,11 @@ type ApplyRules struct {
 	// answer must be exactly the JSON the app asked for, with nothing appended — and
 	// it gets at most the knowledge.
 	JSONMode bool `yaml:"json_mode"`
+	// Session: the request names a session (X-Factgate-Session or
+	// metadata.factgate.session): its facts are the session's segments, sent in
+	// earlier requests, so a follow-up without a log of its own ("and the final
+	// summary?") is still checked against them.
+	Session bool `yaml:"session"`
 
 	UserLineRe *regexp.Regexp `yaml:"-"`
 
@@ -51,6 +56,8 @@ type ApplyInput struct {
 	// JSONMode: the request asks for JSON (response_format json_object or
 	// json_schema).
 	JSONMode bool
+	// Session is the request's session id ("" when it names none).
+	Session string
 }
 
 // Applicability is a pack's verdict on one request.
@@ -83,6 +90,8 @@ func (p *Pack) Applies(in ApplyInput) Applicability {
 		a.Domain, a.Reason = true, "a user message has a line the pack's user_line rule matches"
 	case rules.Marker && p.Claims != nil && in.ClientMentions != nil && in.ClientMentions(p.Claims.Marker):
 		a.Domain, a.Reason = true, "the client's own prompt asks for the claims block ("+p.Claims.Marker+")"
+	case rules.Session && in.Session != "":
+		a.Domain, a.Reason = true, "the request continues session "+in.Session+", whose segments are its facts"
 	default:
 		a.Reason = "not a request pack " + p.Name + " is about (no rule of its applies block holds)"
 		return a

@@ -34,6 +34,8 @@ func TestBuiltinPacksSayWhichRequestsTheyAreAbout(t *testing.T) {
 		{"ra3: a Mod line alone is not a log", "ra3", ApplyInput{UserTexts: []string{"Mod: default"}}, false, false},
 		{"ra3: the app asks for the claims block", "ra3", ApplyInput{UserTexts: []string{"Say hello"}, ClientMentions: asks}, true, true},
 		{"ra3: JSON mode gets the knowledge, not the contract", "ra3", ApplyInput{UserTexts: []string{string(log)}, JSONMode: true}, true, false},
+		{"ra3: a follow-up in a session", "ra3", ApplyInput{UserTexts: []string{"最后总结一下这局"}, Session: "match-42"}, true, true},
+		{"dnd: a question in a session is not a transcript", "dnd", ApplyInput{UserTexts: []string{"What is a saving throw?"}, Session: "s1"}, false, false},
 		{"ra3: an operation past the scanned lines", "ra3", ApplyInput{UserTexts: []string{strings.Repeat("x\n", DefaultContextMaxLines) + ops}}, false, false},
 		{"dnd: a transcript", "dnd", ApplyInput{UserTexts: []string{"Maya (Seren): I cast fire bolt.\nDM: Hits."}}, true, true},
 		{"dnd: a transcript in JSON mode", "dnd", ApplyInput{UserTexts: []string{"DM: Roll initiative."}, JSONMode: true}, true, true},

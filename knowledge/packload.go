@@ -774,8 +774,11 @@ func (l *packLoader) applies() {
 			a.opStart.union(lineStartOf(op.Regex))
 		}
 	}
-	if !a.Facts && !a.Marker && a.UserLine == "" {
-		l.fail(PackFile, "applies", "no condition: set facts, marker or user_line (or leave applies out: the pack then applies to every request)")
+	if a.Session && l.p.Facts == nil {
+		l.fail(PackFile, "applies.session", "true, but the pack has no facts rules: a session has no facts to check against")
+	}
+	if !a.Facts && !a.Marker && a.UserLine == "" && !a.Session {
+		l.fail(PackFile, "applies", "no condition: set facts, marker, user_line or session (or leave applies out: the pack then applies to every request)")
 	}
 }
 

@@ -102,12 +102,7 @@ func (r *Resolver) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []s
 	heads := userTextHeads(body, r.limit)
 	ext := knowledge.ExtractContextTexts(r.pack, heads)
 	c := &Context{Players: ext.Players}
-	c.Applies = r.pack.Applies(knowledge.ApplyInput{
-		UserTexts:      heads,
-		ClientMentions: func(s string) bool { return clientMentions(body, s) },
-		JSONMode:       IsJSONMode(body),
-	})
-	notes := []string{"context: " + c.Applies.Reason}
+	var notes []string
 
 	// The knowledge set.
 	if v, ok, err := headerValue(ex.Header, HeaderKnowledgeSet); err != nil {
@@ -211,6 +206,14 @@ func (r *Resolver) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []s
 		}
 		c.Session = strings.Clone(strings.TrimSpace(v))
 	}
+	// Judged once the session is known: a session's follow-up is about its facts.
+	c.Applies = r.pack.Applies(knowledge.ApplyInput{
+		UserTexts:      heads,
+		ClientMentions: func(s string) bool { return clientMentions(body, s) },
+		JSONMode:       IsJSONMode(body),
+		Session:        c.Session,
+	})
+	notes = append([]string{"context: " + c.Applies.Reason}, notes...)
 	for _, m := range meta {
 		if !strings.EqualFold(m.name, "knowledge_set") && !strings.EqualFold(m.name, "session") {
 			if _, ok := findFold(r.dims, m.name); !ok {
