@@ -66,6 +66,15 @@ var stubbornAnswer = claimsAnswer(stubbornProse, claimBomberPower, claimShifted,
 // replay of the story request.
 func checkOffline(t *testing.T, content string) []interceptors.Issue {
 	t.Helper()
+	issues, err := checkOfflineErr(content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return issues
+}
+
+// checkOfflineErr is checkOffline for a goroutine.
+func checkOfflineErr(content string) ([]interceptors.Issue, error) {
 	offlineOnce.Do(func() {
 		reg, err := knowledge.Builtin()
 		if err != nil {
@@ -75,13 +84,13 @@ func checkOffline(t *testing.T, content string) []interceptors.Issue {
 		offlineChecker, offlineErr = validate.NewOffline(reg.Packs(), reg.Set, validate.OfflineOptions{})
 	})
 	if offlineErr != nil {
-		t.Fatal(offlineErr)
+		return nil, offlineErr
 	}
 	rep, err := offlineChecker.Check(validate.CheckRequest{Facts: []string{replayText}, Answer: content, Pack: "ra3"})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return rep.Issues
+	return rep.Issues, nil
 }
 
 var (
