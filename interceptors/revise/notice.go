@@ -306,17 +306,60 @@ func (r *Revise) placeNotice(content, notice string) string {
 	return b.String()
 }
 
+// MaxNoticeHeader bounds the X-Factgate-Notice value in bytes: proxies in front of
+// clients commonly refuse response headers over 4–8 KiB. A longer notice is cut
+// after its last whole line that fits (each choice's share of the bound) and ends
+// with a line "…"; the trace keeps the whole notice.
+const MaxNoticeHeader = 4096
+
 // noticeHeader renders the X-Factgate-Notice value: the percent-encoded text, or
-// with several choices "index:text" per choice with a notice, comma separated.
-func noticeHeader(notices []*interceptors.Notice, several bool) string {
+// with several choices "index:text" per choice with a notice, comma separated;
+// cut reports that a notice was cut to the bound.
+func noticeHeader(notices []*interceptors.Notice, several bool) (value string, cut bool) {
+	share := MaxNoticeHeader / len(notices)
 	if !several && len(notices) == 1 {
-		return percentEncode(notices[0].Text)
+		return boundedEncode(notices[0].Text, share)
 	}
 	parts := make([]string, len(notices))
 	for i, n := range notices {
-		parts[i] = strconv.Itoa(n.Choice) + ":" + percentEncode(n.Text)
+		prefix := strconv.Itoa(n.Choice) + ":"
+		enc, c := boundedEncode(n.Text, share-len(prefix)-1)
+		parts[i] = prefix + enc
+		cut = cut || c
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(parts, ","), cut
+}
+
+// ellipsisLine ends a notice cut to the header's bound.
+const ellipsisLine = "\n…"
+
+// boundedEncode percent-encodes text, cut after its last whole line that fits in
+// limit bytes encoded (with the ellipsis line), or at a character when even its
+// first line does not fit.
+func boundedEncode(text string, limit int) (string, bool) {
+	if enc := percentEncode(text); len(enc) <= limit {
+		return enc, false
+	}
+	room := limit - len(percentEncode(ellipsisLine))
+	kept := ""
+	for _, line := range strings.SplitAfter(text, "\n") {
+		next := kept + line
+		if len(percentEncode(strings.TrimRight(next, "\n"))) > room {
+			break
+		}
+		kept = next
+	}
+	kept = strings.TrimRight(kept, "\n")
+	if kept == "" {
+		// Even the first line is too long: whole characters of it.
+		for _, r := range text {
+			if len(percentEncode(kept+string(r))) > room {
+				break
+			}
+			kept += string(r)
+		}
+	}
+	return percentEncode(kept + ellipsisLine), true
 }
 
 // percentEncode escapes every byte of s except the unreserved characters of RFC

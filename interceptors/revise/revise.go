@@ -69,7 +69,8 @@ type Options struct {
 // Revise is the hidden revision (PRODUCT.md §9): a response phase that runs after
 // validation, sees the draft's issues in ex.Issues and, when one reaches the
 // threshold, has the model revise its answer — bounded in calls and time — then
-// returns the best attempt, downgraded where flags remain, as if it were the first.
+// returns the best attempt, downgraded where flags remain, as if it were the first,
+// with a notice to the reader naming what survived into its text.
 //
 // It fails open: no failure of a hidden call (timeout, non-2xx status, malformed
 // or empty answer) fails the client's request; the best attempt so far is returned
@@ -269,7 +270,11 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 	ex.SetHeader(HeaderRevisions, strconv.Itoa(ex.Revisions))
 	ex.SetHeader(HeaderIssues, "draft="+draftCounts.String()+";final="+finalCounts.String()+";delivered="+deliveredCounts.String())
 	if len(headerNotices) > 0 {
-		ex.SetHeader(HeaderNotice, noticeHeader(headerNotices, len(choices) > 1))
+		value, cut := noticeHeader(headerNotices, len(choices) > 1)
+		ex.SetHeader(HeaderNotice, value)
+		if cut {
+			ex.Trace.Note(fmt.Sprintf("revise: the notice is longer than %s allows (%d bytes); the header carries its first lines and \"…\", the trace the whole notice", HeaderNotice, MaxNoticeHeader))
+		}
 	}
 	ex.Trace.Do(func(t *interceptors.Trace) {
 		t.Final = &interceptors.FinalOutcome{Choice: top.choice, Attempt: top.best.trace, Outcome: top.outcome,
