@@ -42,7 +42,7 @@ const (
 	fieldRevisions      = "revisions"       // hidden calls, summed
 	fieldRevised        = "revised"         // requests with at least one hidden call
 	fieldTriggered      = "triggered"       // validated drafts with an issue at or above the threshold
-	fieldDowngraded     = "downgraded"      // answers returned with at least one claim downgraded
+	fieldDowngraded     = "downgraded"      // answers returned with at least one claim lowered, a citation removed or its player corrected
 	// fieldDraftContradiction counts first drafts with at least one Contradiction
 	// issue: the headline "contradicted first draft".
 	fieldDraftContradiction = "draft_contradiction"
@@ -132,7 +132,13 @@ func observe(ex *interceptors.Exchange, latency time.Duration) observation {
 				o.tokens.revision += int64(a.Usage.TotalTokens)
 			}
 		}
-		o.downgraded = len(t.Downgrades) > 0
+		// An edit that only lists alternatives or what would confirm a claim
+		// lowers nothing.
+		for _, d := range t.Downgrades {
+			if d.From != d.To || len(d.RemovedEvidence) > 0 || d.Player != "" {
+				o.downgraded = true
+			}
+		}
 		o.incomplete = t.ValidationIncomplete
 	})
 	if !ex.Response.OK() {
