@@ -178,18 +178,7 @@ func (ex *Exchange) SetHeader(name, value string) {
 // individual validators are returned beside the issues; the caller decides what a
 // failed validator means for the request.
 func (ex *Exchange) ValidateAnswer(ctx context.Context, content string) ([]Issue, []error) {
-	var issues []Issue
-	var errs []error
-	for _, v := range ex.Validators {
-		if v.LLMBacked() {
-			continue
-		}
-		is, err := v.ValidateAnswer(ctx, ex, content)
-		issues = append(issues, is...)
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
+	issues, errs := ex.CheckAnswer(ctx, content)
 	if m, ok := MaxSeverity(issues); ok && m == Fatal {
 		return issues, errs
 	}

@@ -19,30 +19,10 @@ import (
 // the notice, the free downgrade of weak claims in accepted drafts, downgrades that
 // keep the claims contract, and headers that count the answer as delivered.
 
-// noticeConfig is a validating RA3 route that injects the claims contract;
-// %STRIP% and %REVISE% are replaced per test.
-const noticeConfig = `
-server:
-  keepalive_interval: 150ms
-log: {level: warn}
-upstreams:
-  mock: {base_url: "%MOCK%", read_timeout: 5s}
-routes:
-  - name: ra3
-    models: [ra3-analyst]
-    upstream: mock
-    upstream_model: deepseek-chat
-    pack: ra3
-    inject: {}
-    validate: {strip_claims: %STRIP%}
-    revise: %REVISE%
-`
-
+// noticeRouteConfig is reviseRouteConfig's route with the claims contract
+// injected, as an app that never asked for claims gets it.
 func noticeRouteConfig(strip, revise string) string {
-	if revise == "" {
-		revise = "{}"
-	}
-	return strings.NewReplacer("%STRIP%", strip, "%REVISE%", revise).Replace(noticeConfig)
+	return strings.Replace(reviseRouteConfig(strip, revise), "    pack: ra3\n", "    pack: ra3\n    inject: {}\n", 1)
 }
 
 // Claims on allied_vs_soviet.txt that a revision does not fix and the downgrade
