@@ -82,8 +82,8 @@ func TestNoProviderAtHandPath(t *testing.T) {
 		t.Errorf("the claims block the proxy asked for reached the client:\n%s", content)
 	}
 	issues := header.Get("X-Factgate-Issues")
-	if header.Get("X-Factgate-Revisions") != "1" || !strings.HasPrefix(issues, "draft=C1") || !strings.HasSuffix(issues, ";final=0") {
-		t.Errorf("X-Factgate-Revisions %q, X-Factgate-Issues %q; want 1 and draft=C1…;final=0", header.Get("X-Factgate-Revisions"), issues)
+	if header.Get("X-Factgate-Revisions") != "1" || !strings.HasPrefix(issues, "draft=C1") || !strings.HasSuffix(issues, ";final=0;delivered=0") {
+		t.Errorf("X-Factgate-Revisions %q, X-Factgate-Issues %q; want 1 and draft=C1…;final=0;delivered=0", header.Get("X-Factgate-Revisions"), issues)
 	}
 
 	t.Logf("X-Factgate-Revisions: %s, X-Factgate-Issues: %s", header.Get("X-Factgate-Revisions"), issues)

@@ -64,6 +64,10 @@ type Exchange struct {
 	Issues []Issue
 	// DraftIssues are the issues of the first draft, over every validated choice.
 	DraftIssues []Issue
+	// DeliveredIssues are the issues of the answer as the client receives it —
+	// after the revision step's downgrade — over every validated choice; the
+	// draft's until a revision step sets them.
+	DeliveredIssues []Issue
 	// Choices are the answer's choices as validation saw them, one per choice of
 	// the response, in order; nil until a validating stage checked the draft. Each
 	// keeps its own issues; Issues and DraftIssues are their concatenation.
@@ -88,8 +92,10 @@ type Choice struct {
 	// that calls tools is returned as the upstream sent it.
 	Skipped string
 	// DraftIssues are the issues of the choice's first answer; Issues are those of
-	// the answer returned for it (the draft's until a revision replaces it).
-	DraftIssues, Issues []Issue
+	// the answer returned for it (the draft's until a revision replaces it), as
+	// validated; Delivered are those of the answer as sent, after the downgrade
+	// (Issues until a revision step sets them).
+	DraftIssues, Issues, Delivered []Issue
 }
 
 // SkipToolCalls is Choice.Skipped for a choice that answers with tool calls.
@@ -105,15 +111,16 @@ func (ex *Exchange) Validated() bool {
 	return false
 }
 
-// CollectIssues sets Issues and DraftIssues to the concatenation of the validated
-// choices' issues, in choice order.
+// CollectIssues sets Issues, DraftIssues and DeliveredIssues to the concatenation
+// of the validated choices' issues, in choice order.
 func (ex *Exchange) CollectIssues() {
-	var draft, final []Issue
+	var draft, final, delivered []Issue
 	for _, c := range ex.Choices {
 		draft = append(draft, c.DraftIssues...)
 		final = append(final, c.Issues...)
+		delivered = append(delivered, c.Delivered...)
 	}
-	ex.DraftIssues, ex.Issues = draft, final
+	ex.DraftIssues, ex.Issues, ex.DeliveredIssues = draft, final, delivered
 }
 
 // Overrides are per-request settings chosen by an A/B variant. Zero values mean
@@ -135,6 +142,9 @@ type Overrides struct {
 	MaxRevisions *int
 	// Threshold, when non-nil, replaces the revision threshold.
 	Threshold *Severity
+	// Notice, when non-nil, replaces the route's revise.notice ("none", "append",
+	// "header").
+	Notice *string
 }
 
 // SetValue stores a per-request value under key (use an unexported key type).
@@ -169,10 +179,12 @@ func (ex *Exchange) SetHeader(name, value string) {
 // individual validators are returned beside the issues; the caller decides what a
 // failed validator means for the request.
 func (ex *Exchange) ValidateAnswer(ctx context.Context, content string) ([]Issue, []error) {
-	var issues []Issue
-	var errs []error
+	issues, errs := ex.CheckAnswer(ctx, content)
+	if m, ok := MaxSeverity(issues); ok && m == Fatal {
+		return issues, errs
+	}
 	for _, v := range ex.Validators {
-		if v.LLMBacked() {
+		if !v.LLMBacked() {
 			continue
 		}
 		is, err := v.ValidateAnswer(ctx, ex, content)
@@ -181,11 +193,16 @@ func (ex *Exchange) ValidateAnswer(ctx context.Context, content string) ([]Issue
 			errs = append(errs, err)
 		}
 	}
-	if m, ok := MaxSeverity(issues); ok && m == Fatal {
-		return issues, errs
-	}
+	return issues, errs
+}
+
+// CheckAnswer runs only the deterministic validators on content: the checks that
+// cost no call, for an answer factgate edited itself (a downgraded claims block).
+func (ex *Exchange) CheckAnswer(ctx context.Context, content string) ([]Issue, []error) {
+	var issues []Issue
+	var errs []error
 	for _, v := range ex.Validators {
-		if !v.LLMBacked() {
+		if v.LLMBacked() {
 			continue
 		}
 		is, err := v.ValidateAnswer(ctx, ex, content)

@@ -65,13 +65,16 @@ type Recommendation struct {
 	EvidenceLevel string `json:"evidenceLevel,omitempty"`
 	// Alternatives are candidates the claim should list.
 	Alternatives []string `json:"alternatives,omitempty"`
+	// Player is the player the claim should name (the UnitId's owner, when the
+	// claim names another player).
+	Player string `json:"player,omitempty"`
 	// Text is the guidance in the pack's language, sent back in a revision request.
 	Text string `json:"text,omitempty"`
 }
 
 // IsZero reports whether the recommendation carries no advice.
 func (r Recommendation) IsZero() bool {
-	return r.EvidenceLevel == "" && len(r.Alternatives) == 0 && r.Text == ""
+	return r.EvidenceLevel == "" && len(r.Alternatives) == 0 && r.Player == "" && r.Text == ""
 }
 
 // FactLine is one fact from the request's facts that an issue relates to, as it

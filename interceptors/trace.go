@@ -44,6 +44,10 @@ type Trace struct {
 	Choices []FinalOutcome `json:"choices,omitempty"`
 	// Downgrades are the deterministic edits made to the returned claims.
 	Downgrades []Downgrade `json:"downgrades,omitempty"`
+	// Notice is what the reader was told about the problems that survived in the
+	// answer (nil when none did): with several choices, the notice of the first
+	// choice that has one; each choice's own is in Choices.
+	Notice *Notice `json:"notice,omitempty"`
 	// ValidationIncomplete is set when a validator could not run (fail-open).
 	ValidationIncomplete bool `json:"validation_incomplete,omitempty"`
 	// Timings are named durations ("facts", "upstream", "validate").
@@ -128,10 +132,16 @@ type FinalOutcome struct {
 	Choice  int    `json:"choice"`
 	Attempt int    `json:"attempt"`
 	Outcome string `json:"outcome"`
-	Counts  string `json:"counts"`
+	// Counts are the returned attempt's issues as validated; Delivered those of
+	// the answer as sent, after the downgrade ("C1,E2", "0").
+	Counts    string `json:"counts"`
+	Delivered string `json:"delivered,omitempty"`
+	// Notice is the choice's notice (nil when nothing survived).
+	Notice *Notice `json:"notice,omitempty"`
 }
 
-// Downgrade is one deterministic edit of a claim when the revision budget was spent.
+// Downgrade is one deterministic edit of a claim: a flagged claim of the returned
+// answer made honest in the claims block (its prose is never edited).
 type Downgrade struct {
 	// Choice is the index of the choice whose claim was edited.
 	Choice       int      `json:"choice"`
@@ -139,6 +149,34 @@ type Downgrade struct {
 	From         string   `json:"from"`
 	To           string   `json:"to"`
 	Alternatives []string `json:"alternatives,omitempty"`
+	// RemovedEvidence are the evidence items the facts contradict, removed.
+	RemovedEvidence []string `json:"removed_evidence,omitempty"`
+	// NeedsConfirmation are the items added to the claim's needsConfirmation.
+	NeedsConfirmation []string `json:"needs_confirmation,omitempty"`
+	// Player is the player the claim now names, when the edit changed it.
+	Player string `json:"player,omitempty"`
+}
+
+// Notice is the note to the reader naming what survived in an answer: the claims
+// the facts contradict or do not support, and what the facts say.
+type Notice struct {
+	// Choice is the index of the choice the notice belongs to.
+	Choice int `json:"choice"`
+	// Mode is how it reached the client: "append" (in the content), "header"
+	// (X-Factgate-Notice) or "none" (not sent; recorded here only).
+	Mode string `json:"mode"`
+	// Text is the notice as rendered from the pack's notice template.
+	Text string `json:"text"`
+	// Issues are the issues it names (of the returned attempt and of the answer
+	// as delivered).
+	Issues []NoticeIssue `json:"issues"`
+}
+
+// NoticeIssue is one issue a notice names.
+type NoticeIssue struct {
+	Code     string   `json:"code"`
+	Severity Severity `json:"severity"`
+	Path     string   `json:"path"`
 }
 
 // Duration marshals as milliseconds with a fraction.

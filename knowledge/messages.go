@@ -36,6 +36,44 @@ func (p *Pack) FormatIssue(code string, data any) (text IssueText, ok bool, err 
 	return text, true, nil
 }
 
+// FormatConfirm renders the pack's confirm text for an issue code over data (see
+// FormatIssue); ok is false when the pack has none for the code.
+func (p *Pack) FormatConfirm(code string, data any) (text string, ok bool, err error) {
+	m, ok := p.Messages[code]
+	if !ok || m.ConfirmTmpl == nil {
+		return "", false, nil
+	}
+	var b strings.Builder
+	if err := m.ConfirmTmpl.Execute(&b, data); err != nil {
+		return "", true, fmt.Errorf("pack %s: confirm text of %s: %w", p.Name, code, err)
+	}
+	return strings.TrimSpace(b.String()), true, nil
+}
+
+// RenderNotice renders the note to the reader from the pack's notice template,
+// trimmed. It fails when the pack has no notice template.
+func (p *Pack) RenderNotice(data NoticeData) (string, error) {
+	if p.Revision == nil || p.Revision.NoticeTmpl == nil {
+		return "", fmt.Errorf("pack %s has no notice template", p.Name)
+	}
+	var b strings.Builder
+	if err := p.Revision.NoticeTmpl.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("pack %s: notice template %s: %w", p.Name, p.Revision.NoticeTemplate, err)
+	}
+	return strings.TrimSpace(b.String()), nil
+}
+
+// LevelName returns an evidence level ("possible") in the pack's language: the
+// first spelling its claims contract lists for it, else the level as given.
+func (p *Pack) LevelName(level string) string {
+	if p.Claims != nil {
+		if sp := p.Claims.Levels[level]; len(sp) > 0 && strings.TrimSpace(sp[0]) != "" {
+			return strings.TrimSpace(sp[0])
+		}
+	}
+	return level
+}
+
 // RenderRevision renders the hidden revision's user turn. It fails when the pack
 // has no revision template.
 func (p *Pack) RenderRevision(data RevisionData) (string, error) {

@@ -194,13 +194,21 @@ type RevisionSpec struct {
 	RepairTemplate string `yaml:"repair_template"`
 	// LeakPhrases betray a revision or an apology; matched case-insensitively.
 	LeakPhrases []string `yaml:"leak_phrases"`
+	// NoticeTemplate is the note to the reader when problems survive the revision
+	// (Go text/template file over NoticeData). Empty: the pack has none, and its
+	// routes default to revise.notice none.
+	NoticeTemplate string `yaml:"notice_template"`
 
 	TemplateText       string `yaml:"-"`
 	RepairTemplateText string `yaml:"-"`
+	NoticeTemplateText string `yaml:"-"`
 	// Tmpl and RepairTmpl are the parsed templates; they execute over RevisionData.
 	// RepairTmpl is nil when the pack has no repair template.
 	Tmpl       *template.Template `yaml:"-"`
 	RepairTmpl *template.Template `yaml:"-"`
+	// NoticeTmpl is the parsed notice template (nil when the pack has none); it
+	// executes over NoticeData.
+	NoticeTmpl *template.Template `yaml:"-"`
 }
 
 // MessageSpec is the message and recommendation of one issue code, as Go
@@ -211,9 +219,14 @@ type RevisionSpec struct {
 type MessageSpec struct {
 	Message        string `yaml:"message"`
 	Recommendation string `yaml:"recommendation"`
+	// Confirm is what a downgraded claim's needsConfirmation gets for the issue:
+	// what would confirm the claim (a claim-level issue) or the evidence item left
+	// unverified (an item the facts contradict). Empty: the issue's message.
+	Confirm string `yaml:"confirm"`
 
 	MessageTmpl        *template.Template `yaml:"-"`
 	RecommendationTmpl *template.Template `yaml:"-"`
+	ConfirmTmpl        *template.Template `yaml:"-"`
 }
 
 // AnswerShape describes a JSON answer (the D&D scene description).

@@ -557,3 +557,87 @@ semantic:
 		})
 	}
 }
+
+func TestLoadPackNoticeTemplate(t *testing.T) {
+	t.Parallel()
+	withNotice := func(tmpl string) fstest.MapFS {
+		fsys := minimalPack()
+		y := strings.Replace(string(fsys["p/pack.yaml"].Data), "  repair_template: revision.tmpl\n", "  repair_template: revision.tmpl\n  notice_template: notice.tmpl\n", 1)
+		fsys["p/pack.yaml"] = &fstest.MapFile{Data: []byte(y)}
+		if tmpl != "" {
+			fsys["p/notice.tmpl"] = &fstest.MapFile{Data: []byte(tmpl)}
+		}
+		return fsys
+	}
+	p, err := LoadPack(withNotice("{{range .Contradicted}}{{.Claim}}: {{range .Findings}}{{.Message}}{{end}}{{end}}{{range .Other}}{{.Message}}{{end}}"), "p")
+	if err != nil {
+		t.Fatalf("a pack with a notice template does not load: %v", err)
+	}
+	got, err := p.RenderNotice(NoticeData{Contradicted: []NoticeClaim{{Claim: "A", Findings: []NoticeFinding{{Message: "not so"}}}}})
+	if err != nil || got != "A: not so" {
+		t.Fatalf("RenderNotice = %q, %v", got, err)
+	}
+	if p, err := LoadPack(minimalPack(), "p"); err != nil || p.Revision.NoticeTmpl != nil {
+		t.Fatalf("a pack without notice_template has a notice template: %v", err)
+	}
+	tests := []struct {
+		name string
+		fsys fstest.MapFS
+		want string
+	}{
+		{"missing file", withNotice(""), `p/pack.yaml: revision.notice_template: reading "notice.tmpl"`},
+		{"syntax", withNotice("{{range .Contradicted}"), "p/notice.tmpl: template:"},
+		{"unknown field", withNotice("{{.Claims}}"), "p/notice.tmpl: template:"},
+		{"renders nothing for surviving problems", withNotice("{{/* nothing */}}  \n"), "p/notice.tmpl: the notice renders empty"},
+		{"confirm text syntax", func() fstest.MapFS {
+			fsys := minimalPack()
+			fsys["p/messages.yaml"] = &fstest.MapFile{Data: []byte("x.y:\n  message: m\n  confirm: '{{.Args.unit'\n")}
+			return fsys
+		}(), "p/messages.yaml: x.y.confirm: template:"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := LoadPack(tc.fsys, "p")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBuiltinNoticesNameWhatSurvived(t *testing.T) {
+	t.Parallel()
+	reg, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := NoticeData{
+		Contradicted: []NoticeClaim{{Path: "unitClaims[0]", Kind: "unit", Unit: "733", Player: "PlayerA", Claim: "AlliedBomberAircraft", Level: "highly likely",
+			Findings: []NoticeFinding{{Code: "timeline.before_production", Severity: "Contradiction", Message: "UnitId 733 在 6:02.00 就已出现，早于 PlayerA 第一次生产 AlliedBomberAircraft 的时间 9:10.00。"}}}},
+		Unverified: []NoticeClaim{{Path: "unitClaims[1]", Kind: "unit", Unit: "587", Claim: "AlliedMCV", Level: "confirmed", LevelName: "确认", NewLevel: "possible", NewLevelName: "可能",
+			Alternatives: []string{"AlliedMiner"}, Findings: []NoticeFinding{{Code: "evidence.ambiguous", Severity: "WeakEvidence", Message: "证据不足。"}}}},
+		Other: []NoticeFinding{{Code: "semantic.failed", Severity: "Warning", Message: "The combat check could not run."}},
+	}
+	for _, tc := range []struct {
+		pack string
+		want []string
+	}{
+		{"ra3", []string{"⚠ 以下判断与录像不符，未能修正：\n- “UnitId 733 是 AlliedBomberAircraft”：UnitId 733 在 6:02.00", "9:10.00",
+			"⚠ 以下判断证据不足，不能当作定论：\n- “UnitId 587 是 AlliedMCV”（确认 → 可能；也可能是 AlliedMiner）：证据不足。", "⚠ 未能核实：\n- The combat check could not run."}},
+		{"dnd", []string{"Not consistent with the transcript:", "Not verified:\n- The combat check could not run."}},
+	} {
+		got, err := reg.Pack(tc.pack).RenderNotice(data)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.pack, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s notice lacks %q:\n%s", tc.pack, w, got)
+			}
+		}
+		if got, err := reg.Pack(tc.pack).RenderNotice(NoticeData{}); err != nil || got != "" {
+			t.Errorf("%s: with nothing surviving the notice is %q (%v), want empty", tc.pack, got, err)
+		}
+	}
+}

@@ -111,7 +111,7 @@ routes:
 	body, _ := sjson.SetBytes([]byte(`{"model":"ra3-analyst","temperature":0.35,"messages":[{"role":"system","content":"你是红警 3 录像分析助手。"}]}`),
 		"messages.-1", map[string]string{"role": "user", "content": "分析这局录像。\n\n" + string(replay)})
 	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool {
-		return rc.Response.StatusCode() == 200 && string(rc.Response.Header.Peek("X-Factgate-Issues")) == "draft=0;final=0"
+		return rc.Response.StatusCode() == 200 && string(rc.Response.Header.Peek("X-Factgate-Issues")) == "draft=0;final=0;delivered=0"
 	})
 }
 

@@ -150,14 +150,14 @@ func (h *harness) factsChat(t testing.TB, text, session string) http.Header {
 }
 
 // draftIssuesAtLeastWeak returns the draft's issue counts from X-Factgate-Issues
-// ("draft=C1,E1;final=0") without the Info ones: "" when the draft had no issue at
+// ("draft=C1,E1;final=0;delivered=0") without the Info ones: "" when the draft had no issue at
 // or above WeakEvidence.
 func draftIssuesAtLeastWeak(t *testing.T, header http.Header) string {
 	t.Helper()
 	v := header.Get(validate.HeaderIssues)
 	draft, _, ok := strings.Cut(strings.TrimPrefix(v, "draft="), ";")
 	if !ok || !strings.HasPrefix(v, "draft=") {
-		t.Fatalf("%s: %q, want draft=...;final=...", validate.HeaderIssues, v)
+		t.Fatalf("%s: %q, want draft=...;final=...;delivered=...", validate.HeaderIssues, v)
 	}
 	var severe []string
 	for _, c := range strings.Split(draft, ",") {

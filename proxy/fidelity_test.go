@@ -434,8 +434,8 @@ default:
 					continue
 				}
 				issues := got.Header.Get("X-Factgate-Issues")
-				if r := got.Header.Get("X-Factgate-Revisions"); r != tc.revisions || !strings.HasSuffix(issues, ";final=0") {
-					t.Errorf("%s: X-Factgate-Revisions %q (want %s), X-Factgate-Issues %q (want final=0)", client, r, tc.revisions, issues)
+				if r := got.Header.Get("X-Factgate-Revisions"); r != tc.revisions || !strings.HasSuffix(issues, ";final=0;delivered=0") {
+					t.Errorf("%s: X-Factgate-Revisions %q (want %s), X-Factgate-Issues %q (want final=0;delivered=0)", client, r, tc.revisions, issues)
 				}
 			}
 			recs, err := h.mock.WaitFor(tc.calls, 3*time.Second)

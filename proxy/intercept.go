@@ -419,7 +419,7 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 		// The stream's headers went out before these were known.
 		var comments []string
 		for _, h := range o.ex.ResponseHeaders {
-			if h[0] == "X-Factgate-Revisions" || h[0] == "X-Factgate-Issues" {
+			if h[0] == "X-Factgate-Revisions" || h[0] == "X-Factgate-Issues" || h[0] == "X-Factgate-Notice" {
 				comments = append(comments, h[0]+": "+h[1])
 			}
 		}

@@ -329,7 +329,8 @@ func (p revisingPhase) OnResponse(ctx context.Context, ex *interceptors.Exchange
 		return err
 	}
 	ex.SetHeader("X-Factgate-Revisions", "1")
-	ex.SetHeader("X-Factgate-Issues", "draft=C1;final=0")
+	ex.SetHeader("X-Factgate-Issues", "draft=C1;final=C1;delivered=0")
+	ex.SetHeader("X-Factgate-Notice", "%E2%9A%A0%20UnitId%20733")
 	return nil
 }
 
@@ -344,7 +345,7 @@ func TestHeldStreamTellsLateHeadersInAComment(t *testing.T) {
 	if resp.Header.Get("X-Factgate-Revisions") != "" {
 		t.Fatal("X-Factgate-Revisions is an HTTP header of a stream committed before the revision")
 	}
-	i := strings.Index(body, ": X-Factgate-Revisions: 1\n: X-Factgate-Issues: draft=C1;final=0\n")
+	i := strings.Index(body, ": X-Factgate-Revisions: 1\n: X-Factgate-Issues: draft=C1;final=C1;delivered=0\n: X-Factgate-Notice: %E2%9A%A0%20UnitId%20733\n")
 	if i < 0 || i > strings.Index(body, "data: [DONE]") {
 		t.Fatalf("no late-header comment before [DONE]:\n%s", body)
 	}

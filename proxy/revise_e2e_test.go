@@ -44,8 +44,8 @@ func TestReviseScenariosThroughTheProxy(t *testing.T) {
 			script: reviseScript(answerJSON{Content: storyDraftAnswer}, answerJSON{Content: improved}, answerJSON{Content: storyDraftAnswer}),
 			calls:  3, revisions: "2", outcome: "improved",
 			check: func(t *testing.T, content string) {
-				if !strings.HasPrefix(content, "## 对局概览\nPlayerA（盟军）在 6:02 出动轰炸机 733；587 可能是基地车。\n\n"+reviseMarker) {
-					t.Errorf("content is not the improved revision:\n%s", content)
+				if !strings.HasPrefix(content, "## 对局概览\nPlayerA（盟军）在 6:02 出动轰炸机 733；587 可能是基地车。\n\n⚠") || !strings.Contains(content, "UnitId 733") {
+					t.Errorf("content is not the improved revision followed by a notice naming 733:\n%s", content)
 				}
 				block := claimsBlock(t, content)
 				if l := block.Get("unitClaims.0.evidenceLevel").Str; l != "ruled out" {
@@ -57,12 +57,12 @@ func TestReviseScenariosThroughTheProxy(t *testing.T) {
 			},
 		},
 		{
-			name: "stripping: the downgrade is in the trace, the prose reaches the client", strip: "always",
+			name: "stripping: the downgrade is in the trace, the prose and the notice reach the client", strip: "always",
 			script: reviseScript(answerJSON{Content: storyDraftAnswer}, answerJSON{Content: storyDraftAnswer}),
 			calls:  2, revisions: "1", outcome: "downgraded",
 			check: func(t *testing.T, content string) {
-				if content != storyDraftProse+"\n" {
-					t.Errorf("content %q, want the draft's prose without the claims block", content)
+				if !strings.HasPrefix(content, storyDraftProse+"\n\n⚠") || strings.Contains(content, reviseMarker) || !strings.Contains(content, "UnitId 733") {
+					t.Errorf("content %q, want the draft's prose and a notice naming 733, without the claims block", content)
 				}
 			},
 		},
@@ -162,8 +162,8 @@ func TestReviseScenariosThroughTheProxy(t *testing.T) {
 // downgraded.
 func checkDowngradedDraft(t *testing.T, content string) {
 	t.Helper()
-	if !strings.HasPrefix(content, storyDraftProse+"\n\n"+reviseMarker) {
-		t.Errorf("content is not the draft:\n%s", content)
+	if !strings.HasPrefix(content, storyDraftProse+"\n\n⚠") || !strings.Contains(content, "UnitId 733") || !strings.Contains(content, "\n\n"+reviseMarker) {
+		t.Errorf("content is not the draft followed by a notice naming 733 and the claims block:\n%s", content)
 	}
 	block := claimsBlock(t, content)
 	if l := block.Get("unitClaims.0.evidenceLevel").Str; l != "ruled out" {

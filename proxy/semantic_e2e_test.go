@@ -36,7 +36,7 @@ func TestSemanticApprovalPassesTheDraftUnchanged(t *testing.T) {
 	if got.usage != draftTokens+judgeTokens {
 		t.Fatalf("usage %d, want the draft's and the judge's %d", got.usage, draftTokens+judgeTokens)
 	}
-	if v := got.header.Get("X-Factgate-Issues"); v != "draft=0;final=0" {
+	if v := got.header.Get("X-Factgate-Issues"); v != "draft=0;final=0;delivered=0" {
 		t.Fatalf("X-Factgate-Issues = %q", v)
 	}
 	tr := h.trace(t, got.header.Get("X-Factgate-Trace-Id"))
@@ -91,7 +91,7 @@ func TestSemanticRejectionIsSilentlyRevised(t *testing.T) {
 			if want := draftTokens + judgeTokens + revisionTokens + judgeTokens; got.usage != want {
 				t.Fatalf("usage %d, want %d (every call)", got.usage, want)
 			}
-			if v := got.header.Get("X-Factgate-Issues"); v != "draft=C1;final=0" {
+			if v := got.header.Get("X-Factgate-Issues"); v != "draft=C1;final=0;delivered=0" {
 				t.Fatalf("X-Factgate-Issues = %q", v)
 			}
 			if v := got.header.Get("X-Factgate-Revisions"); v != "1" {
@@ -219,8 +219,8 @@ func TestSemanticNoJudgeCallForAMalformedDraft(t *testing.T) {
 		calls  string
 		issues string
 	}{
-		{"no revision: the malformed draft goes out flagged", "{max_revisions: 0}", "draft", "draft=F1;final=F1"},
-		{"the revision is judged, the draft was not", "{}", "draft revision judge", "draft=F1;final=0"},
+		{"no revision: the malformed draft goes out flagged", "{max_revisions: 0}", "draft", "draft=F1;final=F1;delivered=F1"},
+		{"the revision is judged, the draft was not", "{}", "draft revision judge", "draft=F1;final=0;delivered=0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,11 +251,11 @@ func TestSemanticFailurePolicy(t *testing.T) {
 		calls    string
 		issues   string
 	}{
-		{"open: the draft passes, marked", "{validators: [combat]}", []answerJSON{failing}, 200, "draft judge judge", "draft=W1;final=W1"},
-		{"open, no retry", "{validators: [combat], retries: 0}", []answerJSON{failing}, 200, "draft judge", "draft=W1;final=W1"},
-		{"open: malformed, then valid", "{validators: [combat]}", []answerJSON{{Content: `{"verdict": "approved"}`}, {Content: verdict("approved", "They fight.")}}, 200, "draft judge judge", "draft=0;final=0"},
-		{"open: inconsistent twice", "{validators: [combat]}", []answerJSON{{Content: verdict("combat_should_be_added", "It is combat.")}}, 200, "draft judge judge", "draft=W1;final=W1"},
-		{"closed: the request fails", "{validators: [combat], failure_policy: closed}", []answerJSON{failing}, 502, "draft judge judge", "draft=F1;final=F1"},
+		{"open: the draft passes, marked", "{validators: [combat]}", []answerJSON{failing}, 200, "draft judge judge", "draft=W1;final=W1;delivered=W1"},
+		{"open, no retry", "{validators: [combat], retries: 0}", []answerJSON{failing}, 200, "draft judge", "draft=W1;final=W1;delivered=W1"},
+		{"open: malformed, then valid", "{validators: [combat]}", []answerJSON{{Content: `{"verdict": "approved"}`}, {Content: verdict("approved", "They fight.")}}, 200, "draft judge judge", "draft=0;final=0;delivered=0"},
+		{"open: inconsistent twice", "{validators: [combat]}", []answerJSON{{Content: verdict("combat_should_be_added", "It is combat.")}}, 200, "draft judge judge", "draft=W1;final=W1;delivered=W1"},
+		{"closed: the request fails", "{validators: [combat], failure_policy: closed}", []answerJSON{failing}, 502, "draft judge judge", "draft=F1;final=F1;delivered=F1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -353,7 +353,7 @@ func TestSemanticJudgeProfile(t *testing.T) {
 		cfg := dndRouteConfig("{validators: [combat], upstream: judge, model: judge-model, timeout: 100ms, retries: 0}", "", judge.URL())
 		h := newHarness(t, script, cfg)
 		status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk))
-		if status != 200 || hdr.Get("X-Factgate-Issues") != "draft=W1;final=W1" {
+		if status != 200 || hdr.Get("X-Factgate-Issues") != "draft=W1;final=W1;delivered=W1" {
 			t.Fatalf("status %d, issues %q: %s", status, hdr.Get("X-Factgate-Issues"), body)
 		}
 		tr := h.trace(t, hdr.Get("X-Factgate-Trace-Id"))

@@ -109,6 +109,9 @@ type VariantConfig struct {
 	// RevisionThreshold replaces the revision threshold: a severity name (Info,
 	// WeakEvidence, Warning, Contradiction, Fatal).
 	RevisionThreshold *interceptors.Severity `yaml:"revision_threshold"`
+	// Notice replaces the route's revise.notice: none, append or header. The route
+	// must revise; append and header need a pack with a notice template.
+	Notice *string `yaml:"notice"`
 }
 
 // Stages says which stages the route's chain has, so that a variant override no
@@ -243,6 +246,11 @@ func (v *VariantConfig) validate(where string) []error {
 	if s := v.RevisionThreshold; s != nil && (*s < interceptors.Info || *s > interceptors.Fatal) {
 		add("%s.revision_threshold: %v is not a severity", where, *s)
 	}
+	if n := v.Notice; n != nil {
+		if _, err := revise.ParseNoticeMode(*n); err != nil {
+			add("%s.notice: %v", where, err)
+		}
+	}
 	return errs
 }
 
@@ -267,6 +275,9 @@ func (v *VariantConfig) checkStages(where string, st Stages, hasPack bool) []err
 		}
 		if v.RevisionThreshold != nil {
 			add("%s.revision_threshold: the route has no hidden revision (add a validate block)", where)
+		}
+		if v.Notice != nil {
+			add("%s.notice: the route has no hidden revision (add a validate block)", where)
 		}
 	}
 	return errs

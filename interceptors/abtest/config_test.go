@@ -52,6 +52,8 @@ func TestABrokenExperimentFailsAtStartUp(t *testing.T) {
 		{name: "a prompt override on a route that does not inject", yaml: two("additional_rules: x"), stages: &Stages{Validate: true, Revise: true}, want: []string{"variants[1] (b).additional_rules: the route has no inject block"}},
 		{name: "validate on a route without validation", yaml: two("validate: true"), stages: &Stages{Inject: true}, want: []string{"variants[1] (b).validate: the route has no validate block"}},
 		{name: "revision settings on a route without revision", yaml: two("max_revisions: 1, revision_threshold: warning"), stages: &Stages{Inject: true}, want: []string{"variants[1] (b).max_revisions: the route has no hidden revision", "variants[1] (b).revision_threshold: the route has no hidden revision"}},
+		{name: "an unknown notice mode", yaml: two("notice: footer"), want: []string{`variants[1] (b).notice: unknown notice mode "footer" (want none, append or header)`}},
+		{name: "a notice on a route without revision", yaml: two("notice: none"), stages: &Stages{Inject: true}, want: []string{"variants[1] (b).notice: the route has no hidden revision"}},
 		{name: "several problems are all reported", yaml: "name: e\ncontrol: z\nvariants: [{name: a, weight: 0}, {name: b, weight: 1, top_p: 2}]", want: []string{"variants[0] (a).weight", "variants[1] (b).top_p", `control: no variant named "z"`}},
 	}
 	for _, tc := range tests {
@@ -128,5 +130,23 @@ variants:
 	}
 	if o := e.byName["a"].overrides; (o != interceptors.Overrides{Variant: "a", Experiment: "files"}) {
 		t.Errorf("a variant without overrides carries %+v", o)
+	}
+}
+
+func TestNoticeOverrideNeedsThePacksNoticeTemplate(t *testing.T) {
+	t.Parallel()
+	deps := testDeps(t)
+	pack := *deps.Pack
+	rev := *pack.Revision
+	rev.NoticeTmpl = nil
+	pack.Revision = &rev
+	deps.Pack = &pack
+	cfg := "name: e\ncontrol: a\nvariants:\n  - {name: a, weight: 1}\n  - {name: b, weight: 1, notice: header}\n"
+	_, err := New(decodeConfig(t, cfg), deps, allStages)
+	if err == nil || !strings.Contains(err.Error(), "variants[1] (b).notice: header needs a notice template, and pack ra3 has none") {
+		t.Fatalf("New = %v, want the missing notice template named", err)
+	}
+	if _, err := New(decodeConfig(t, strings.Replace(cfg, "notice: header", "notice: none", 1)), deps, allStages); err != nil {
+		t.Fatalf("notice: none needs no template, got %v", err)
 	}
 }

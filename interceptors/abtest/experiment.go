@@ -16,6 +16,7 @@ import (
 
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/revise"
 )
 
 // Experiment is a route's A/B experiment: the "experiment" stage, the outermost
@@ -146,9 +147,14 @@ func (e *Experiment) buildVariant(vc *VariantConfig, where string, deps intercep
 			Validate:     vc.Validate,
 			MaxRevisions: vc.MaxRevisions,
 			Threshold:    vc.RevisionThreshold,
+			Notice:       vc.Notice,
 		},
 		key:       counterKey(e.route, e.name, vc.Name, false),
 		forcedKey: counterKey(e.route, e.name, vc.Name, true),
+	}
+	if n := vc.Notice; n != nil && *n != string(revise.NoticeNone) && stages.Revise && deps.Pack != nil &&
+		(deps.Pack.Revision == nil || deps.Pack.Revision.NoticeTmpl == nil) {
+		errs = append(errs, fmt.Errorf("%s.notice: %s needs a notice template, and pack %s has none (revision.notice_template in its pack.yaml)", where, *n, deps.Pack.Name))
 	}
 	if vc.KnowledgeSet != "" && deps.Pack != nil {
 		if err := checkKnowledgeSet(vc.KnowledgeSet, deps); err != nil {

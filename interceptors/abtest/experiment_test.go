@@ -101,6 +101,7 @@ variants:
     validate: false
     max_revisions: 1
     revision_threshold: warning
+    notice: header
 `)
 	// Unknown fields, odd spacing and key order must survive byte for byte.
 	body := `{ "model" : "deepseek-chat",  "x_vendor": {"a": [1, 2.50, {"b": null}]}, "messages": [{"role":"user","content":"分析"}], "temperature": 1, "seed": 7 }`
@@ -140,6 +141,8 @@ variants:
 		t.Errorf("max_revisions %v", o.MaxRevisions)
 	case o.Threshold == nil || *o.Threshold != interceptors.Warning:
 		t.Errorf("threshold %v", o.Threshold)
+	case o.Notice == nil || *o.Notice != "header":
+		t.Errorf("notice %v, want header", o.Notice)
 	}
 	var traced string
 	ex.Trace.Do(func(t *interceptors.Trace) { traced = t.Variant })

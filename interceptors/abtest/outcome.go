@@ -42,17 +42,17 @@ const (
 	fieldRevisions      = "revisions"       // hidden calls, summed
 	fieldRevised        = "revised"         // requests with at least one hidden call
 	fieldTriggered      = "triggered"       // validated drafts with an issue at or above the threshold
-	fieldDowngraded     = "downgraded"      // answers returned with at least one claim downgraded
+	fieldDowngraded     = "downgraded"      // answers returned with at least one claim lowered, a citation removed or its player corrected
 	// fieldDraftContradiction counts first drafts with at least one Contradiction
 	// issue: the headline "contradicted first draft".
 	fieldDraftContradiction = "draft_contradiction"
-	// fieldFinalContradiction counts answers still carrying a Contradiction after
-	// the revision step (its flagged claims downgraded).
+	// fieldFinalContradiction counts answers delivered with a Contradiction still
+	// in them: the answer as sent, after the revision step's downgrade.
 	fieldFinalContradiction = "final_contradiction"
 	// Prefixes completed by a severity's lower-case name ("draft_at_least_warning").
 	prefixDraftAtLeast = "draft_at_least_" // drafts with an issue at or above the severity
 	prefixDraftIssues  = "draft_issues_"   // issues of that severity in first drafts, summed
-	prefixFinalIssues  = "final_issues_"   // issues of that severity left in final answers, summed
+	prefixFinalIssues  = "final_issues_"   // issues of that severity left in the answers as delivered, summed
 	prefixOutcome      = "outcome_"        // + an outcome
 	prefixLatency      = "latency_le_"     // + a bucket bound in ms; "latency_le_inf" beyond the last
 )
@@ -103,8 +103,8 @@ type observation struct {
 	incomplete bool
 	triggered  bool
 	downgraded bool
-	// draft and final count the issues of the first draft and of the answer
-	// returned, by severity (validated answers only).
+	// draft and final count the issues of the first draft and of the answer as
+	// delivered (after the downgrade), by severity (validated answers only).
 	draft, final interceptors.SeverityCounts
 	revisions    int
 	tokens       struct{ total, draft, revision int64 }
@@ -132,7 +132,13 @@ func observe(ex *interceptors.Exchange, latency time.Duration) observation {
 				o.tokens.revision += int64(a.Usage.TotalTokens)
 			}
 		}
-		o.downgraded = len(t.Downgrades) > 0
+		// An edit that only lists alternatives or what would confirm a claim
+		// lowers nothing.
+		for _, d := range t.Downgrades {
+			if d.From != d.To || len(d.RemovedEvidence) > 0 || d.Player != "" {
+				o.downgraded = true
+			}
+		}
 		o.incomplete = t.ValidationIncomplete
 	})
 	if !ex.Response.OK() {
@@ -152,7 +158,12 @@ func observe(ex *interceptors.Exchange, latency time.Duration) observation {
 		draft = ex.Issues
 	}
 	o.draft = interceptors.CountSeverities(draft)
-	o.final = interceptors.CountSeverities(ex.Issues)
+	// The answer as the client got it: after the revision step's downgrade.
+	delivered := ex.DeliveredIssues
+	if ex.Choices == nil {
+		delivered = ex.Issues
+	}
+	o.final = interceptors.CountSeverities(delivered)
 	o.outcome = OutcomeAccepted
 	if final != nil && final.Outcome != "" {
 		o.outcome = final.Outcome
@@ -236,7 +247,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, withLabels("worst"))),
 		finalIssues: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_experiment_final_issues_total",
-			Help: "Issues left in the answers returned to clients, by variant and severity.",
+			Help: "Issues left in the answers as delivered to clients (after the downgrade), by variant and severity.",
 		}, withLabels("severity"))),
 		hiddenCalls: interceptors.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_experiment_revisions_total",

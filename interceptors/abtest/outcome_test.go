@@ -43,6 +43,9 @@ type finished struct {
 	draftTokens int
 	otherTokens int // LLM-backed validators
 	downgrades  int
+	// listings are edits that only list what would confirm a claim (its level
+	// stays): not a downgrade.
+	listings int
 }
 
 // run sends one request through the experiment as the proxy would: request phase,
@@ -84,6 +87,9 @@ func run(t *testing.T, e *Experiment, ex *interceptors.Exchange, f finished) {
 		for i := 0; i < f.downgrades; i++ {
 			tr.Downgrades = append(tr.Downgrades, interceptors.Downgrade{Path: "unitClaims[0]", From: "confirmed", To: "possible"})
 		}
+		for i := 0; i < f.listings; i++ {
+			tr.Downgrades = append(tr.Downgrades, interceptors.Downgrade{Path: "unitClaims[1]", From: "possible", To: "possible", NeedsConfirmation: []string{"x"}})
+		}
 	})
 }
 
@@ -106,8 +112,9 @@ variants:
 `)
 	C, W, F := interceptors.Contradiction, interceptors.Warning, interceptors.Fatal
 	requests := []finished{
-		// accepted: a Warning only, below the threshold.
-		{status: 200, validated: true, draft: issues(W), outcome: OutcomeAccepted, draftTokens: 100},
+		// accepted: a Warning only, below the threshold, fixed by listing what
+		// would confirm the claim.
+		{status: 200, validated: true, draft: issues(W), outcome: OutcomeAccepted, draftTokens: 100, listings: 1},
 		// a contradiction resolved by one revision.
 		{status: 200, validated: true, draft: issues(C, C, W), final: []interceptors.Issue{}, outcome: OutcomeResolved, revisions: []int{150}, draftTokens: 100},
 		// two revisions that did not help: downgraded, the contradiction remains.

@@ -78,7 +78,9 @@ type Rates struct {
 	// Resolved: of the drafts that triggered the revision (an issue at or above the
 	// threshold), those a revision or repair fixed completely.
 	Resolved Rate `json:"resolved"`
-	// Downgrade: validated answers returned with at least one claim downgraded.
+	// Downgrade: validated answers returned with at least one claim lowered, a
+	// citation removed or its player corrected (an accepted draft's weak claims
+	// too, under revise.downgrade below_threshold).
 	Downgrade Rate `json:"downgrade"`
 	// ResidualContradiction: validated answers whose returned attempt still has a
 	// Contradiction (its claims downgraded).

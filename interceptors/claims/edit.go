@@ -3,6 +3,7 @@ package claims
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -116,6 +117,16 @@ type Edit struct {
 	// and ones already present; the array is created when missing (a lone string
 	// becomes its first item). Only unit claims have alternatives.
 	AddAlternatives []string
+	// RemoveEvidence are the positions of evidence items to remove, as in their
+	// paths ("evidence[1]" is 1). A lone evidence string is position 0; removing it
+	// leaves an empty array.
+	RemoveEvidence []int
+	// AddNeedsConfirmation are appended to the claim's needsConfirmation like
+	// AddAlternatives; any claim type may get them (an event or timeline claim gets
+	// the array when it has none).
+	AddNeedsConfirmation []string
+	// Player, when not "", replaces a unit claim's player.
+	Player string
 }
 
 // Downgrade applies edits to the claims block of content and returns the new
@@ -126,8 +137,8 @@ type Edit struct {
 // order. c must be the usable parse of content; afterwards it is stale (parse the new
 // content again for new spans). It returns an error, and no content, for claims that
 // do not belong to content, a path that is not a kept claim ("unitClaims[2]"), a
-// claim that is not a JSON object, an unknown level, or alternatives for an event or
-// timeline claim.
+// claim that is not a JSON object, an unknown level, alternatives or a player for an
+// event or timeline claim, or an evidence position the claim does not have.
 func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
 	if !c.Usable() {
 		return "", errors.New("claims: downgrade: the answer has no valid claims block")
@@ -169,6 +180,24 @@ func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
 				return "", fmt.Errorf("claims: downgrade %s: adding alternatives: %w", e.Path, err)
 			}
 		}
+		if e.Player != "" {
+			if kind != unitKind {
+				return "", fmt.Errorf("claims: downgrade %s: only unit claims name a player", e.Path)
+			}
+			if doc, err = sjson.SetRaw(doc, base+".player", quoteJSON(e.Player)); err != nil {
+				return "", fmt.Errorf("claims: downgrade %s: setting player: %w", e.Path, err)
+			}
+		}
+		if len(e.RemoveEvidence) > 0 {
+			if doc, err = removeEvidence(doc, base+".evidence", e.RemoveEvidence); err != nil {
+				return "", fmt.Errorf("claims: downgrade %s: %w", e.Path, err)
+			}
+		}
+		if len(e.AddNeedsConfirmation) > 0 {
+			if doc, err = addAlternatives(doc, base+".needsConfirmation", e.AddNeedsConfirmation); err != nil {
+				return "", fmt.Errorf("claims: downgrade %s: adding needsConfirmation: %w", e.Path, err)
+			}
+		}
 	}
 	block := strings.TrimRight(gjson.Get(doc, `@pretty:{"width":0}`).Raw, "\n")
 	if c.Fenced && (strings.HasSuffix(c.Block, "\n")) {
@@ -180,7 +209,40 @@ func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
 	return content[:c.Span.Start] + block + content[c.Span.End:], nil
 }
 
-// addAlternatives appends the new alternatives to the array at path.
+// removeEvidence removes the items at the positions from the evidence at path (an
+// array, or a lone string at position 0).
+func removeEvidence(doc, path string, positions []int) (string, error) {
+	cur := gjson.Get(doc, path)
+	if cur.Type == gjson.String {
+		for _, i := range positions {
+			if i != 0 {
+				return "", fmt.Errorf("no evidence item at position %d (the evidence is one string)", i)
+			}
+		}
+		return sjson.SetRaw(doc, path, "[]")
+	}
+	if !cur.IsArray() {
+		return "", errors.New("the claim has no evidence array")
+	}
+	n := len(cur.Array())
+	sorted := append([]int(nil), positions...)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	var err error
+	for k := len(sorted) - 1; k >= 0; k-- {
+		i := sorted[k]
+		if i < 0 || i >= n {
+			return "", fmt.Errorf("no evidence item at position %d (%d items)", i, n)
+		}
+		if doc, err = sjson.Delete(doc, path+"."+strconv.Itoa(i)); err != nil {
+			return "", fmt.Errorf("removing evidence item %d: %w", i, err)
+		}
+	}
+	return doc, nil
+}
+
+// addAlternatives appends the new strings to the array at path (alternatives,
+// needsConfirmation).
 func addAlternatives(doc, path string, add []string) (string, error) {
 	cur := gjson.Get(doc, path)
 	var have []string

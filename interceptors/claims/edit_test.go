@@ -152,6 +152,31 @@ func TestDowngrade(t *testing.T) {
 			},
 		},
 		{
+			name: "false evidence removed, listed in needsConfirmation; the player the facts name",
+			content: fenced("分析。", `{"unitClaims": [{"unitId": 733, "player": "PlayerB", "claim": "A", "evidenceLevel": "highly likely", "evidence": ["select|6:02.00|733", "power|6:02.00|X|733", "select|6:09.00|733"], "needsConfirmation": "已有"}],`+
+				` "eventClaims": [{"claim": "E", "evidenceLevel": "confirmed", "evidence": "power|1:24.00|X|246"}]}`),
+			edits: []Edit{
+				{Path: "unitClaims[0]", Level: "ruled out", RemoveEvidence: []int{2, 1, 1}, AddNeedsConfirmation: []string{"未核实：power|6:02.00|X|733", "已有"}, Player: "PlayerA"},
+				{Path: "eventClaims[0]", Level: "uncertain", RemoveEvidence: []int{0}, AddNeedsConfirmation: []string{"未核实：power|1:24.00|X|246"}},
+			},
+			check: func(t *testing.T, c *Claims) {
+				u := c.UnitClaims[0]
+				if u.Level != RuledOut || u.Player != "PlayerA" {
+					t.Errorf("level %v player %q, want ruled out, PlayerA", u.Level, u.Player)
+				}
+				if len(u.Evidence) != 1 || u.Evidence[0].Raw != "select|6:02.00|733" {
+					t.Errorf("evidence = %+v, want only the first item", u.Evidence)
+				}
+				if got := strings.Join(u.NeedsConfirmation, "|"); got != "已有|未核实：power|6:02.00|X|733" {
+					t.Errorf("needsConfirmation = %q", got)
+				}
+				e := c.EventClaims[0]
+				if len(e.Evidence) != 0 || e.Level != Uncertain || strings.Join(e.NeedsConfirmation, "|") != "未核实：power|1:24.00|X|246" {
+					t.Errorf("event claim = %+v", e)
+				}
+			},
+		},
+		{
 			name:    "bare group in prose",
 			content: "结论 " + claimsJSON + " 完毕。",
 			edits:   []Edit{{Path: "unitClaims[0]", Level: "ruled out"}},
@@ -206,6 +231,8 @@ func TestDowngradeErrors(t *testing.T) {
 		{"truncated claim", c08, parsed, []Edit{{Path: "unitClaims[10]", Level: "possible"}}, "unitClaims[10]: no such claim (10 kept in unitClaims)"},
 		{"unknown level", c08, parsed, []Edit{{Path: "unitClaims[0]", Level: "likely"}}, `unknown evidence level "likely"`},
 		{"alternatives on an event claim", c08, parsed, []Edit{{Path: "eventClaims[0]", AddAlternatives: []string{"x"}}}, "only unit claims have alternatives"},
+		{"a player on an event claim", c08, parsed, []Edit{{Path: "eventClaims[0]", Player: "PlayerA"}}, "only unit claims name a player"},
+		{"an evidence item the claim does not have", c08, parsed, []Edit{{Path: "unitClaims[0]", RemoveEvidence: []int{7}}}, "no evidence item at position 7"},
 		{"other content", "别的答案", parsed, []Edit{{Path: "unitClaims[0]", Level: "possible"}}, "not the one the claims were parsed from"},
 		{"no block", "无", p.Parse("无", Optional), []Edit{{Path: "unitClaims[0]", Level: "possible"}}, "no valid claims block"},
 		{"nil claims", c08, nil, nil, "no valid claims block"},

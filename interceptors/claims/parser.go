@@ -138,6 +138,10 @@ type Claim struct {
 	LevelKnown bool
 	// Evidence is the evidence list, in order.
 	Evidence []Evidence
+	// NeedsConfirmation is the optional needsConfirmation list (the contract does
+	// not ask for it on event and timeline claims; a downgrade lists the evidence
+	// items it removed there).
+	NeedsConfirmation []string
 }
 
 // Parser reads the claims block of answers under one pack's claims contract. It is
@@ -510,6 +514,7 @@ func (st *parseState) claim(kind claimKind, i int, v gjson.Result) Claim {
 	}
 	c.Level, c.LevelRaw, c.LevelKnown = st.level(c.Path, f.level, f.has&hasLevel != 0)
 	c.Evidence = st.evidenceList(kind, i, c.Path, f.evidence)
+	c.NeedsConfirmation = st.stringList(f.confirm)
 	return c
 }
 

@@ -1,17 +1,22 @@
 package revise
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/factgate/factgate/interceptors"
+)
 
 // TestMetricsCountEveryOutcomeAndTheResidualIssues checks what an operator reads
 // on /metrics after one validated answer: the outcome label of
 // factgate_revisions_total (accepted answers are not counted there), the hidden
-// calls in factgate_revision_attempts, and the issues left in the returned answer
-// by severity in factgate_final_issues_total.
+// calls in factgate_revision_attempts, and the issues left in the answer as
+// delivered (after the downgrade) by severity in factgate_final_issues_total.
 func TestMetricsCountEveryOutcomeAndTheResidualIssues(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
 		draft    string
+		rules    map[string]rule // nil: storyRules
 		replies  []reply
 		outcome  string // "" for an accepted draft
 		calls    float64
@@ -21,17 +26,24 @@ func TestMetricsCountEveryOutcomeAndTheResidualIssues(t *testing.T) {
 			draft: answer("PlayerA 在 1:24 打包主基地。", base), calls: 0, residual: map[string]float64{}},
 		{name: "a revision that fixes everything: resolved, nothing left",
 			draft: storyDraft, replies: []reply{{content: storyFixed}}, outcome: OutcomeResolved, calls: 1, residual: map[string]float64{}},
-		{name: "a revision that repeats the draft: downgraded, the draft's issues left",
-			draft: storyDraft, replies: []reply{{content: storyDraft}}, outcome: OutcomeDowngraded, calls: 1,
-			residual: map[string]float64{"Contradiction": 1, "WeakEvidence": 1}},
-		{name: "a revision call that fails: failed, the draft's issues left",
+		{name: "a revision that repeats the draft: downgraded, nothing left in the claims as delivered",
+			draft: storyDraft, replies: []reply{{content: storyDraft}}, outcome: OutcomeDowngraded, calls: 1, residual: map[string]float64{}},
+		{name: "a revision call that fails: failed, nothing left in the claims as delivered",
 			draft: storyDraft, replies: []reply{{status: 500, raw: `{"error":{"message":"overloaded"}}`}}, outcome: OutcomeFailed, calls: 1,
-			residual: map[string]float64{"Contradiction": 1, "WeakEvidence": 1}},
+			residual: map[string]float64{}},
+		{name: "a Warning no recommendation fixes: accepted, the Warning left",
+			draft: answer("900 可能是苏联步兵。", unit{id: 900, claim: "SovietAntiInfantryInfantry", level: "possible", evidence: []string{"select|1:06.39|900"}, alternatives: []string{"SovietEngineer"}}),
+			rules: map[string]rule{"900 SovietAntiInfantryInfantry": {code: "asset.unknown", severity: interceptors.Warning}},
+			calls: 0, residual: map[string]float64{"Warning": 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, setup{draft: tc.draft, rules: storyRules, replies: tc.replies})
+			rules := tc.rules
+			if rules == nil {
+				rules = storyRules
+			}
+			f := newFixture(t, setup{draft: tc.draft, rules: rules, replies: tc.replies})
 			f.run(t)
 			for _, o := range []string{OutcomeResolved, OutcomeImproved, OutcomeDowngraded, OutcomeFailed, OutcomeAccepted} {
 				want := 0.0

@@ -28,6 +28,30 @@ func BenchmarkAcceptedDraft(b *testing.B) {
 	}
 }
 
+// BenchmarkAcceptedDraftWithAWeakClaim is an accepted draft whose claim is
+// downgraded for free (downgrade below_threshold): the claims block edited, the
+// edited answer validated again (here by a fake validator), the notice rendered
+// and placed after the text.
+func BenchmarkAcceptedDraftWithAWeakClaim(b *testing.B) {
+	ra3, _ := packs(b)
+	r, err := New(nil, interceptors.Deps{Route: "bench", Pack: ra3}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	draft := answer("587 确认是基地车；246 在 1:24 打包。", mcv, base)
+	resp := completion(draft, usage(1, 1))
+	val := newFakeValidator(b, storyRules)
+	issues, _ := val.ValidateAnswer(context.Background(), nil, draft)
+	b.ReportAllocs()
+	for b.Loop() {
+		ex := &interceptors.Exchange{Body: []byte(originalRequest), Response: &interceptors.Response{Status: 200, Body: resp},
+			Validators: []interceptors.AnswerValidator{val}, Trace: interceptors.NewTrace("bench"), Issues: issues, DraftIssues: issues}
+		if err := r.OnResponse(context.Background(), ex); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkRevisionRequest renders and builds one revision request of the seed's
 // story (issues with facts, the pack's template, the sjson body).
 func BenchmarkRevisionRequest(b *testing.B) {

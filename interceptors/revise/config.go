@@ -34,7 +34,57 @@ type Config struct {
 	// RelevantFactsLines bounds the fact lines a revision request quotes. Zero
 	// means 40.
 	RelevantFactsLines int `yaml:"relevant_facts_lines"`
+	// Notice says how the reader learns of problems that survived: "append" (the
+	// pack's notice after the answer's text), "header" (X-Factgate-Notice only) or
+	// "none". Empty means append when the pack has a notice template, else none.
+	// An A/B variant's Overrides.Notice replaces it per request.
+	Notice NoticeMode `yaml:"notice"`
+	// Downgrade says which answers get their flagged claims downgraded:
+	// "below_threshold" (the default) also accepted drafts, by the recommendations
+	// of their below-threshold issues, at no upstream call; "threshold_only" only
+	// answers that triggered the revision.
+	Downgrade DowngradeMode `yaml:"downgrade"`
 }
+
+// NoticeMode says how the reader learns of the problems that survived in an
+// answer (revise.notice).
+type NoticeMode string
+
+// The notice modes. The zero value means the pack's default (NoticeAppend when the
+// pack has a notice template, else NoticeNone).
+const (
+	// NoticeNone sends no notice; the trace still records it.
+	NoticeNone NoticeMode = "none"
+	// NoticeAppend adds the notice to the answer's content, after its text (before
+	// a claims block that is kept). An answer that must be JSON — a JSON-mode
+	// request, or a pack whose answer is a JSON object — gets it in the header.
+	NoticeAppend NoticeMode = "append"
+	// NoticeHeader sends it only in the X-Factgate-Notice response header.
+	NoticeHeader NoticeMode = "header"
+)
+
+// ParseNoticeMode reads a notice mode ("none", "append", "header").
+func ParseNoticeMode(s string) (NoticeMode, error) {
+	switch m := NoticeMode(s); m {
+	case NoticeNone, NoticeAppend, NoticeHeader:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown notice mode %q (want none, append or header)", s)
+}
+
+// DowngradeMode says which answers the deterministic downgrade edits
+// (revise.downgrade).
+type DowngradeMode string
+
+// The downgrade modes. The zero value means DowngradeBelowThreshold.
+const (
+	// DowngradeBelowThreshold downgrades every returned answer's flagged claims,
+	// accepted drafts included (by the recommendations of their issues below the
+	// threshold: WeakEvidence, and Warning where a recommendation exists).
+	DowngradeBelowThreshold DowngradeMode = "below_threshold"
+	// DowngradeThresholdOnly leaves accepted drafts as the model wrote them.
+	DowngradeThresholdOnly DowngradeMode = "threshold_only"
+)
 
 // MaxRevisionsLimit is the highest max_revisions accepted: more revisions than
 // this do not converge, they only cost.
@@ -54,6 +104,16 @@ func (c *Config) Validate() error {
 	if c.Threshold != nil && (*c.Threshold < interceptors.Info || *c.Threshold > interceptors.Fatal) {
 		return fmt.Errorf("threshold: %v is not a severity", *c.Threshold)
 	}
+	if c.Notice != "" {
+		if _, err := ParseNoticeMode(string(c.Notice)); err != nil {
+			return fmt.Errorf("notice: %w", err)
+		}
+	}
+	switch c.Downgrade {
+	case "", DowngradeBelowThreshold, DowngradeThresholdOnly:
+	default:
+		return fmt.Errorf("downgrade: unknown mode %q (want below_threshold or threshold_only)", c.Downgrade)
+	}
 	return nil
 }
 
@@ -63,6 +123,8 @@ type settings struct {
 	maxRevisions int
 	budget       time.Duration
 	factLines    int
+	notice       NoticeMode // "" until New applies the pack's default
+	downgrade    DowngradeMode
 }
 
 func (c *Config) settings() settings {
@@ -71,9 +133,14 @@ func (c *Config) settings() settings {
 		maxRevisions: DefaultMaxRevisions,
 		budget:       DefaultBudget,
 		factLines:    DefaultRelevantFactsLines,
+		downgrade:    DowngradeBelowThreshold,
 	}
 	if c == nil {
 		return s
+	}
+	s.notice = c.Notice
+	if c.Downgrade != "" {
+		s.downgrade = c.Downgrade
 	}
 	if c.Threshold != nil {
 		s.threshold = *c.Threshold

@@ -23,13 +23,23 @@
 //     then a revision that leaks (revision.leak: a pack leak phrase its prose holds
 //     more often than the draft's) loses to any that does not; then the fewest
 //     issues by severity, most severe first; the earlier attempt on a tie.
-//   - Downgrade: when flags remain in the returned attempt, each flagged claim (see
-//     Downgraded) gets the recommended evidence level (never a higher one) and
-//     alternatives, edited into the claims JSON with sjson; the prose is untouched.
+//   - Downgrade: when flags remain in the returned attempt — an accepted draft's
+//     too, under downgrade below_threshold — each flagged claim gets the
+//     recommended evidence level (never a higher one), alternatives and player,
+//     loses the evidence items the facts contradict (listed in needsConfirmation
+//     as unverified) and keeps the contract (a hedged unit claim names
+//     alternatives or what would confirm it), edited into the claims JSON with
+//     sjson; the prose is untouched. The edited answer is validated again and
+//     what the edit exposed is downgraded too (settle).
+//   - Notice: when a problem survived into the text the reader sees, the pack's
+//     notice names each such claim and what the facts say: after the answer's
+//     text (notice append), in X-Factgate-Notice (header, and for an answer that
+//     must be JSON) or only in the trace (none).
 //   - Finalize: the claims block is stripped when the proxy injected the contract
 //     (strip_claims auto), always or never; the revision calls' usage is added to
-//     the exchange's; headers X-Factgate-Revisions and X-Factgate-Issues; the
-//     trace's attempts, final outcome and downgrades; metrics.
+//     the exchange's; headers X-Factgate-Revisions, X-Factgate-Issues (draft,
+//     final and delivered counts) and X-Factgate-Notice; the trace's attempts,
+//     final outcome, downgrades and notice; metrics (of the answer as delivered).
 //
 // # Failure
 //

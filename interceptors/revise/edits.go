@@ -2,7 +2,6 @@ package revise
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,8 +152,8 @@ func belief(l claims.Level) int {
 	return 4 // Confirmed
 }
 
-// Downgraded reports whether issue is one the downgrade acts on when the revision
-// budget is spent, and the level it recommends:
+// Downgraded reports whether issue is one the downgrade acts on by lowering its
+// claim, and the level it recommends:
 //   - an issue at or above the threshold inside a claim: its recommended level, or
 //     uncertain when it recommends none (the facts contradict the claim and
 //     nothing else supports it);
@@ -163,7 +162,8 @@ func belief(l claims.Level) int {
 //     claim.no_evidence, unit.not_observed): that level.
 //
 // Issues outside a claim (the root, a whole claims array, revision.leak) are never
-// downgraded: there is no claim to edit.
+// downgraded: there is no claim to edit. (The downgrade acts on a few more issues
+// without lowering their claim: see acts.)
 func Downgraded(is interceptors.Issue, threshold interceptors.Severity) (claims.Level, bool) {
 	if claims.ClaimPath(is.Path) == "" {
 		return 0, false
@@ -181,96 +181,203 @@ func Downgraded(is interceptors.Issue, threshold interceptors.Severity) (claims.
 	return 0, false
 }
 
+// acts reports whether the downgrade acts on is: every issue Downgraded names,
+// and below the threshold also a WeakEvidence or Warning issue whose
+// recommendation it can apply without a level — alternatives, the player the facts
+// name, an evidence item the facts contradict (Contradiction or worse), or the
+// pack's confirm text for the code (claim.no_alternatives). level is the level to
+// lower the claim to, when hasLevel.
+func (r *Revise) acts(is interceptors.Issue, threshold interceptors.Severity) (level claims.Level, hasLevel, ok bool) {
+	cp := claims.ClaimPath(is.Path)
+	if cp == "" {
+		return 0, false, false
+	}
+	if l, ok := Downgraded(is, threshold); ok {
+		return l, true, true
+	}
+	if is.Severity < interceptors.WeakEvidence {
+		return 0, false, false
+	}
+	rec := is.Recommendation
+	falseItem := cp != is.Path && is.Severity >= interceptors.Contradiction
+	if len(rec.Alternatives) > 0 || rec.Player != "" || falseItem || r.hasConfirm(is.Code) {
+		return 0, false, true
+	}
+	return 0, false, false
+}
+
+func (r *Revise) hasConfirm(code string) bool {
+	m, ok := r.pack.Messages[code]
+	return ok && m.ConfirmTmpl != nil
+}
+
+// confirmText is what a claim's needsConfirmation gets for is: the pack's confirm
+// text, else the issue's message; ok is false when the pack has no confirm text.
+func (r *Revise) confirmText(is interceptors.Issue) (string, bool) {
+	if t, ok, err := r.pack.FormatConfirm(is.Code, is); ok && err == nil && t != "" {
+		return t, true
+	}
+	msg, _ := r.issueText(is)
+	return msg, false
+}
+
 // claimState is what a downgrade needs to know of one claim.
 type claimState struct {
 	level        claims.Level
 	known        bool
 	raw          string
 	unit         bool
+	player       string
 	alternatives []string
+	confirm      []string // needsConfirmation
 }
 
-// downgrade edits content's claims block so that every claim flagged by issues
-// (see Downgraded) is at most at its recommended level and lists its recommended
-// alternatives. The prose is left byte-identical. It returns the new content, the
-// edits made and notes on what could not be done.
+// claimPlan collects what the issues of one claim ask the downgrade to do.
+type claimPlan struct {
+	level    claims.Level // the lowest recommended level (Confirmed: none)
+	alts     []string
+	player   string
+	remove   []int    // evidence positions the facts contradict
+	removed  []string // their text
+	confirm  []string // needsConfirmation to add
+	fallback []string // issue messages, for a hedged unit claim left with neither alternatives nor needsConfirmation
+}
+
+// downgrade edits content's claims block so that every claim the issues flag (see
+// acts) keeps the claims contract and says no more than the facts support:
+//   - its evidenceLevel is at most the lowest recommended level (never raised);
+//   - the recommended alternatives are added (unit claims), and the player the
+//     facts name replaces another one;
+//   - evidence items the facts contradict are removed, each listed in
+//     needsConfirmation as unverified (the pack's confirm text for its issue);
+//   - the pack's confirm text of each claim-level issue is added to
+//     needsConfirmation, and a unit claim left possible or uncertain with neither
+//     alternatives nor needsConfirmation gets its issues' messages there.
+//
+// The prose is left byte-identical. It returns the new content, the edits made and
+// notes on what could not be done.
 func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshold interceptors.Severity) (string, []interceptors.Downgrade, []string) {
-	type target struct {
-		level claims.Level
-		alts  []string
-	}
-	targets := map[string]*target{}
+	flagged := 0
 	for _, is := range issues {
-		l, ok := Downgraded(is, threshold)
-		if !ok {
-			continue
-		}
-		p := claims.ClaimPath(is.Path)
-		t := targets[p]
-		if t == nil {
-			t = &target{level: claims.Confirmed}
-			targets[p] = t
-		}
-		if belief(l) < belief(t.level) {
-			t.level = l
-		}
-		for _, a := range is.Recommendation.Alternatives {
-			if a = strings.TrimSpace(a); a != "" && !containsString(t.alts, a) {
-				t.alts = append(t.alts, a)
-			}
+		if _, _, ok := r.acts(is, threshold); ok {
+			flagged++
 		}
 	}
-	if len(targets) == 0 {
+	if flagged == 0 {
 		return content, nil, nil
 	}
 	if r.parser == nil {
-		return content, nil, []string{fmt.Sprintf("pack %s has no claims contract: %d flagged claims cannot be downgraded", r.pack.Name, len(targets))}
+		return content, nil, []string{fmt.Sprintf("pack %s has no claims contract: %d flagged claims cannot be downgraded", r.pack.Name, flagged)}
 	}
 	c := r.parser.Parse(content, claims.Optional)
 	if !c.Usable() {
-		return content, nil, []string{fmt.Sprintf("the answer has no usable claims block: %d flagged claims cannot be downgraded", len(targets))}
+		return content, nil, []string{fmt.Sprintf("the answer has no usable claims block: %d flagged claims cannot be downgraded", flagged)}
+	}
+	type item struct {
+		pos int
+		raw string
 	}
 	var order []string
 	states := map[string]claimState{}
+	items := map[string]item{} // evidence path -> position and text
+	addItems := func(evidence []claims.Evidence) {
+		for j := range evidence {
+			items[evidence[j].Path] = item{j, evidence[j].Raw}
+		}
+	}
 	for i := range c.UnitClaims {
 		u := &c.UnitClaims[i]
 		order = append(order, u.Path)
-		states[u.Path] = claimState{level: u.Level, known: u.LevelKnown, raw: u.LevelRaw, unit: true, alternatives: u.Alternatives}
+		states[u.Path] = claimState{level: u.Level, known: u.LevelKnown, raw: u.LevelRaw, unit: true, player: u.Player, alternatives: u.Alternatives, confirm: u.NeedsConfirmation}
+		addItems(u.Evidence)
 	}
 	for _, list := range [...][]claims.Claim{c.EventClaims, c.TimelineClaims} {
 		for i := range list {
 			order = append(order, list[i].Path)
-			states[list[i].Path] = claimState{level: list[i].Level, known: list[i].LevelKnown, raw: list[i].LevelRaw}
+			states[list[i].Path] = claimState{level: list[i].Level, known: list[i].LevelKnown, raw: list[i].LevelRaw, confirm: list[i].NeedsConfirmation}
+			addItems(list[i].Evidence)
 		}
+	}
+	plans := map[string]*claimPlan{}
+	var notes []string
+	missing := map[string]bool{}
+	for _, is := range issues {
+		level, hasLevel, ok := r.acts(is, threshold)
+		if !ok {
+			continue
+		}
+		p := claims.ClaimPath(is.Path)
+		st, known := states[p]
+		if !known {
+			if !missing[p] {
+				missing[p] = true
+				notes = append(notes, "flagged claim "+p+" is not in the returned answer's claims block; not downgraded")
+			}
+			continue
+		}
+		plan := plans[p]
+		if plan == nil {
+			plan = &claimPlan{level: claims.Confirmed}
+			plans[p] = plan
+		}
+		if hasLevel && belief(level) < belief(plan.level) {
+			plan.level = level
+		}
+		for _, a := range is.Recommendation.Alternatives {
+			plan.alts = appendNew(plan.alts, a)
+		}
+		if pl := strings.TrimSpace(is.Recommendation.Player); pl != "" && st.unit {
+			plan.player = pl
+		}
+		if p != is.Path {
+			if it, ok := items[is.Path]; ok && is.Severity >= interceptors.Contradiction && !slices.Contains(plan.remove, it.pos) {
+				plan.remove = append(plan.remove, it.pos)
+				plan.removed = append(plan.removed, it.raw)
+				text, _ := r.confirmText(is)
+				plan.confirm = appendNew(plan.confirm, text)
+			}
+		} else if text, ok := r.confirmText(is); ok {
+			plan.confirm = appendNew(plan.confirm, text)
+		}
+		msg, _ := r.issueText(is)
+		plan.fallback = appendNew(plan.fallback, msg)
 	}
 	var edits []claims.Edit
 	var done []interceptors.Downgrade
-	var notes []string
-	for _, p := range slices.Sorted(maps.Keys(targets)) {
-		if _, ok := states[p]; !ok {
-			notes = append(notes, "flagged claim "+p+" is not in the returned answer's claims block; not downgraded")
-		}
-	}
 	for _, p := range order {
-		t := targets[p]
-		if t == nil {
+		plan := plans[p]
+		if plan == nil {
 			continue
 		}
 		st := states[p]
 		e := claims.Edit{Path: p}
 		to := st.level
-		if belief(t.level) < belief(st.level) || !st.known {
-			to = min2(t.level, st.level)
+		if belief(plan.level) < belief(st.level) || (!st.known && plan.level != claims.Confirmed) {
+			to = min2(plan.level, st.level)
 			e.Level = to.String()
 		}
 		if st.unit {
-			for _, a := range t.alts {
+			for _, a := range plan.alts {
 				if !containsTrimmed(st.alternatives, a) {
 					e.AddAlternatives = append(e.AddAlternatives, a)
 				}
 			}
+			if plan.player != "" && plan.player != st.player {
+				e.Player = plan.player
+			}
 		}
-		if e.Level == "" && len(e.AddAlternatives) == 0 {
+		e.RemoveEvidence = plan.remove
+		for _, t := range plan.confirm {
+			if !containsTrimmed(st.confirm, t) {
+				e.AddNeedsConfirmation = append(e.AddNeedsConfirmation, t)
+			}
+		}
+		// The contract: a possible or uncertain unit claim names alternatives or
+		// what would confirm it.
+		if st.unit && to.Hedged() && len(st.alternatives)+len(e.AddAlternatives) == 0 && len(st.confirm)+len(e.AddNeedsConfirmation) == 0 {
+			e.AddNeedsConfirmation = plan.fallback
+		}
+		if e.Level == "" && len(e.AddAlternatives) == 0 && e.Player == "" && len(e.RemoveEvidence) == 0 && len(e.AddNeedsConfirmation) == 0 {
 			continue
 		}
 		from := st.level.String()
@@ -278,7 +385,8 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 			from = st.raw
 		}
 		edits = append(edits, e)
-		done = append(done, interceptors.Downgrade{Path: p, From: from, To: to.String(), Alternatives: e.AddAlternatives})
+		done = append(done, interceptors.Downgrade{Path: p, From: from, To: to.String(), Alternatives: e.AddAlternatives,
+			RemovedEvidence: plan.removed, NeedsConfirmation: e.AddNeedsConfirmation, Player: e.Player})
 	}
 	if len(edits) == 0 {
 		return content, nil, notes
@@ -288,6 +396,14 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 		return content, nil, append(notes, "downgrading failed: "+err.Error())
 	}
 	return out, done, notes
+}
+
+// appendNew appends s (trimmed) unless it is blank or already in list.
+func appendNew(list []string, s string) []string {
+	if s = strings.TrimSpace(s); s == "" || containsString(list, s) {
+		return list
+	}
+	return append(list, s)
 }
 
 // min2 returns the level of lower belief.

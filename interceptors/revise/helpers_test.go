@@ -123,7 +123,8 @@ func (v *fakeValidator) ValidateAnswer(_ context.Context, _ *interceptors.Exchan
 	for i := range c.UnitClaims {
 		u := &c.UnitClaims[i]
 		r, ok := v.rules[strconv.FormatInt(u.UnitID, 10)+" "+u.Claim]
-		if !ok || (r.confident && !u.Level.AtLeastHighlyLikely()) {
+		// As the identity rules do, no rule flags a claim that rules the identity out.
+		if !ok || (r.confident && !u.Level.AtLeastHighlyLikely()) || u.Level.RulesOut() {
 			continue
 		}
 		issues = append(issues, interceptors.Issue{

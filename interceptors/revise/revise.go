@@ -70,7 +70,8 @@ type Options struct {
 // Revise is the hidden revision (PRODUCT.md §9): a response phase that runs after
 // validation, sees the draft's issues in ex.Issues and, when one reaches the
 // threshold, has the model revise its answer — bounded in calls and time — then
-// returns the best attempt, downgraded where flags remain, as if it were the first.
+// returns the best attempt, downgraded where flags remain, as if it were the first,
+// with a notice to the reader naming what survived into its text.
 //
 // It fails open: no failure of a hidden call (timeout, non-2xx status, malformed
 // or empty answer) fails the client's request; the best attempt so far is returned
@@ -109,6 +110,10 @@ func New(cfg *Config, deps interceptors.Deps, opts Options) (*Revise, error) {
 	if !opts.Strip.valid() {
 		return nil, fmt.Errorf("strip_claims: unknown mode %q (want auto, always or never)", string(opts.Strip))
 	}
+	hasNotice := deps.Pack.Revision.NoticeTmpl != nil
+	if m := cfg.settings().notice; (m == NoticeAppend || m == NoticeHeader) && !hasNotice {
+		return nil, fmt.Errorf("notice: %s needs a notice template, and pack %s has none (revision.notice_template in its pack.yaml); use none", m, deps.Pack.Name)
+	}
 	r := &Revise{
 		route:        deps.Route,
 		pack:         deps.Pack,
@@ -121,6 +126,12 @@ func New(cfg *Config, deps interceptors.Deps, opts Options) (*Revise, error) {
 	}
 	if r.strip == "" {
 		r.strip = StripAuto
+	}
+	if r.cfg.notice == "" {
+		r.cfg.notice = NoticeNone
+		if hasNotice {
+			r.cfg.notice = NoticeAppend
+		}
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -170,8 +181,10 @@ type run struct {
 	ex       *interceptors.Exchange
 	cfg      settings
 	deadline time.Time
-	// choice is the index of the choice revised.
-	choice int
+	// choice is the index of the choice revised; several reports that the answer
+	// has more than one.
+	choice  int
+	several bool
 	// reference is what later attempts are compared with: the draft, or the
 	// repaired draft when the draft had no claims block.
 	reference *attempt
@@ -221,7 +234,7 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 		if c.Skipped != "" {
 			continue
 		}
-		ru := &run{r: r, ex: ex, cfg: cfg, deadline: deadline, choice: c.Index}
+		ru := &run{r: r, ex: ex, cfg: cfg, deadline: deadline, choice: c.Index, several: len(choices) > 1}
 		draft := ru.draft(ex.Response.ChoiceContent(c.Index), c.DraftIssues)
 		if ru.triggered(draft) {
 			ru.setReference(draft)
@@ -229,8 +242,8 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 				return err
 			}
 		}
-		res := ru.finish(draft)
-		c.Issues = res.best.issues
+		res := ru.finish(ctx, draft)
+		c.Issues, c.Delivered = res.best.issues, res.delivered
 		results = append(results, res)
 	}
 	if len(results) == 0 {
@@ -238,22 +251,43 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 	}
 	ex.Choices = choices
 	ex.CollectIssues()
-	var draftCounts, finalCounts interceptors.SeverityCounts
+	var draftCounts, finalCounts, deliveredCounts interceptors.SeverityCounts
 	top := results[0]
+	var headerNotices []*interceptors.Notice
+	var firstNotice *interceptors.Notice
 	for _, res := range results {
 		draftCounts = draftCounts.Add(res.draft.counts)
 		finalCounts = finalCounts.Add(res.best.counts)
+		deliveredCounts = deliveredCounts.Add(interceptors.CountSeverities(res.delivered))
 		if outcomeRank[res.outcome] > outcomeRank[top.outcome] {
 			top = res
 		}
+		if n := res.notice; n != nil {
+			if firstNotice == nil {
+				firstNotice = n
+			}
+			if n.Mode == string(NoticeHeader) {
+				headerNotices = append(headerNotices, n)
+			}
+		}
 	}
 	ex.SetHeader(HeaderRevisions, strconv.Itoa(ex.Revisions))
-	ex.SetHeader(HeaderIssues, "draft="+draftCounts.String()+";final="+finalCounts.String())
+	ex.SetHeader(HeaderIssues, "draft="+draftCounts.String()+";final="+finalCounts.String()+";delivered="+deliveredCounts.String())
+	if len(headerNotices) > 0 {
+		value, cut := noticeHeader(headerNotices, len(choices) > 1)
+		ex.SetHeader(HeaderNotice, value)
+		if cut {
+			ex.Trace.Note(fmt.Sprintf("revise: the notice is longer than %s allows (%d bytes); the header carries its first lines and \"…\", the trace the whole notice", HeaderNotice, MaxNoticeHeader))
+		}
+	}
 	ex.Trace.Do(func(t *interceptors.Trace) {
-		t.Final = &interceptors.FinalOutcome{Choice: top.choice, Attempt: top.best.trace, Outcome: top.outcome, Counts: finalCounts.String()}
+		t.Final = &interceptors.FinalOutcome{Choice: top.choice, Attempt: top.best.trace, Outcome: top.outcome,
+			Counts: finalCounts.String(), Delivered: deliveredCounts.String(), Notice: top.notice}
+		t.Notice = firstNotice
 		if len(results) > 1 || len(choices) > 1 {
 			for _, res := range results {
-				t.Choices = append(t.Choices, interceptors.FinalOutcome{Choice: res.choice, Attempt: res.best.trace, Outcome: res.outcome, Counts: res.best.counts.String()})
+				t.Choices = append(t.Choices, interceptors.FinalOutcome{Choice: res.choice, Attempt: res.best.trace, Outcome: res.outcome,
+					Counts: res.best.counts.String(), Delivered: interceptors.CountSeverities(res.delivered).String(), Notice: res.notice})
 			}
 		}
 	})
@@ -269,6 +303,10 @@ type choiceResult struct {
 	choice      int
 	outcome     string
 	draft, best *attempt
+	// delivered are the issues of the answer as sent (after the downgrade).
+	delivered []interceptors.Issue
+	// notice is the choice's notice (nil when nothing survived).
+	notice *interceptors.Notice
 }
 
 // triggered reports an issue at or above the threshold. (A revision that leaks is
@@ -632,11 +670,13 @@ func better(a, b *attempt) bool {
 	return a.counts.Compare(b.counts) < 0
 }
 
-// finish picks the choice's returned attempt, downgrades what remains flagged,
-// strips the claims block when the client did not ask for it, puts it into the
-// response, and counts the choice's outcome in the metrics. The headers and the
-// trace's final outcome, which cover every choice, are the caller's.
-func (ru *run) finish(draft *attempt) choiceResult {
+// finish picks the choice's returned attempt, downgrades what remains flagged
+// (an accepted draft too, under downgrade below_threshold), tells the reader what
+// survived (the notice), strips the claims block when the client did not ask for
+// it, puts the answer into the response, and counts the choice's outcome in the
+// metrics. The headers and the trace's final outcome, which cover every choice,
+// are the caller's.
+func (ru *run) finish(ctx context.Context, draft *attempt) choiceResult {
 	ex := ru.ex
 	best := ru.best()
 	outcome := OutcomeAccepted
@@ -651,16 +691,29 @@ func (ru *run) finish(draft *attempt) choiceResult {
 	default:
 		outcome = OutcomeDowngraded
 	}
-	content := best.content
+	content, delivered := best.content, best.issues
 	var downgrades []interceptors.Downgrade
-	if outcome != OutcomeAccepted {
-		var notes []string
-		content, downgrades, notes = ru.r.downgrade(content, best.issues, ru.cfg.threshold)
-		for _, n := range notes {
-			ex.Trace.Note("revise: " + ru.prefix() + n)
-		}
+	if outcome != OutcomeAccepted || ru.cfg.downgrade == DowngradeBelowThreshold {
+		content, delivered, downgrades = ru.settle(ctx, best)
 		for i := range downgrades {
 			downgrades[i].Choice = ru.choice
+		}
+	}
+	var notice *interceptors.Notice
+	if data, named, ok := ru.notice(best, delivered, content, downgrades); ok && ru.r.pack.Revision.NoticeTmpl != nil {
+		text, err := ru.r.pack.RenderNotice(data)
+		switch {
+		case err != nil:
+			ex.Trace.Note("revise: " + ru.prefix() + "rendering the notice failed: " + err.Error())
+		case text != "":
+			mode := ru.noticeMode()
+			if mode == NoticeAppend && ru.jsonAnswer() {
+				mode = NoticeHeader
+			}
+			notice = &interceptors.Notice{Choice: ru.choice, Mode: string(mode), Text: text, Issues: named}
+			if mode == NoticeAppend {
+				content = ru.r.placeNotice(content, text)
+			}
 		}
 	}
 	if ru.stripClaims() {
@@ -678,13 +731,13 @@ func (ru *run) finish(draft *attempt) choiceResult {
 	if len(downgrades) > 0 {
 		ex.Trace.Do(func(t *interceptors.Trace) { t.Downgrades = append(t.Downgrades, downgrades...) })
 	}
-	ru.r.metrics.observe(ru.r.route, ru.ex.Overrides.Variant, outcome, ru.calls, ru.tokens, best.counts)
-	return choiceResult{choice: ru.choice, outcome: outcome, draft: draft, best: best}
+	ru.r.metrics.observe(ru.r.route, ru.ex.Overrides.Variant, outcome, ru.calls, ru.tokens, interceptors.CountSeverities(delivered))
+	return choiceResult{choice: ru.choice, outcome: outcome, draft: draft, best: best, delivered: delivered, notice: notice}
 }
 
 // prefix names the choice in trace notes when the answer has several.
 func (ru *run) prefix() string {
-	if len(ru.ex.Choices) > 1 {
+	if ru.several {
 		return "choice " + strconv.Itoa(ru.choice) + ": "
 	}
 	return ""

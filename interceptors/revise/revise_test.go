@@ -12,6 +12,7 @@ import (
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
+	"github.com/factgate/factgate/knowledge"
 )
 
 // The seed's story: 733 is not a bomber at 6:02 (no bomber was produced before
@@ -53,8 +54,8 @@ func TestRevisionResolvesAContradiction(t *testing.T) {
 	if got := f.header(HeaderRevisions); got != "1" {
 		t.Errorf("%s = %q, want 1", HeaderRevisions, got)
 	}
-	if got := f.header(HeaderIssues); got != "draft=C1,E1;final=0" {
-		t.Errorf("%s = %q, want draft=C1,E1;final=0", HeaderIssues, got)
+	if got := f.header(HeaderIssues); got != "draft=C1,E1;final=0;delivered=0" {
+		t.Errorf("%s = %q, want draft=C1,E1;final=0;delivered=0", HeaderIssues, got)
 	}
 	if got, want := f.ex.Usage, usage(1000, 100).Add(storyFixedUs); got != want {
 		t.Errorf("usage = %+v, want the draft's plus the revision's %+v", got, want)
@@ -89,18 +90,50 @@ func TestCleanDraftMakesNoCall(t *testing.T) {
 	if got := f.ex.Response.Content(); got != draft {
 		t.Errorf("a clean draft changed:\n%s", got)
 	}
-	if f.header(HeaderRevisions) != "0" || f.header(HeaderIssues) != "draft=0;final=0" || f.outcome() != OutcomeAccepted {
-		t.Errorf("headers %v, outcome %q; want 0 revisions, draft=0;final=0, accepted", f.ex.ResponseHeaders, f.outcome())
+	if f.header(HeaderRevisions) != "0" || f.header(HeaderIssues) != "draft=0;final=0;delivered=0" || f.outcome() != OutcomeAccepted {
+		t.Errorf("headers %v, outcome %q; want 0 revisions, draft=0;final=0;delivered=0, accepted", f.ex.ResponseHeaders, f.outcome())
+	}
+	if f.header(HeaderNotice) != "" || strings.Contains(f.ex.Response.Content(), "⚠") {
+		t.Errorf("a clean draft got a notice: %v", f.ex.ResponseHeaders)
 	}
 }
 
 func TestWeakEvidenceAloneIsAccepted(t *testing.T) {
 	t.Parallel()
-	draft := answer("587 确认是基地车。", mcv)
-	f := newFixture(t, setup{draft: draft, rules: storyRules})
-	f.run(t)
-	if n := len(f.up.requests()); n != 0 || f.ex.Response.Content() != draft {
-		t.Errorf("%d calls, content changed: %v; a WeakEvidence below the threshold is not revised", n, f.ex.Response.Content() != draft)
+	prose := "587 确认是基地车。"
+	draft := answer(prose, mcv)
+	tests := []struct {
+		name      string
+		cfg       *Config
+		level     claims.Level // 587's level as delivered
+		notice    bool
+		unchanged bool
+	}{
+		{name: "below_threshold (default): downgraded for free, and the reader is told", level: claims.Possible, notice: true},
+		{name: "threshold_only: the claims stay, the reader is told", cfg: &Config{Downgrade: DowngradeThresholdOnly}, level: claims.Confirmed, notice: true},
+		{name: "threshold_only without a notice: the draft as written", cfg: &Config{Downgrade: DowngradeThresholdOnly, Notice: NoticeNone}, level: claims.Confirmed, unchanged: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, setup{cfg: tc.cfg, draft: draft, rules: storyRules})
+			f.run(t)
+			got := f.ex.Response.Content()
+			if n := len(f.up.requests()); n != 0 || f.outcome() != OutcomeAccepted {
+				t.Errorf("%d calls, outcome %q; a WeakEvidence below the threshold is not revised", n, f.outcome())
+			}
+			if tc.unchanged && got != draft {
+				t.Errorf("the draft changed:\n%s", got)
+			}
+			if u := parseUnits(t, got)[0]; u.Level != tc.level {
+				t.Errorf("587 is delivered at %v, want %v", u.Level, tc.level)
+			} else if tc.level == claims.Possible && !containsString(u.Alternatives, "AlliedMiner") {
+				t.Errorf("587 was lowered without the recommended alternative: %v", u.Alternatives)
+			}
+			if has := strings.HasPrefix(got, prose+"\n\n⚠") && strings.Contains(got, "UnitId 587"); has != tc.notice {
+				t.Errorf("notice after the prose = %v, want %v:\n%s", has, tc.notice, got)
+			}
+		})
 	}
 }
 
@@ -142,8 +175,8 @@ func TestUnresolvedClaimsAreDowngraded(t *testing.T) {
 				t.Errorf("outcome %q, want %q", f.outcome(), tc.outcome)
 			}
 			got := f.ex.Response.Content()
-			if !strings.HasPrefix(got, tc.wantProse+"\n\n"+marker) {
-				t.Errorf("returned prose is not %q:\n%s", tc.wantProse, got)
+			if !strings.HasPrefix(got, tc.wantProse+"\n\n⚠") || !strings.Contains(got, "UnitId 733") || !strings.Contains(got, "\n\n"+marker) {
+				t.Errorf("returned prose is not %q followed by a notice naming 733 and the claims block:\n%s", tc.wantProse, got)
 			}
 			units := parseUnits(t, got)
 			if units[0].Level != claims.RuledOut {
@@ -337,8 +370,8 @@ func TestRepairAppendsTheMissingClaimsBlock(t *testing.T) {
 		if !strings.HasPrefix(got, prose+"\n\n"+marker+"\n```json\n") || strings.Contains(got, "好的") {
 			t.Errorf("repaired answer:\n%s\nwant the draft's prose, then the marker and the block only", got)
 		}
-		if f.outcome() != OutcomeResolved || f.header(HeaderIssues) != "draft=F1;final=0" {
-			t.Errorf("outcome %q, issues %q; want resolved, draft=F1;final=0", f.outcome(), f.header(HeaderIssues))
+		if f.outcome() != OutcomeResolved || f.header(HeaderIssues) != "draft=F1;final=0;delivered=0" {
+			t.Errorf("outcome %q, issues %q; want resolved, draft=F1;final=0;delivered=0", f.outcome(), f.header(HeaderIssues))
 		}
 		reqs := f.up.requests()
 		if len(reqs) != 1 || !strings.Contains(gjson.GetBytes(reqs[0], "messages.3.content").Str, "只输出声明部分") {
@@ -539,8 +572,8 @@ func TestIssuesAreComparedByClaimNotByPosition(t *testing.T) {
 	if got := f.ex.Response.Content(); !strings.HasPrefix(got, "PlayerA 的 690") {
 		t.Errorf("the draft (C2) beat the revision (C1):\n%s", got)
 	}
-	if f.outcome() != OutcomeImproved || f.header(HeaderIssues) != "draft=C2;final=C1" {
-		t.Errorf("outcome %q, issues %q; want improved, draft=C2;final=C1", f.outcome(), f.header(HeaderIssues))
+	if f.outcome() != OutcomeImproved || f.header(HeaderIssues) != "draft=C2;final=C1;delivered=0" {
+		t.Errorf("outcome %q, issues %q; want improved, draft=C2;final=C1;delivered=0", f.outcome(), f.header(HeaderIssues))
 	}
 }
 
@@ -595,5 +628,45 @@ func TestTheBudgetCoversValidatingARevision(t *testing.T) {
 	f.ex.Trace.Do(func(tr *interceptors.Trace) { incomplete = tr.ValidationIncomplete })
 	if !incomplete {
 		t.Error("the trace does not say the revision's validation was cut off")
+	}
+}
+
+func TestNoticeAndDowngradeConfig(t *testing.T) {
+	t.Parallel()
+	ra3, _ := packs(t)
+	bare := *ra3
+	rev := *ra3.Revision
+	rev.NoticeTmpl = nil
+	bare.Revision = &rev
+	tests := []struct {
+		name string
+		cfg  *Config
+		pack *knowledge.Pack
+		want string // "" accepted
+	}{
+		{name: "an unknown notice mode", cfg: &Config{Notice: "footer"}, pack: ra3, want: `notice: unknown notice mode "footer" (want none, append or header)`},
+		{name: "an unknown downgrade mode", cfg: &Config{Downgrade: "always"}, pack: ra3, want: `downgrade: unknown mode "always" (want below_threshold or threshold_only)`},
+		{name: "append without the pack's notice template", cfg: &Config{Notice: NoticeAppend}, pack: &bare, want: "notice: append needs a notice template, and pack ra3 has none"},
+		{name: "header without the pack's notice template", cfg: &Config{Notice: NoticeHeader}, pack: &bare, want: "notice: header needs a notice template"},
+		{name: "none without a template", cfg: &Config{Notice: NoticeNone}, pack: &bare},
+		{name: "the default without a template is none", pack: &bare},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := New(tc.cfg, interceptors.Deps{Route: "ra3", Pack: tc.pack}, Options{})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("New: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("New = %v, want an error containing %q", err, tc.want)
+			case tc.want == "" && r.cfg.notice != NoticeNone:
+				t.Fatalf("notice mode %q, want none", r.cfg.notice)
+			}
+		})
+	}
+	r, err := New(nil, interceptors.Deps{Route: "ra3", Pack: ra3}, Options{})
+	if err != nil || r.cfg.notice != NoticeAppend || r.cfg.downgrade != DowngradeBelowThreshold {
+		t.Fatalf("defaults with the ra3 pack: notice %q downgrade %q (%v), want append and below_threshold", r.cfg.notice, r.cfg.downgrade, err)
 	}
 }

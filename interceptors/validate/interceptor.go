@@ -20,7 +20,8 @@ import (
 )
 
 // HeaderIssues is the response header with the issue counts by severity of the
-// first draft and of the final answer: "draft=C1,W2;final=0".
+// first draft, of the final answer as validated and of the answer as delivered
+// (after the revision step's downgrade): "draft=C1,W2;final=C1;delivered=0".
 const HeaderIssues = "X-Factgate-Issues"
 
 // AttemptDraft is the trace attempt kind of the first answer.
@@ -40,7 +41,7 @@ const AttemptDraft = "draft"
 // LLM-backed validators other stages registered run too), stores the issues in
 // ex.Issues and ex.DraftIssues, records a "draft" attempt and the time taken in
 // the trace, counts the issues in factgate_validation_issues_total and sets
-// X-Factgate-Issues (final = draft until a revision step overwrites it). The
+// X-Factgate-Issues (final = delivered = draft until a revision step overwrites it). The
 // answer itself passes unchanged.
 //
 // It fails open: a validator that cannot run (an internal error, a panic) leaves
@@ -194,7 +195,7 @@ func (v *Validate) OnResponse(ctx context.Context, ex *interceptors.Exchange) er
 			ex.Trace.Note("validate: validation incomplete, the answer passes: " + strings.Join(msgs, "; "))
 			v.log.Warn("validation incomplete", "route", v.route, "errors", strings.Join(msgs, "; "))
 		}
-		c.DraftIssues, c.Issues = issues, issues
+		c.DraftIssues, c.Issues, c.Delivered = issues, issues, issues
 		counts := interceptors.CountSeverities(issues)
 		total = total.Add(counts)
 		ex.Trace.AddAttempt(interceptors.Attempt{
@@ -214,7 +215,7 @@ func (v *Validate) OnResponse(ctx context.Context, ex *interceptors.Exchange) er
 	}
 	ex.CollectIssues()
 	if ex.Validated() {
-		ex.SetHeader(HeaderIssues, "draft="+total.String()+";final="+total.String())
+		ex.SetHeader(HeaderIssues, "draft="+total.String()+";final="+total.String()+";delivered="+total.String())
 	}
 	return nil
 }

@@ -114,7 +114,7 @@ func TestStageValidatesTheDraft(t *testing.T) {
 			hdr = h[1]
 		}
 	}
-	if hdr != "draft=C1;final=C1" {
+	if hdr != "draft=C1;final=C1;delivered=C1" {
 		t.Fatalf("%s: %q", HeaderIssues, hdr)
 	}
 	raw, _ := json.Marshal(ex.Trace)

@@ -66,8 +66,13 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 				if known {
 					owner = strings.Join(owners, r.c.sep)
 				}
+				rec := interceptors.Recommendation{EvidenceLevel: levelUncertain}
+				if len(owners) == 1 {
+					// The facts name one owner: the claim can name it.
+					rec.Player = owners[0]
+				}
 				r.add(finding{issue: newIssue(CodePlayerMismatch, interceptors.Contradiction, u.Path,
-					interceptors.Recommendation{EvidenceLevel: levelUncertain},
+					rec,
 					"unit", unit, "player", u.Player, "owner", owner, "claim", u.Claim),
 					units: []int64{id}})
 			}

@@ -215,7 +215,7 @@ func TestValidateStageChecksADnDDraft(t *testing.T) {
 	if string(ex.Response.Body) != before {
 		t.Fatal("validation changed the answer")
 	}
-	if h := headerValue(ex, HeaderIssues); h != "draft=F1;final=F1" {
+	if h := headerValue(ex, HeaderIssues); h != "draft=F1;final=F1;delivered=F1" {
 		t.Fatalf("%s = %q", HeaderIssues, h)
 	}
 }

@@ -1,6 +1,7 @@
 package mockupstream
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -244,6 +245,9 @@ func (cs *compiledScript) pick(q *chatRequest, h http.Header) (*compiledAnswer, 
 		if !r.match.holds(q, h) {
 			continue
 		}
+		if r.generate != nil {
+			return r.generated(q), r.name
+		}
 		n := int(r.served.Add(1) - 1)
 		if n >= len(r.answers) {
 			n = len(r.answers) - 1
@@ -251,6 +255,24 @@ func (cs *compiledScript) pick(q *chatRequest, h http.Header) (*compiledAnswer, 
 		return r.answers[n], r.name
 	}
 	return cs.def, "default"
+}
+
+// generated computes a Generate rule's answer for q; an answer that does not
+// compile becomes a 500 error envelope.
+func (r *compiledRule) generated(q *chatRequest) *compiledAnswer {
+	// The request's strings point into a pooled body; the generator may keep them.
+	req := Request{Model: strings.Clone(q.model), N: q.n, Messages: make([]Message, len(q.messages))}
+	for i := range q.messages {
+		req.Messages[i] = Message{Role: strings.Clone(q.messages[i].role), Text: strings.Clone(q.text(i))}
+	}
+	ans := r.generate(req)
+	a, err := compileAnswer(&ans, r.dir)
+	if err != nil {
+		body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "mock rule " + r.name + ": the generated answer is not valid: " + err.Error(),
+			"type": "server_error", "param": nil, "code": "invalid_generated_answer"}})
+		a, _ = compileAnswer(&Answer{Fault: &Fault{Status: http.StatusInternalServerError, Body: string(body)}}, "")
+	}
+	return a
 }
 
 // holds reports whether every predicate of m holds for q; cheap ones first.

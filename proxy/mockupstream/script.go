@@ -53,6 +53,28 @@ type Rule struct {
 	// Answers is a sequence: the rule's n-th match gets Answers[n-1], and once the
 	// sequence is used up the last answer repeats. [Server.Reset] restarts sequences.
 	Answers []Answer `yaml:"answers"`
+	// Generate, when set, computes the answer of every request the rule matches —
+	// a scripted model written in Go, such as [Analyst]; Answer and Answers must
+	// then be unset. It is called concurrently. An answer it returns that is not
+	// valid (a negative chunk size, a missing content file...) is answered with a
+	// 500 error envelope naming the problem. A YAML script cannot set it.
+	Generate func(Request) Answer `yaml:"-"`
+}
+
+// Request is a chat completion request as a rule's Generate sees it.
+type Request struct {
+	// Model is the request's model.
+	Model string
+	// Messages are the request's messages in order.
+	Messages []Message
+	// N is the number of choices asked for (1 when the request does not say).
+	N int
+}
+
+// Message is one message of a Request: its role and text (the content string, or
+// the text parts of a content array joined with "\n").
+type Message struct {
+	Role, Text string
 }
 
 // Match is a conjunction of predicates on a chat completion request: every field that
@@ -278,6 +300,10 @@ type compiledRule struct {
 	name    string
 	match   compiledMatch
 	answers []*compiledAnswer
+	// generate computes the answer per request (Rule.Generate); dir is where its
+	// content files are.
+	generate func(Request) Answer
+	dir      string
 	// served counts the rule's matches since the last Reset, for sequences.
 	served atomic.Int64
 }
@@ -327,6 +353,10 @@ func compileScript(s *Script) (*compiledScript, error) {
 		}
 		cr.match = m
 		switch {
+		case r.Generate != nil && (r.Answer != nil || len(r.Answers) > 0):
+			return nil, fmt.Errorf("mock script %s: %s: generate is set, so answer and answers must not be", src, where)
+		case r.Generate != nil:
+			cr.generate, cr.dir = r.Generate, s.Dir
 		case r.Answer != nil && len(r.Answers) > 0:
 			return nil, fmt.Errorf("mock script %s: %s: both answer and answers are set; use one", src, where)
 		case r.Answer != nil:

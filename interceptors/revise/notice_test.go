@@ -1,0 +1,163 @@
+package revise
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/claims"
+)
+
+func TestPercentEncodedNoticeReadsBack(t *testing.T) {
+	t.Parallel()
+	text := "⚠ 以下判断与录像不符，未能修正：\n- “UnitId 733 是 AlliedBomberAircraft”：a+b, c:d 100% ~ok_-."
+	enc := percentEncode(text)
+	if strings.ContainsAny(enc, " ,:+\n") {
+		t.Fatalf("the value %q holds a character a header list or a query decoder would misread", enc)
+	}
+	for name, decode := range map[string]func(string) (string, error){"PathUnescape": url.PathUnescape, "QueryUnescape": url.QueryUnescape} {
+		if got, err := decode(enc); err != nil || got != text {
+			t.Errorf("%s = %q, %v; want the notice back", name, got, err)
+		}
+	}
+	one, cut := noticeHeader([]*interceptors.Notice{{Choice: 0, Text: text}}, false)
+	if one != enc || cut {
+		t.Errorf("one choice: %q (cut %v), want the encoded text alone", one, cut)
+	}
+	two, _ := noticeHeader([]*interceptors.Notice{{Choice: 0, Text: "a b"}, {Choice: 2, Text: "c"}}, true)
+	if two != "0:a%20b,2:c" {
+		t.Errorf("several choices: %q, want 0:a%%20b,2:c", two)
+	}
+}
+
+func TestNoticeHeaderIsBounded(t *testing.T) {
+	t.Parallel()
+	var lines []string
+	for i := range 60 {
+		lines = append(lines, strings.Repeat("证", 10)+"第"+string(rune('A'+i%26))+"行")
+	}
+	text := strings.Join(lines, "\n")
+	for _, tc := range []struct {
+		name     string
+		notices  []*interceptors.Notice
+		several  bool
+		maxParts int
+	}{
+		{"one long notice", []*interceptors.Notice{{Text: text}}, false, 1},
+		{"two long notices", []*interceptors.Notice{{Choice: 0, Text: text}, {Choice: 1, Text: text}}, true, 2},
+		{"one line longer than the bound", []*interceptors.Notice{{Text: strings.Repeat("证", 2000)}}, false, 1},
+	} {
+		value, cut := noticeHeader(tc.notices, tc.several)
+		if !cut || len(value) > MaxNoticeHeader {
+			t.Errorf("%s: %d bytes (cut %v), want at most %d and cut", tc.name, len(value), cut, MaxNoticeHeader)
+		}
+		for _, part := range strings.Split(value, ",") {
+			if tc.several {
+				_, part, _ = strings.Cut(part, ":")
+			}
+			got, err := url.PathUnescape(part)
+			if err != nil || !strings.HasSuffix(got, "\n…") {
+				t.Errorf("%s: a part decodes to %q (%v), want lines of the notice and a last line …", tc.name, got, err)
+				continue
+			}
+			kept := strings.TrimSuffix(got, "\n…")
+			if kept == "" || !strings.HasPrefix(tc.notices[0].Text, kept) {
+				t.Errorf("%s: %q is not the notice's beginning", tc.name, kept)
+			}
+		}
+	}
+}
+
+func TestNoticeGoesAfterTheTextBeforeTheClaimsBlock(t *testing.T) {
+	t.Parallel()
+	ra3, _ := packs(t)
+	r, err := New(nil, interceptors.Deps{Route: "ra3", Pack: ra3}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := "```json\n{\"unitClaims\": [], \"eventClaims\": [], \"timelineClaims\": []}\n```\n"
+	for _, tc := range []struct{ name, content, want, stripped string }{
+		{"block kept", "正文。\n\n" + marker + "\n" + block, "正文。\n\n⚠ 注意\n\n" + marker + "\n" + block, "正文。\n\n⚠ 注意\n"},
+		{"decorated marker line", "正文。\n\n**" + marker + "**\n" + block, "正文。\n\n⚠ 注意\n\n**" + marker + "**\n" + block, "正文。\n\n⚠ 注意\n"},
+		{"no block, final line break kept", "正文。\n", "正文。\n\n⚠ 注意\n", "正文。\n\n⚠ 注意\n"},
+		{"no block, no line break", "正文。", "正文。\n\n⚠ 注意", "正文。\n\n⚠ 注意"},
+		{"nothing but the block", marker + "\n" + block, "⚠ 注意\n\n" + marker + "\n" + block, "⚠ 注意\n"},
+	} {
+		got := r.placeNotice(tc.content, "⚠ 注意")
+		if got != tc.want {
+			t.Errorf("%s:\n%q\nwant\n%q", tc.name, got, tc.want)
+		}
+		if strings.Contains(tc.content, block) && !r.parser.Parse(got, claims.Optional).Usable() {
+			t.Errorf("%s: the block no longer parses after the notice", tc.name)
+		}
+		if s := r.stripClaims(got); s != tc.stripped {
+			t.Errorf("%s: stripped %q, want the text and the notice %q", tc.name, s, tc.stripped)
+		}
+	}
+}
+
+func TestDowngradeActsOnWhatItCanFix(t *testing.T) {
+	t.Parallel()
+	ra3, _ := packs(t)
+	r, err := New(nil, interceptors.Deps{Route: "ra3", Pack: ra3}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := "正文。\n\n" + marker + "\n```json\n" + `{"unitClaims": [
+  {"unitId": 900, "player": "PlayerA", "claim": "AlliedAntiInfantryInfantry", "evidenceLevel": "possible", "evidence": ["select|1:06.39|900"]},
+  {"unitId": 944, "player": "PlayerA", "claim": "SovietAntiAirShip", "evidenceLevel": "possible", "evidence": ["select|6:04.23|944"], "alternatives": ["X"]},
+  {"unitId": 587, "player": "PlayerA", "claim": "AlliedMCV", "evidenceLevel": "confirmed", "evidence": "power|1:41.00|SpecialPower_ChronoSwap|587"}
+], "eventClaims": [{"claim": "PlayerA 打包", "evidenceLevel": "confirmed", "evidence": ["power|1:24.00|SpecialPower_PackReplaceSelf|246", "power|15:24.00|SpecialPower_PackReplaceSelf|246"]}], "timelineClaims": []}` + "\n```\n"
+	issues := []interceptors.Issue{
+		{Code: "claim.no_alternatives", Severity: interceptors.Warning, Path: "unitClaims[0]", Message: "没有候选。", Args: map[string]string{"unit": "900", "claim": "AlliedAntiInfantryInfantry"}},
+		{Code: "asset.unknown", Severity: interceptors.Warning, Path: "unitClaims[1]", Message: "不是该阵营的资产。"},
+		{Code: "power.not_used", Severity: interceptors.Contradiction, Path: "unitClaims[2].evidence[0]", Message: "从未使用过。",
+			Recommendation: interceptors.Recommendation{EvidenceLevel: "uncertain"}, Args: map[string]string{"unit": "587", "power": "SpecialPower_ChronoSwap", "evidence": "power|1:41.00|SpecialPower_ChronoSwap|587"}},
+		{Code: "evidence.out_of_range", Severity: interceptors.Contradiction, Path: "eventClaims[0].evidence[1]", Message: "晚于录像结束。",
+			Recommendation: interceptors.Recommendation{EvidenceLevel: "uncertain"}, Args: map[string]string{"evidence": "power|15:24.00|SpecialPower_PackReplaceSelf|246", "end": "14:32.40"}},
+		{Code: "claims.truncated", Severity: interceptors.Info, Path: "unitClaims"},
+	}
+	out, done, notes := r.downgrade(content, issues, DefaultThreshold)
+	if len(notes) > 0 {
+		t.Fatalf("notes: %v", notes)
+	}
+	c := r.parser.Parse(out, claims.Optional)
+	if !c.Usable() {
+		t.Fatalf("the downgraded block does not parse:\n%s", out)
+	}
+	hedged := c.UnitClaims[0]
+	if hedged.Level != claims.Possible || len(hedged.NeedsConfirmation) != 1 || !strings.Contains(hedged.NeedsConfirmation[0], "UnitId 900") {
+		t.Errorf("claim.no_alternatives below the threshold: %v %q, want possible with the pack's confirm text", hedged.Level, hedged.NeedsConfirmation)
+	}
+	if u := c.UnitClaims[1]; u.Level != claims.Possible || len(u.NeedsConfirmation) != 0 {
+		t.Errorf("asset.unknown has no recommendation, yet the claim changed: %v %q", u.Level, u.NeedsConfirmation)
+	}
+	mcv := c.UnitClaims[2]
+	if mcv.Level != claims.Uncertain || len(mcv.Evidence) != 0 || len(mcv.NeedsConfirmation) != 1 || !strings.Contains(mcv.NeedsConfirmation[0], "未核实的证据：power|1:41.00|SpecialPower_ChronoSwap|587") {
+		t.Errorf("a lone false evidence string: %v, evidence %v, needsConfirmation %q", mcv.Level, mcv.Evidence, mcv.NeedsConfirmation)
+	}
+	ev := c.EventClaims[0]
+	if ev.Level != claims.Uncertain || len(ev.Evidence) != 1 || ev.Evidence[0].Raw != "power|1:24.00|SpecialPower_PackReplaceSelf|246" || len(ev.NeedsConfirmation) != 1 {
+		t.Errorf("event claim: %v, evidence %v, needsConfirmation %q", ev.Level, ev.Evidence, ev.NeedsConfirmation)
+	}
+	if !strings.HasPrefix(out, "正文。\n\n"+marker) {
+		t.Errorf("the text changed:\n%s", out)
+	}
+	if len(done) != 3 || done[1].Path != "unitClaims[2]" || len(done[1].RemovedEvidence) != 1 || done[2].Path != "eventClaims[0]" {
+		t.Errorf("downgrades = %+v", done)
+	}
+	// A pack without a confirm text for the code: the issue's message keeps the contract.
+	bare := *ra3
+	bare.Messages = nil
+	r2, err := New(nil, interceptors.Deps{Route: "ra3", Pack: &bare}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowered := []interceptors.Issue{{Code: "builder.not_observed", Severity: interceptors.WeakEvidence, Path: "unitClaims[2]", Message: "从未作为建造者出现。",
+		Recommendation: interceptors.Recommendation{EvidenceLevel: "possible"}}}
+	out, _, _ = r2.downgrade(content, lowered, DefaultThreshold)
+	if u := r2.parser.Parse(out, claims.Optional).UnitClaims[2]; u.Level != claims.Possible || strings.Join(u.NeedsConfirmation, "") != "从未作为建造者出现。" {
+		t.Errorf("without a confirm text: %v %q, want possible with the issue's message", u.Level, u.NeedsConfirmation)
+	}
+}

@@ -1,0 +1,292 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/claims"
+	"github.com/factgate/factgate/interceptors/validate"
+	"github.com/factgate/factgate/proxy/mockupstream"
+)
+
+// stochasticRun is one request of TestStochasticAnalystThroughTheProxy as the
+// client and the trace saw it.
+type stochasticRun struct {
+	outcome              string
+	draft, returned      []interceptors.Issue // as the proxy validated them
+	delivered            []interceptors.Issue // the client's answer, re-validated here
+	header               string               // X-Factgate-Issues
+	notice               gjson.Result         // the trace's notice
+	content              string
+	revisionRatios       []float64 // each hidden request's bytes / the draft request's
+	downgraded, resolved bool
+}
+
+// TestStochasticAnalystThroughTheProxy runs a seeded stochastic analyst
+// (mockupstream.Analyst: each claim wrong with a given probability in one of the
+// ways analysts get replays wrong; each wrong claim a revision request names fixed
+// with a given probability) through the proxy — strip_claims never, every other
+// setting the default — and checks, with factgate's own validator on what the
+// client received:
+//
+//   - no delivered answer has an issue above Info that its notice does not name;
+//   - no accepted draft keeps a confident claim with WeakEvidence;
+//   - no downgrade introduces claim.no_alternatives;
+//   - no regression: a delivered answer never has more Contradictions than its draft;
+//   - X-Factgate-Issues delivered= counts the answer as delivered.
+//
+// go test ./proxy -run StochasticAnalyst -v prints the before/after table of
+// docs/revision.md ("Measured") and the revision request sizes. The answers are a
+// function of the seed, so the figures are the same on every run.
+func TestStochasticAnalystThroughTheProxy(t *testing.T) {
+	t.Parallel()
+	const seed, perConfig = 13, 40
+	configs := []struct{ errorRate, fixRate float64 }{
+		{0, 0}, // the model's true claims: nothing to flag
+		{0.15, 0.8}, {0.15, 0.5}, {0.15, 0},
+		{0.35, 0.8}, {0.35, 0.5}, {0.35, 0},
+	}
+	type job struct{ config, n int }
+	results := make([][]stochasticRun, len(configs))
+	harnesses := make([]*harness, len(configs))
+	for i, c := range configs {
+		results[i] = make([]stochasticRun, perConfig)
+		h := newHarness(t, "", noticeRouteConfig("never", ""))
+		analyst := &mockupstream.Analyst{Seed: seed, ErrorRate: c.errorRate, FixRate: c.fixRate}
+		if err := h.mock.SetScript(&mockupstream.Script{Rules: []mockupstream.Rule{analyst.Rule()}}); err != nil {
+			t.Fatal(err)
+		}
+		harnesses[i] = h
+	}
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				r, err := stochasticRequest(harnesses[j.config], j.n)
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("config %d request %d: %v", j.config, j.n, err))
+					mu.Unlock()
+					continue
+				}
+				results[j.config][j.n] = r
+			}
+		}()
+	}
+	for i := range configs {
+		for n := range perConfig {
+			jobs <- job{i, n}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d requests failed: %s", len(failures), strings.Join(failures, "; "))
+	}
+
+	t.Logf("%d requests per row, seed %d (shares of the row's answers; counts in parentheses):", perConfig, seed)
+	t.Logf("| error rate / fix rate | drafts with ≥1 C | returned attempt with ≥1 C | delivered claims with ≥1 C | delivered with an issue above Info (each named in its notice) | text states a C the reader is not told of, before → after | accepted drafts keeping a confident weak claim, before → after | `final=` matched the delivered answer | `delivered=` matched | no_alternatives introduced | regressions | answers with a notice |")
+	t.Logf("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	var allRatios []float64
+	for i, c := range configs {
+		var draftC, returnedC, deliveredC, deliveredIssue, unflaggedAfter, accepted, acceptedWeak, acceptedWeakAfter, finalMatches, deliveredMatches, noticed, introduced, regressions int
+		for n, r := range results[i] {
+			where := fmt.Sprintf("error rate %.2f, fix rate %.2f, case %d", c.errorRate, c.fixRate, n)
+			draftCount := interceptors.CountSeverities(r.draft)
+			deliveredCount := interceptors.CountSeverities(r.delivered)
+			if draftCount[interceptors.Contradiction] > 0 {
+				draftC++
+			}
+			if interceptors.CountSeverities(r.returned)[interceptors.Contradiction] > 0 {
+				returnedC++
+			}
+			if deliveredCount[interceptors.Contradiction] > 0 {
+				deliveredC++
+			}
+			if deliveredCount.AtLeast(interceptors.WeakEvidence) > 0 {
+				deliveredIssue++
+			}
+			// What the reader was told: the notice in the content (a notice the
+			// trace records with mode none never reached the reader).
+			named := map[string]bool{}
+			if r.notice.Get("mode").Str == "append" {
+				named = noticeNames(r.notice)
+			}
+			// The notice names every issue above Info left in the answer as delivered.
+			for _, is := range r.delivered {
+				if is.Severity > interceptors.Info && !named[is.Code+" "+claims.ClaimPath(is.Path)] {
+					t.Errorf("%s: the delivered answer has %s %s at %s, and its notice does not name it:\n%s", where, is.Severity, is.Code, is.Path, r.content)
+				}
+			}
+			if text := r.notice.Get("text").Str; len(named) > 0 {
+				if !strings.Contains(r.content, text) {
+					t.Errorf("%s: the notice is not in the content", where)
+				}
+				noticed++
+			}
+			// The text the reader sees still states what the returned attempt said:
+			// a Contradiction in it is visible unless the notice names it.
+			for _, is := range r.returned {
+				if is.Severity >= interceptors.Contradiction && !named[is.Code+" "+claims.ClaimPath(is.Path)] {
+					unflaggedAfter++
+					t.Errorf("%s: %s at %s reaches the reader unflagged", where, is.Code, is.Path)
+					break
+				}
+			}
+			if r.outcome == "accepted" {
+				accepted++
+				if hasCode(r.draft, interceptors.WeakEvidence) {
+					acceptedWeak++
+				}
+				if hasCode(r.delivered, interceptors.WeakEvidence) {
+					acceptedWeakAfter++
+					t.Errorf("%s: an accepted draft keeps a confident claim with WeakEvidence: %v", where, aboveInfo(r.delivered))
+				}
+			}
+			had := map[string]bool{}
+			for _, is := range r.returned {
+				if is.Code == validate.CodeNoAlternatives {
+					had[claims.ClaimPath(is.Path)] = true
+				}
+			}
+			for _, is := range r.delivered {
+				if is.Code == validate.CodeNoAlternatives && !had[claims.ClaimPath(is.Path)] {
+					introduced++
+					t.Errorf("%s: the downgrade introduced claim.no_alternatives at %s", where, is.Path)
+				}
+			}
+			if deliveredCount[interceptors.Contradiction] > draftCount[interceptors.Contradiction] {
+				regressions++
+				t.Errorf("%s: regression: the delivered answer has %d Contradictions, its draft %d", where, deliveredCount[interceptors.Contradiction], draftCount[interceptors.Contradiction])
+			}
+			_, rest, _ := strings.Cut(r.header, ";final=")
+			final, delivered, _ := strings.Cut(rest, ";delivered=")
+			if final == deliveredCount.String() {
+				finalMatches++
+			}
+			if delivered == deliveredCount.String() {
+				deliveredMatches++
+			} else {
+				t.Errorf("%s: X-Factgate-Issues %q, but the answer as delivered has %s", where, r.header, deliveredCount)
+			}
+			if c.errorRate == 0 && (len(aboveInfo(r.draft)) > 0 || r.notice.Exists() || r.downgraded) {
+				t.Errorf("%s: the model's true claims are flagged: %v", where, aboveInfo(r.draft))
+			}
+			allRatios = append(allRatios, r.revisionRatios...)
+		}
+		share := func(n, of int) string {
+			if of == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f%% (%d)", 100*float64(n)/float64(of), n)
+		}
+		t.Logf("| %.2f / %.1f | %s | %s | %s | %s | %s → %s | %s → %s of %d | %s | %s | %d | %d | %s |",
+			c.errorRate, c.fixRate, share(draftC, perConfig), share(returnedC, perConfig), share(deliveredC, perConfig), share(deliveredIssue, perConfig),
+			share(returnedC, perConfig), share(unflaggedAfter, perConfig),
+			share(acceptedWeak, accepted), share(acceptedWeakAfter, accepted), accepted,
+			share(finalMatches, perConfig), share(deliveredMatches, perConfig), introduced, regressions, share(noticed, perConfig))
+	}
+	if len(allRatios) == 0 {
+		t.Fatal("no revision request was made")
+	}
+	sum, most := 0.0, 0.0
+	for _, r := range allRatios {
+		sum += r
+		most = max(most, r)
+	}
+	t.Logf("revision requests: %d, mean %.3fx the draft request, max %.3fx", len(allRatios), sum/float64(len(allRatios)), most)
+	if most > 1.3 {
+		t.Errorf("a revision request is %.2fx its draft request, want at most 1.3x", most)
+	}
+}
+
+// stochasticRequest sends case n to h and reads what the client and the trace got.
+func stochasticRequest(h *harness, n int) (stochasticRun, error) {
+	var r stochasticRun
+	body, _ := json.Marshal(map[string]any{
+		"model": "ra3-analyst",
+		"messages": []map[string]string{
+			// The case line goes into the system message: every request sends the
+			// same log (its fact index is built once).
+			{"role": "system", "content": fmt.Sprintf("你是红警 3 录像分析助手。#case %d", n)},
+			{"role": "user", "content": "分析这局录像。\n\n" + replayText},
+		},
+	})
+	status, hdr, resp, err := h.tryPost("/v1/chat/completions", string(body))
+	if err != nil {
+		return r, err
+	}
+	if status != 200 {
+		return r, fmt.Errorf("status %d: %s", status, resp)
+	}
+	r.content = gjson.GetBytes(resp, "choices.0.message.content").Str
+	r.header = hdr.Get("X-Factgate-Issues")
+	tresp, err := h.getTrace(hdr.Get("X-Factgate-Trace-Id"))
+	if err != nil {
+		return r, err
+	}
+	tb, err := io.ReadAll(tresp.Body)
+	tresp.Body.Close()
+	if err != nil || tresp.StatusCode != 200 {
+		return r, fmt.Errorf("trace: %d %v %s", tresp.StatusCode, err, tb)
+	}
+	tr := gjson.ParseBytes(tb)
+	r.outcome = tr.Get("final.outcome").Str
+	r.notice = tr.Get("notice")
+	r.downgraded = len(tr.Get("downgrades").Array()) > 0
+	attempts := tr.Get("attempts").Array()
+	if len(attempts) == 0 {
+		return r, fmt.Errorf("the trace has no attempt: %s", tr.Raw)
+	}
+	decode := func(a gjson.Result) []interceptors.Issue {
+		var is []interceptors.Issue
+		_ = json.Unmarshal([]byte(a.Get("issues").Raw), &is)
+		return is
+	}
+	r.draft = decode(attempts[0])
+	r.returned = decode(attempts[tr.Get("final.attempt").Int()])
+	draftBytes := attempts[0].Get("request_bytes").Float()
+	for _, a := range attempts[1:] {
+		r.revisionRatios = append(r.revisionRatios, a.Get("request_bytes").Float()/draftBytes)
+	}
+	if r.delivered, err = checkOfflineErr(r.content); err != nil {
+		return r, err
+	}
+	if v, err := url.PathUnescape(hdr.Get("X-Factgate-Notice")); err != nil || v != "" {
+		return r, fmt.Errorf("X-Factgate-Notice %q under notice: append", v)
+	}
+	return r, nil
+}
+
+// noticeNames returns "code claimPath" for every issue a notice names.
+func noticeNames(notice gjson.Result) map[string]bool {
+	out := map[string]bool{}
+	notice.Get("issues").ForEach(func(_, is gjson.Result) bool {
+		out[is.Get("code").Str+" "+claims.ClaimPath(is.Get("path").Str)] = true
+		return true
+	})
+	return out
+}
+
+// hasCode reports an issue of exactly that severity.
+func hasCode(issues []interceptors.Issue, s interceptors.Severity) bool {
+	for _, is := range issues {
+		if is.Severity == s {
+			return true
+		}
+	}
+	return false
+}
