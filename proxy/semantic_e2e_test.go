@@ -375,8 +375,8 @@ func TestTheRevisionBudgetEndsAJudgeCall(t *testing.T) {
 		final  int64 // the attempt the client gets
 		issues string
 	}{
-		{"failure policy open", "open", 1, "draft=C1;final=W1"},
-		{"failure policy closed", "closed", 0, "draft=C1;final=C1"},
+		{"failure policy open", "open", 1, "draft=C1;final=W1;delivered=W1"},
+		{"failure policy closed", "closed", 0, "draft=C1;final=C1;delivered=C1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
