@@ -139,6 +139,7 @@ func TestReplicasShareARedisCluster(t *testing.T) {
 
 	// Traffic on every replica for the whole outage, each request a log of its own
 	// (its index, trace and counters on any master): all answered.
+	parts := []string{part(t, 1), part(t, 2), part(t, 3)} // read here: t.Fatal must not run in a goroutine
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -153,7 +154,7 @@ func TestReplicasShareARedisCluster(t *testing.T) {
 					return
 				default:
 				}
-				got, err := r.chat(part(t, 1+i%3)+"\n宕机 "+strconv.Itoa(w)+"-"+strconv.Itoa(i), "")
+				got, err := r.chat(parts[i%3]+"\n宕机 "+strconv.Itoa(w)+"-"+strconv.Itoa(i), "")
 				mu.Lock()
 				streamed++
 				if err != nil || got.status != 200 {
