@@ -22,21 +22,9 @@ import (
 // keyPrefix is the replicas' Redis key prefix (the default).
 const keyPrefix = cache.DefaultKeyPrefix
 
-// clusterBlock is the cache block of a replica on the cluster seeded by addrs. The
-// timeouts are generous (a loaded machine must not time out a healthy cluster);
-// the probe and the backoff are short so that recovery shows within a second, and
-// calls get to try Redis between two probes, as with the defaults (2s, 1s).
+// clusterBlock is the cache block of a replica on the cluster seeded by addrs.
 func clusterBlock(addrs []string) string {
-	return fmt.Sprintf(`cache:
-  redis:
-    addrs: ["%s"]
-    dial_timeout: 2s
-    read_timeout: 2s
-    write_timeout: 2s
-  tiered:
-    probe_interval: 300ms
-    error_backoff: 100ms
-`, strings.Join(addrs, `", "`))
+	return redisBlock(fmt.Sprintf(`addrs: ["%s"]`, strings.Join(addrs, `", "`)))
 }
 
 // TestReplicasShareARedisCluster runs three replicas on a real three-master Redis
@@ -93,18 +81,7 @@ func TestReplicasShareARedisCluster(t *testing.T) {
 	}
 
 	// The A/B report of any replica counts every replica's traffic.
-	for _, r := range f.replicas {
-		eventually(t, 10*time.Second, "replica "+r.name+"'s A/B report", func() string {
-			per, total, err := r.experimentRequests()
-			if err != nil {
-				return err.Error()
-			}
-			if total != int64(sent) {
-				return fmt.Sprintf("counts %d requests %v, %d were sent", total, per, sent)
-			}
-			return ""
-		})
-	}
+	f.waitReportsCount(t, sent, "")
 
 	// The keys spread over the masters; the keys a report reads together share a slot.
 	layout := scanMasters(t, c)
@@ -291,18 +268,7 @@ func TestReplicasShareARedisCluster(t *testing.T) {
 			return ""
 		})
 	}
-	for _, r := range f.replicas {
-		eventually(t, 10*time.Second, "replica "+r.name+"'s A/B report after the failover", func() string {
-			_, total, err := r.experimentRequests()
-			if err != nil {
-				return err.Error()
-			}
-			if total != int64(sent) {
-				return fmt.Sprintf("counts %d requests, %d were sent", total, sent)
-			}
-			return ""
-		})
-	}
+	f.waitReportsCount(t, sent, " after the failover")
 }
 
 // recoveredLog is what a replica logs when its cache recovers from an outage.

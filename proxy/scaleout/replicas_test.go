@@ -131,6 +131,41 @@ func startReplica(t testing.TB, name, mockURL, cacheBlock string) *replica {
 	return r
 }
 
+// redisBlock is the cache block of a replica on Redis, where topology is the redis
+// block's lines that say where it is (addrs, master_name). The timeouts are
+// generous (a loaded machine must not time out a healthy Redis); the probe and the
+// backoff are short so that recovery shows within a second, and calls get to try
+// Redis between two probes, as with the defaults (2s, 1s).
+func redisBlock(topology string) string {
+	return `cache:
+  redis:
+    ` + topology + `
+    dial_timeout: 2s
+    read_timeout: 2s
+    write_timeout: 2s
+  tiered:
+    probe_interval: 300ms
+    error_backoff: 100ms
+`
+}
+
+// waitReportsCount waits until every replica's A/B report counts sent requests.
+func (f *fleet) waitReportsCount(t testing.TB, sent int, when string) {
+	t.Helper()
+	for _, r := range f.replicas {
+		eventually(t, 10*time.Second, "replica "+r.name+"'s A/B report"+when, func() string {
+			per, total, err := r.experimentRequests()
+			if err != nil {
+				return err.Error()
+			}
+			if total != int64(sent) {
+				return fmt.Sprintf("counts %d requests %v, %d were sent", total, per, sent)
+			}
+			return ""
+		})
+	}
+}
+
 // factsProbe is the innermost stage of every replica's route: its response phase
 // runs before validation's, waits for the fact index as the validator does, and
 // records what the facts stage resolved, by trace id.

@@ -16,17 +16,7 @@ import (
 // sentinelBlock is the cache block of a replica on the master the sentinels at
 // addrs watch under name.
 func sentinelBlock(name string, addrs []string) string {
-	return fmt.Sprintf(`cache:
-  redis:
-    master_name: %q
-    addrs: ["%s"]
-    dial_timeout: 2s
-    read_timeout: 2s
-    write_timeout: 2s
-  tiered:
-    probe_interval: 300ms
-    error_backoff: 100ms
-`, name, strings.Join(addrs, `", "`))
+	return redisBlock(fmt.Sprintf("master_name: %q\n    addrs: [\"%s\"]", name, strings.Join(addrs, `", "`)))
 }
 
 // TestReplicasFollowASentinelFailover runs three replicas on a Redis master watched
