@@ -65,6 +65,27 @@ func SetDurable(ctx context.Context, c Cache, key string, value []byte, ttl time
 	return c.Set(ctx, key, value, ttl)
 }
 
+// Confirmer is implemented by a cache that mirrors a shared tier's sets in memory
+// (Tiered): while the shared tier fails it serves the mirror, which lacks the
+// members other replicas added since it was last read.
+type Confirmer interface {
+	// SetMembersConfirmed is SetMembers that also reports whether the shared tier
+	// answered (confirmed): false means the members are this process's mirror.
+	SetMembersConfirmed(ctx context.Context, key string) (members []string, confirmed bool, err error)
+}
+
+// SetMembersConfirmed returns the set's members and whether they are every
+// replica's as far as c can tell: a Confirmer says so itself; any other cache is
+// confirmed when SetMembers did not fail (a memory-only cache is one replica's
+// whole truth).
+func SetMembersConfirmed(ctx context.Context, c Cache, key string) ([]string, bool, error) {
+	if cf, ok := c.(Confirmer); ok {
+		return cf.SetMembersConfirmed(ctx, key)
+	}
+	members, err := c.SetMembers(ctx, key)
+	return members, err == nil, err
+}
+
 // Status is a cache's health as /readyz reports it.
 type Status struct {
 	// Backend is "memory", "redis" or "memory+redis".

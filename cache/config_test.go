@@ -28,6 +28,7 @@ func TestRedisConfigValidate(t *testing.T) {
 		{name: "address without port", cfg: RedisConfig{Addrs: []string{"redis.internal"}}, wantErr: `addrs[0] "redis.internal": want host:port`},
 		{name: "wrong url scheme", cfg: RedisConfig{URL: "http://user:secret@a:1"}, wantErr: "want redis://"},
 		{name: "negative pool", cfg: RedisConfig{Addrs: []string{"a:1"}, PoolSize: -1}, wantErr: "pool_size"},
+		{name: "negative cluster refresh", cfg: RedisConfig{Addrs: []string{"a:1", "b:2"}, ClusterRefreshInterval: -1}, wantErr: "cluster_refresh_interval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,5 +216,45 @@ func TestNewRegistersMetrics(t *testing.T) {
 		t.Fatalf("second New on one registry: %v", err)
 	} else {
 		_ = c2.Close()
+	}
+}
+
+// TestRedisClusterRefreshInterval: a Cluster client re-reads its slot map every
+// cluster_refresh_interval (2s by default), not go-redis's 60s, so that a replica
+// promoted after its master died is found within seconds.
+func TestRedisClusterRefreshInterval(t *testing.T) {
+	t.Parallel()
+	dead := []string{"127.0.0.1:1", "127.0.0.1:2"} // refused at once: the start-up ping fails fast
+	for _, tc := range []struct {
+		name string
+		cfg  RedisConfig
+		want time.Duration
+	}{
+		{"default", RedisConfig{Addrs: dead}, 2 * time.Second},
+		{"configured", RedisConfig{Addrs: dead, ClusterRefreshInterval: Duration(5 * time.Second)}, 5 * time.Second},
+		{"one seed forced to cluster", RedisConfig{Addrs: dead[:1], Cluster: true}, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := NewRedis(tc.cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.cluster == nil {
+				t.Fatal("no cluster client")
+			}
+			if got := r.cluster.Options().ClusterStateReloadInterval; got != tc.want {
+				t.Errorf("slot map re-read every %v, want %v", got, tc.want)
+			}
+		})
+	}
+	r, err := NewRedis(RedisConfig{Addrs: dead[:1], ClusterRefreshInterval: Duration(5 * time.Second)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.cluster != nil || r.sharded() {
+		t.Error("a single node got a cluster client")
 	}
 }

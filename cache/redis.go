@@ -61,6 +61,11 @@ type RedisConfig struct {
 	// PoolSize is the number of connections per node; zero is go-redis's default
 	// (10 per CPU).
 	PoolSize int `yaml:"pool_size"`
+	// ClusterRefreshInterval is how often a Cluster client in use re-reads the slot
+	// map (CLUSTER SLOTS); a failed call re-reads it at once. Without it a replica
+	// would keep calling a dead master for go-redis's default of 60s after its
+	// replica took over. Zero is 2s; ignored outside Cluster mode.
+	ClusterRefreshInterval Duration `yaml:"cluster_refresh_interval"`
 	// DefaultTTL is the lifetime of entries stored with a ttl of zero. Zero is the
 	// memory block's default_ttl when built by New, 1h otherwise.
 	DefaultTTL Duration `yaml:"default_ttl"`
@@ -68,8 +73,9 @@ type RedisConfig struct {
 
 // Defaults of RedisConfig.
 const (
-	DefaultKeyPrefix    = "factgate:v1:"
-	DefaultRedisTimeout = Duration(500 * time.Millisecond)
+	DefaultKeyPrefix              = "factgate:v1:"
+	DefaultRedisTimeout           = Duration(500 * time.Millisecond)
+	DefaultClusterRefreshInterval = Duration(2 * time.Second)
 )
 
 // Validate reports a contradictory or impossible block without touching the network
@@ -90,6 +96,8 @@ func (c RedisConfig) Validate() error {
 		return fmt.Errorf("cache.redis.db: %d, but Redis Cluster has only database 0", c.DB)
 	case c.PoolSize < 0:
 		return fmt.Errorf("cache.redis.pool_size: %d is negative", c.PoolSize)
+	case c.ClusterRefreshInterval < 0:
+		return fmt.Errorf("cache.redis.cluster_refresh_interval: %s is negative", c.ClusterRefreshInterval)
 	}
 	for i, addr := range c.Addrs {
 		if strings.TrimSpace(addr) == "" || !strings.Contains(addr, ":") {
@@ -217,7 +225,9 @@ func redactURL(raw string) string {
 // Tiered is the wrapper that turns them into a memory fallback. Status reports
 // degraded from the latest call's outcome.
 type Redis struct {
-	client     redis.UniversalClient
+	client redis.UniversalClient
+	// cluster is client in Cluster mode, nil otherwise.
+	cluster    *redis.ClusterClient
 	prefix     string
 	defaultTTL time.Duration
 	// callTimeout bounds each method's whole round trip (RedisConfig.CallTimeout).
@@ -248,11 +258,23 @@ func NewRedis(cfg RedisConfig, log *slog.Logger) (*Redis, error) {
 		ttl = DefaultTTL.Std()
 	}
 	r := &Redis{
-		client:      redis.NewUniversalClient(opts),
 		prefix:      prefix,
 		defaultTTL:  ttl,
 		callTimeout: cfg.callTimeout(),
 		mode:        cfg.mode(),
+	}
+	if cfg.isCluster() {
+		// Built here rather than by NewUniversalClient: its options have no slot map
+		// refresh interval.
+		copts := opts.Cluster()
+		copts.ClusterStateReloadInterval = cfg.ClusterRefreshInterval.Std()
+		if copts.ClusterStateReloadInterval == 0 {
+			copts.ClusterStateReloadInterval = DefaultClusterRefreshInterval.Std()
+		}
+		r.cluster = redis.NewClusterClient(copts)
+		r.client = r.cluster
+	} else {
+		r.client = redis.NewUniversalClient(opts)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.DialTimeout+opts.ReadTimeout)
 	defer cancel()
@@ -286,13 +308,28 @@ func (r *Redis) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, r.callTimeout)
 }
 
-// Ping checks that Redis answers.
+// Ping checks that Redis answers: in Cluster mode, every master of the slot map
+// (read afresh), since each holds part of the keys.
 func (r *Redis) Ping(ctx context.Context) error {
 	cctx, cancel := r.bound(ctx)
 	defer cancel()
-	err := r.client.Ping(cctx).Err()
+	var err error
+	if r.cluster != nil {
+		err = r.cluster.ForEachMaster(cctx, func(ctx context.Context, master *redis.Client) error {
+			if err := master.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("master %s: %w", master.Options().Addr, err)
+			}
+			return nil
+		})
+	} else {
+		err = r.client.Ping(cctx).Err()
+	}
 	return r.wrap("ping", "", r.observe(ctx, err, "ping"))
 }
+
+// sharded reports Cluster mode: a call reaches the one master of its key's slot,
+// so its success says nothing of the other masters (Tiered).
+func (r *Redis) sharded() bool { return r.cluster != nil }
 
 // Get returns the value under key.
 func (r *Redis) Get(ctx context.Context, key string) ([]byte, bool, error) {
@@ -462,6 +499,12 @@ func (r *Redis) observe(ctx context.Context, err error, op string) error {
 	case ctx.Err() != nil, isDataError(err):
 	default:
 		r.health.fail(r.wrap(op, "", err).Error())
+		if r.cluster != nil {
+			// The slot's master may have died and its replica taken over: go-redis
+			// re-reads the slot map on MOVED, but not when the old master is gone.
+			// The reload runs in the background, one at a time.
+			r.cluster.ReloadState(context.Background())
+		}
 	}
 	return err
 }

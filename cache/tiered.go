@@ -99,7 +99,11 @@ type remoteBackend interface {
 // factgate_cache_errors_total{op}, and Status reports degraded with the error until
 // Redis answers again (a background ping every ProbeInterval, or the next call that
 // succeeds). While degraded, calls skip Redis for ErrorBackoff after each failure so
-// a dead Redis is not hammered.
+// a dead Redis is not hammered. With Redis Cluster a call reaches one master only:
+// there only the probe's ping of every master ends the outage, so that a dead
+// master's slots do not make the cache flap between healthy and degraded.
+//
+// SetMembers served from the memory mirror says so through SetMembersConfirmed.
 //
 // Values: Get reads memory first, then Redis, and keeps what Redis returned in memory
 // for LocalTTL; Set writes both. Callers should key values by content or by unique id
@@ -126,7 +130,10 @@ type Tiered struct {
 // pending writes, the probe — shared by every memory tier put in front of it
 // (Separate).
 type tieredShared struct {
-	remote  remoteBackend
+	remote remoteBackend
+	// sharded is set when remote is a Redis Cluster: a call's success then ends no
+	// outage, the probe's ping of every master does.
+	sharded bool
 	cfg     TieredConfig
 	log     *slog.Logger
 	metrics *tieredMetrics
@@ -173,8 +180,10 @@ func newTiered(memory *Memory, remote remoteBackend, cfg TieredConfig, reg prome
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	sharded, _ := remote.(interface{ sharded() bool })
 	t := &Tiered{memory: memory, tieredShared: &tieredShared{
 		remote:  remote,
+		sharded: sharded != nil && sharded.sharded(),
 		cfg:     cfg.withDefaults(),
 		log:     log,
 		metrics: metrics,
@@ -326,6 +335,15 @@ func (t *Tiered) SetAdd(ctx context.Context, key, member string, ttl time.Durati
 // replayed there), sorted, and mirrors them in memory; while Redis fails, the memory
 // mirror's.
 func (t *Tiered) SetMembers(ctx context.Context, key string) ([]string, error) {
+	members, _, err := t.SetMembersConfirmed(ctx, key)
+	return members, err
+}
+
+// SetMembersConfirmed is SetMembers that also reports whether Redis answered. When
+// it did not (it failed, or is skipped while it fails), the members are the memory
+// mirror's: what this process last read or added, which lacks what other replicas
+// added since.
+func (t *Tiered) SetMembersConfirmed(ctx context.Context, key string) ([]string, bool, error) {
 	if t.useRemote() {
 		members, ttl, err := t.remote.membersWithTTL(ctx, key)
 		if err == nil {
@@ -342,14 +360,15 @@ func (t *Tiered) SetMembers(ctx context.Context, key string) ([]string, error) {
 			}
 			if len(members) == 0 {
 				_ = t.memory.Delete(ctx, key)
-				return nil, nil
+				return nil, true, nil
 			}
 			t.memory.replaceSet(key, slices.Clone(members), ttl)
-			return members, nil
+			return members, true, nil
 		}
 		t.failed(ctx, "set_members", err)
 	}
-	return t.memory.SetMembers(ctx, key)
+	members, err := t.memory.SetMembers(ctx, key)
+	return members, false, err
 }
 
 // HashIncr adds the deltas in Redis and in the memory mirror and resets the hash's
@@ -476,9 +495,18 @@ func (t *tieredShared) failed(ctx context.Context, op string, err error) {
 	t.startProbe()
 }
 
-// succeeded clears degraded after a Redis call worked, replays pending writes and
-// runs the OnRecover functions.
+// succeeded records that a Redis call worked: it ends an outage, except on a
+// Cluster, where the call reached one master (recovered does).
 func (t *tieredShared) succeeded() {
+	if t.sharded && t.health.degraded.Load() {
+		return
+	}
+	t.recovered()
+}
+
+// recovered clears degraded after Redis answered, replays pending writes and runs
+// the OnRecover functions.
+func (t *tieredShared) recovered() {
 	if !t.health.succeed() {
 		return
 	}
@@ -548,7 +576,7 @@ func (t *tieredShared) probe() {
 		if err != nil {
 			t.failed(context.Background(), "ping", err)
 		} else {
-			t.succeeded()
+			t.recovered()
 		}
 		cancel()
 	}
@@ -668,6 +696,7 @@ func unionSorted(a, b []string) []string {
 }
 
 var (
-	_ Cache   = (*Tiered)(nil)
-	_ Durable = (*Tiered)(nil)
+	_ Cache     = (*Tiered)(nil)
+	_ Durable   = (*Tiered)(nil)
+	_ Confirmer = (*Tiered)(nil)
 )

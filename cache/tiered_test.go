@@ -614,3 +614,97 @@ func TestSeparateKeepsItsOwnMemory(t *testing.T) {
 		t.Error("Separate of a Memory made no memory")
 	}
 }
+
+// clusterFake stands in for a Redis Cluster with one master dead: calls reach one
+// master each and succeed or fail with fakeRedis's switch, while Ping, which asks
+// every master, fails as long as masterDown is set.
+type clusterFake struct {
+	*fakeRedis
+	masterDown atomic.Bool
+}
+
+func (f *clusterFake) sharded() bool { return true }
+
+func (f *clusterFake) Ping(ctx context.Context) error {
+	if f.masterDown.Load() {
+		return errFakeDown
+	}
+	return f.fakeRedis.Ping(ctx)
+}
+
+// TestTieredOnAClusterOnlyThePingEndsAnOutage: with a master of the cluster dead,
+// calls to the live masters succeed; they must not end the outage (the cache
+// would flap between healthy and degraded, replaying and re-running the recovery
+// hooks at each flip). The probe's ping of every master ends it.
+func TestTieredOnAClusterOnlyThePingEndsAnOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	remote := &clusterFake{fakeRedis: newFakeRedis()}
+	clock := &testClock{t: time.Unix(1_700_000_000, 0)}
+	c, err := newTiered(NewMemory(MemoryConfig{}), remote, TieredConfig{ProbeInterval: Duration(5 * time.Millisecond)}, prometheus.NewRegistry(), nil, clock.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var recoveries atomic.Int64
+	c.OnRecover(func(context.Context) { recoveries.Add(1) })
+
+	remote.masterDown.Store(true)
+	remote.down.Store(true) // this call's master is the dead one
+	_ = c.SetAdd(ctx, "session:{s}:facts", "seg1", 0)
+	remote.down.Store(false) // the next calls' masters live
+	for reached := 0; reached < 5; {
+		clock.advance(2 * time.Second) // past the error backoff: the call tries Redis
+		before := remote.calls.Load()
+		if err := c.Set(ctx, "facts:k", []byte("v"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if remote.calls.Load() == before {
+			continue // a probe's failed ping restarted the backoff first
+		}
+		reached++
+		if st := c.Status(); !st.Degraded {
+			t.Fatalf("a call to a live master ended the outage: %+v", st)
+		}
+	}
+	if n := recoveries.Load(); n != 0 {
+		t.Fatalf("the recovery hooks ran %d times with a master dead", n)
+	}
+	remote.masterDown.Store(false)
+	waitFor(t, "the probe to see every master answer", func() bool { return !c.Status().Degraded })
+	waitFor(t, "the pending member to be replayed", func() bool {
+		got, _ := remote.store.SetMembers(ctx, "session:{s}:facts")
+		return slices.Equal(got, []string{"seg1"})
+	})
+	waitFor(t, "the recovery hooks", func() bool { return recoveries.Load() == 1 })
+}
+
+// TestTieredSetMembersConfirmed: members read from Redis are confirmed; the
+// memory mirror served while Redis fails is not.
+func TestTieredSetMembersConfirmed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fx := newTieredFixture(t, nil, TieredConfig{ProbeInterval: noProbe})
+	_ = fx.remote.store.SetAdd(ctx, "session:{s}:facts", "other-replica", 0)
+	_ = fx.cache.SetAdd(ctx, "session:{s}:facts", "mine", 0)
+	got, confirmed, err := SetMembersConfirmed(ctx, fx.cache, "session:{s}:facts")
+	if err != nil || !confirmed || !slices.Equal(got, []string{"mine", "other-replica"}) {
+		t.Fatalf("healthy: %q, confirmed %v, %v", got, confirmed, err)
+	}
+	fx.remote.down.Store(true)
+	_ = fx.remote.store.SetAdd(ctx, "session:{s}:facts", "added-meanwhile", 0)
+	got, confirmed, err = SetMembersConfirmed(ctx, fx.cache, "session:{s}:facts")
+	if err != nil || confirmed || !slices.Equal(got, []string{"mine", "other-replica"}) {
+		t.Fatalf("Redis down: %q, confirmed %v, %v; want the mirror, unconfirmed", got, confirmed, err)
+	}
+	got, confirmed, _ = SetMembersConfirmed(ctx, fx.cache, "session:{s}:facts") // within the backoff: memory
+	if confirmed {
+		t.Fatalf("skipping Redis in the backoff: %q confirmed", got)
+	}
+
+	m := NewMemory(MemoryConfig{})
+	_ = m.SetAdd(ctx, "k", "a", 0)
+	if got, confirmed, err := SetMembersConfirmed(ctx, m, "k"); err != nil || !confirmed || !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("memory only: %q, confirmed %v, %v; want confirmed (one replica's whole truth)", got, confirmed, err)
+	}
+}

@@ -251,6 +251,33 @@ func (c *Cluster) MasterFor(t testing.TB, key string) *Node {
 	return nil
 }
 
+// ReplicaOf returns the running node that replicates master now, asking each
+// running node that is not master for its master's port; the test fails when none
+// does.
+func (c *Cluster) ReplicaOf(t testing.TB, master *Node) *Node {
+	t.Helper()
+	want := "master_port:" + strconv.Itoa(master.Port)
+	for _, n := range c.Nodes() {
+		if n == master || n.cmd.ProcessState != nil {
+			continue
+		}
+		info, err := nodeCommand(n, "INFO", "replication")
+		if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, want+"\r\n") {
+			return n
+		}
+	}
+	t.Fatalf("no running node replicates %s", master.Addr())
+	return nil
+}
+
+// Do sends one command to the node alone (no cluster redirection) and returns its
+// reply as go-redis decodes it.
+func (n *Node) Do(args ...any) (any, error) {
+	cl := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer cl.Close()
+	return cl.Do(context.Background(), args...).Result()
+}
+
 func nodeCommand(n *Node, args ...any) (string, error) {
 	cl := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
 	defer cl.Close()

@@ -120,6 +120,10 @@ type Info struct {
 	// MissingSegments counts session segments whose index no tier holds any more
 	// (expired or evicted everywhere); they were left out.
 	MissingSegments int `json:"missing_segments,omitempty"`
+	// SessionUnconfirmed reports that the session's list of segments could not be
+	// read from the shared cache (Redis failing): the segments this replica knows
+	// were merged, but others' may be missing, so the facts may be partial.
+	SessionUnconfirmed bool `json:"session_unconfirmed,omitempty"`
 	// DroppedSegments counts session segments left out by max_session_segments.
 	DroppedSegments int `json:"dropped_segments,omitempty"`
 	// Truncated reports that the text (or a merged segment's) exceeded the
@@ -232,6 +236,7 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, 
 		}
 		ix = res.ix
 		info.Segments, info.MissingSegments, info.DroppedSegments = res.segments, len(res.missing), res.dropped
+		info.SessionUnconfirmed = res.unconfirmed
 		if res.segments > 1 {
 			trace.Note(fmt.Sprintf("facts: session %q: merged %d segments, %d operations", session, res.segments, ix.Len()))
 		}

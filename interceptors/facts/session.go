@@ -45,6 +45,9 @@ type sessionResult struct {
 	segments int
 	// missing lists members whose index no tier holds any more.
 	missing []string
+	// unconfirmed is set when the session's set could not be read from the shared
+	// cache (it failed): segments other replicas added may be unknown here.
+	unconfirmed bool
 	// dropped counts segments left out by max_session_segments or the load bound.
 	dropped int
 	notes   []string
@@ -87,13 +90,24 @@ func (s *store) session(ctx context.Context, session, key string, own *Index, tt
 			res.notes = append(res.notes, fmt.Sprintf("facts: session %q: adding segment %s to %s failed, merged without recording it: %v", session, key, setKey, err))
 		}
 	}
-	members, err := s.shared.SetMembers(ctx, setKey)
-	if err != nil {
-		res.notes = append(res.notes, fmt.Sprintf("facts: session %q: reading %s failed, using this request's facts alone: %v", session, setKey, err))
-		members = nil
-	}
+	members, confirmed, err := cache.SetMembersConfirmed(ctx, s.shared, setKey)
 	record, _ := s.record(setKey)
-	if err == nil && record != nil {
+	switch {
+	case err != nil:
+		members = nil
+		res.notes = append(res.notes, fmt.Sprintf("facts: session %q: reading %s failed: %v", session, setKey, err))
+	case !confirmed:
+		res.notes = append(res.notes, fmt.Sprintf("facts: session %q: the shared cache is failing; %s was read from this replica's memory, which lacks the segments other replicas added since", session, setKey))
+	}
+	if !confirmed {
+		// Merge what this replica knows, but the facts may be partial: checked
+		// against them, a citation of another replica's segment would be "not in
+		// the replay".
+		res.unconfirmed = true
+		if record != nil {
+			members = unionSorted(members, record.members)
+		}
+	} else if record != nil {
 		if lost := missingFrom(members, record.members); len(lost) > 0 {
 			republished := s.restore(ctx, setKey, lost, time.Until(record.until))
 			res.notes = append(res.notes, fmt.Sprintf("facts: session %q: the shared cache had lost %d segment(s) this replica knew (%s); added them back, %d with their index from this replica's memory", session, len(lost), strings.Join(abbreviate(lost, 8), ", "), republished))

@@ -4,8 +4,11 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/factgate/factgate/cache"
 )
 
 // The c17 citation: base 246 packed up at 1:24, seen only in part 1.
@@ -277,5 +280,58 @@ func TestSessionRestoresWhatTheSharedCacheLost(t *testing.T) {
 	lost := fresh.request(t, session, "")
 	if lost.info.MissingSegments != 1 || lost.info.Segments != 2 {
 		t.Errorf("with part 1 gone everywhere: %d segments, %d missing; want 2 and 1", lost.info.Segments, lost.info.MissingSegments)
+	}
+}
+
+// unreadableSets is a shared cache whose session sets cannot be read while failing
+// is set: as cache.Tiered with Redis down, it serves no members from a memory
+// mirror that has not seen the other replicas' segments, and says so.
+type unreadableSets struct {
+	*cache.Memory
+	failing atomic.Bool
+}
+
+func (u *unreadableSets) SetMembersConfirmed(ctx context.Context, key string) ([]string, bool, error) {
+	if u.failing.Load() {
+		return nil, false, nil
+	}
+	members, err := u.Memory.SetMembers(ctx, key)
+	return members, err == nil, err
+}
+
+// TestSessionUnconfirmedWhileTheSharedCacheFails: with the session's set
+// unreadable, a replica merges the segments it knows and reports the facts as
+// possibly partial (Info.SessionUnconfirmed), so that validation does not judge
+// another replica's segment "not in the replay". Before, replica B checked part 3
+// against part 3 alone as if it were the whole session.
+func TestSessionUnconfirmedWhileTheSharedCacheFails(t *testing.T) {
+	t.Parallel()
+	shared := &unreadableSets{Memory: newMemoryCache()}
+	a, b := newStage(t, shared, Config{}), newStage(t, shared, Config{})
+	const session = "c17-unreadable"
+	a.request(t, session, replay(t, "allied_vs_soviet.part1.txt"))
+	a.settle()
+	if got := a.request(t, session, replay(t, "allied_vs_soviet.part2.txt")); got.info.SessionUnconfirmed || got.info.Segments != 2 {
+		t.Fatalf("with the set readable: %+v", got.info)
+	}
+	a.settle()
+
+	shared.failing.Store(true)
+	onB := b.request(t, session, replay(t, "allied_vs_soviet.part3.txt"))
+	if !onB.info.SessionUnconfirmed || onB.info.Segments != 1 {
+		t.Errorf("B with the set unreadable: %+v; want unconfirmed, its own segment only", onB.info)
+	}
+	if notes := strings.Join(onB.trace.Notes, "\n"); !strings.Contains(notes, "lacks the segments other replicas added") {
+		t.Errorf("the trace does not say why the facts may be partial:\n%s", notes)
+	}
+	onA := a.request(t, session, "")
+	if !onA.info.SessionUnconfirmed || onA.info.Segments != 2 {
+		t.Errorf("A with the set unreadable: %+v; want unconfirmed, the two segments it knows", onA.info)
+	}
+
+	shared.failing.Store(false)
+	b.settle()
+	if got := b.request(t, session, ""); got.info.SessionUnconfirmed || got.info.Segments != 3 {
+		t.Errorf("B with the set readable again: %+v; want the whole session", got.info)
 	}
 }

@@ -38,6 +38,11 @@ const (
 	// partial; the rules that need facts do not run (a citation of a lost segment
 	// would otherwise be "not in the replay").
 	CodeSegmentsMissing = "facts.segments_missing"
+	// CodeSessionUnconfirmed: the request belongs to a session whose list of
+	// segments could not be read from the shared cache (Redis failing), so the
+	// segments other replicas added may be missing from the facts; the rules that
+	// need facts do not run, as for CodeSegmentsMissing.
+	CodeSessionUnconfirmed = "facts.session_unconfirmed"
 )
 
 // The knowledge tag that marks an asset able to build structures. Identity rules
@@ -72,6 +77,10 @@ type Input struct {
 	// rules that need facts do not fire) and one Warning, facts.segments_missing,
 	// says so.
 	MissingSegments int
+	// SessionUnconfirmed is set when the session's list of segments could not be
+	// read from the shared cache: the facts may be partial. Index is ignored and
+	// one Warning, facts.session_unconfirmed, says so.
+	SessionUnconfirmed bool
 }
 
 // Checker checks answers under one pack: the claims parser's format issues plus
@@ -141,7 +150,7 @@ func (c *Checker) Check(answer string, in Input) []interceptors.Issue {
 		req = claims.Required
 	}
 	parsed := c.parser.Parse(answer, req)
-	if in.MissingSegments > 0 {
+	if in.MissingSegments > 0 || in.SessionUnconfirmed {
 		in.Index = nil // partial facts would make true citations "not in the replay"
 	}
 	r := newRun(c, in)
@@ -151,6 +160,9 @@ func (c *Checker) Check(answer string, in Input) []interceptors.Issue {
 	if in.MissingSegments > 0 {
 		r.add(finding{issue: newIssue(CodeSegmentsMissing, interceptors.Warning, "", interceptors.Recommendation{},
 			"missing", strconv.Itoa(in.MissingSegments))})
+	}
+	if in.SessionUnconfirmed {
+		r.add(finding{issue: newIssue(CodeSessionUnconfirmed, interceptors.Warning, "", interceptors.Recommendation{})})
 	}
 	if parsed.Usable() {
 		for i := range parsed.UnitClaims {

@@ -294,10 +294,15 @@ func (v *Validate) input(ex *interceptors.Exchange) Input {
 			ex.Trace.Note("validate: the operation log exceeds the fact extraction bound; the rules that need facts are off for this request")
 			return
 		}
-		if info.MissingSegments > 0 {
-			st.in.MissingSegments = info.MissingSegments
+		if info.MissingSegments > 0 || info.SessionUnconfirmed {
+			st.in.MissingSegments, st.in.SessionUnconfirmed = info.MissingSegments, info.SessionUnconfirmed
 			ex.Trace.Do(func(t *interceptors.Trace) { t.ValidationIncomplete = true })
-			ex.Trace.Note(fmt.Sprintf("validate: %d segment(s) of the session are gone from every cache tier; the rules that need facts are off for this request (issue %s)", info.MissingSegments, CodeSegmentsMissing))
+			if info.MissingSegments > 0 {
+				ex.Trace.Note(fmt.Sprintf("validate: %d segment(s) of the session are gone from every cache tier; the rules that need facts are off for this request (issue %s)", info.MissingSegments, CodeSegmentsMissing))
+			}
+			if info.SessionUnconfirmed {
+				ex.Trace.Note(fmt.Sprintf("validate: the session's list of segments could not be read from the shared cache; the rules that need facts are off for this request (issue %s)", CodeSessionUnconfirmed))
+			}
 			return
 		}
 		if !ix.HasFacts() {

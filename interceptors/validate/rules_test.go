@@ -290,6 +290,44 @@ func TestNoFacts(t *testing.T) {
 	}
 }
 
+// TestPartialSessionFacts: facts that may be partial — segments gone from every
+// tier, or a session whose list of segments could not be read — turn the fact
+// rules off and say why in a Warning, instead of judging a citation of the part
+// not here "not in the replay".
+func TestPartialSessionFacts(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, Config{}, testLog)
+	cites := answer(unitClaims(unit("200", "Alice", "AlliedMCV", "possible", "power|9:10.00|SpecialPower_UnpackReplaceSelf|200")))
+	if got := keys(env.checker.Check(cites, env.input), interceptors.Warning); !slices.Contains(got, "evidence.not_in_replay|Contradiction|unitClaims[0].evidence[0]") {
+		t.Fatalf("fixture: the citation is not contradicted by the whole facts: %v", got)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(in *Input)
+		want []string
+	}{
+		{"segments gone", func(in *Input) { in.MissingSegments = 2 }, []string{"facts.segments_missing|Warning|"}},
+		{"session unconfirmed", func(in *Input) { in.SessionUnconfirmed = true }, []string{"facts.session_unconfirmed|Warning|"}},
+		{"both", func(in *Input) { in.MissingSegments, in.SessionUnconfirmed = 1, true },
+			[]string{"facts.segments_missing|Warning|", "facts.session_unconfirmed|Warning|"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := env.input
+			tc.edit(&in)
+			issues := env.checker.Check(cites, in)
+			if got := keys(issues, interceptors.Warning); !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for _, is := range issues {
+				if is.Message == "" || is.Recommendation.Text == "" {
+					t.Errorf("%s has no text: %+v", is.Code, is)
+				}
+			}
+		})
+	}
+}
+
 // TestWithoutKnowledge: no set, or a player without a faction, turns the rules
 // judged within a faction off; the fact rules still apply.
 func TestWithoutKnowledge(t *testing.T) {

@@ -60,6 +60,10 @@ var englishText = func() map[string][2]*template.Template {
 			"{{.Args.missing}} part(s) of this session's log are no longer available, so the answer could not be checked against the whole log.",
 			"Keep claims that rest on the missing parts at a lower evidence level, or ask for the log to be sent again.",
 		},
+		CodeSessionUnconfirmed: {
+			"The list of this session's log parts could not be read from the shared cache, so parts sent through other replicas may be missing and the answer was not checked against the log.",
+			"Keep claims that rest on earlier parts of the log at a lower evidence level, or send the whole log again.",
+		},
 		CodeUnitNotObserved: {
 			"UnitId {{.Args.unit}} never appears in the log.",
 			"Only make claims about UnitIds that appear in the log; drop the claim or use the right UnitId.",
