@@ -38,6 +38,11 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 			s.handleChat(rc)
 			return
 		}
+	case "/v1/responses":
+		if rc.IsPost() {
+			s.handleResponses(rc)
+			return
+		}
 	case "/healthz":
 		rc.SetContentType("application/json")
 		rc.SetBodyString(`{"status":"ok"}`)
@@ -105,42 +110,62 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 	s.metrics.inFlight.Inc()
 	defer s.metrics.inFlight.Dec()
 
-	client, aerr := s.authenticate(rc)
-	if aerr != nil {
-		s.fail(rc, s.passMetrics, start, aerr)
+	client, body, model, ok := s.admit(rc, start)
+	if !ok {
 		return
 	}
-	body := rc.PostBody()
-	if !gjson.ValidBytes(body) {
-		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
-			Message: "request body is not valid JSON" + jsonErrorPosition(body)})
-		return
-	}
-	model := gjson.GetBytes(body, "model")
-	if model.Type != gjson.String || model.Str == "" {
-		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "missing_model",
-			Param: "model", Message: "request has no model (a string naming the model or route alias)"})
-		return
-	}
-	s.debugBodyLog("request body", model.Str, body)
-	rt := s.routes[model.Str]
+	rt := s.routes[model]
 	if rt == nil {
 		rt = s.defaultRoute
 		if rt == nil {
 			s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
-				Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model.Str)})
+				Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model)})
 			return
 		}
 	}
 	if len(rt.chain) == 0 {
-		out := body
-		if rt.upstreamModel != "" && rt.upstreamModel != model.Str {
-			out, _ = sjson.SetBytes(body, "model", rt.upstreamModel)
-		}
-		s.forward(rc, rt.up, rt.metrics, out, start, client)
+		s.forward(rc, rt.up, rt.metrics, rt.mapModel(body, model), start, client)
 		return
 	}
-	s.intercept(rc, rt, body, model.Str, client, start)
+	s.intercept(rc, rt, body, model, client, start, nil)
+}
+
+// admit authenticates a routed request (chat completions, Responses) and reads its
+// JSON body and model; it answers the client itself and returns ok false when one
+// of them is missing or wrong.
+func (s *Server) admit(rc *fasthttp.RequestCtx, start time.Time) (client string, body []byte, model string, ok bool) {
+	client, aerr := s.authenticate(rc)
+	if aerr != nil {
+		s.fail(rc, s.passMetrics, start, aerr)
+		return "", nil, "", false
+	}
+	body = rc.PostBody()
+	if !gjson.ValidBytes(body) {
+		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
+			Message: "request body is not valid JSON" + jsonErrorPosition(body)})
+		return "", nil, "", false
+	}
+	m := gjson.GetBytes(body, "model")
+	if m.Type != gjson.String || m.Str == "" {
+		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "missing_model",
+			Param: "model", Message: "request has no model (a string naming the model or route alias)"})
+		return "", nil, "", false
+	}
+	s.debugBodyLog("request body", m.Str, body)
+	return client, body, m.Str, true
+}
+
+// mapModel returns body with the route's upstream_model as its model (body itself
+// when the route keeps the client's model): the only edit a route without
+// interceptors makes.
+func (rt *route) mapModel(body []byte, model string) []byte {
+	if rt.upstreamModel == "" || rt.upstreamModel == model {
+		return body
+	}
+	if b, err := sjson.SetBytes(body, "model", rt.upstreamModel); err == nil {
+		return b
+	}
+	return body
 }
 
 // handlePassthrough forwards any other path to the pass-through upstream.

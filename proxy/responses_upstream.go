@@ -1,0 +1,276 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/interceptors"
+)
+
+// responsesCaller is the Exchange's Upstream for a Responses request on an
+// upstream that serves /v1/responses itself (api: responses). The chain sends
+// chat completion bodies; those that continue the client's conversation — the
+// draft, and the hidden revisions and repairs built from it — go upstream as the
+// client's own Responses request, edited in place with what the chain changed
+// (responsesRequestFor), and their Responses answers come back to the chain as
+// chat completions. Any other body (an LLM-backed validator's judge call) goes as
+// the chat completion it is, exactly as on a chat request of the same route.
+type responsesCaller struct {
+	inner *routeCaller
+	rx    *responsesExchange
+	ex    *interceptors.Exchange
+}
+
+// Complete implements interceptors.Upstream.
+func (c *responsesCaller) Complete(ctx context.Context, body []byte) (*interceptors.Response, error) {
+	req, hidden, ok := c.rx.requestFor(c.ex.Body, body)
+	if !ok {
+		return c.inner.Complete(ctx, body)
+	}
+	resp, err := c.inner.completeAt(ctx, responsesPath, req)
+	if err != nil || !resp.OK() || !gjson.ValidBytes(resp.Body) {
+		return resp, err
+	}
+	raw := resp.Body
+	resp.Body = responseToChat(raw)
+	if !hidden {
+		c.rx.setDraft(raw, resp.Body)
+	}
+	return resp, nil
+}
+
+// requestFor builds the Responses request for a chat body the chain sends: base is
+// the chain's outgoing chat request (after the request phases), body the call's.
+// ok is false when body does not continue base's conversation (its messages do not
+// start with base's). hidden reports a call with turns of its own appended (a
+// revision or a repair): it is sent with store false, so that the provider keeps
+// no hidden call as a response of the client's.
+//
+// The client's request is edited in place, so that every field factgate does not
+// know reaches the upstream byte for byte:
+//   - when the request phases changed the system messages (injection), instructions
+//     become the text of base's system messages and the input loses its system and
+//     developer message items (merged into them, or replaced, as system_message
+//     says);
+//   - the turns appended to base become input message items;
+//   - top-level fields the chain set or removed (the model after upstream_model, an
+//     A/B variant's temperature or max_tokens, metadata without factgate's keys) are
+//     set or removed under their Responses names;
+//   - stream is false (the answer is held) and stream_options removed.
+func (rx *responsesExchange) requestFor(base, body []byte) (out []byte, hidden, ok bool) {
+	baseMsgs, msgs := gjson.GetBytes(base, "messages"), gjson.GetBytes(body, "messages")
+	if !baseMsgs.IsArray() || !msgs.IsArray() || len(baseMsgs.Raw) < 3 {
+		return nil, false, false
+	}
+	// The chain appends turns with sjson, which leaves the bytes before them as
+	// they are.
+	prefix := strings.TrimRight(baseMsgs.Raw[:len(baseMsgs.Raw)-1], " \t\r\n")
+	if !strings.HasPrefix(msgs.Raw, prefix) {
+		return nil, false, false
+	}
+	out = append([]byte(nil), rx.request...)
+	out = rx.applyFieldEdits(out, body)
+	if baseMsgs.Raw != gjson.GetBytes(rx.chat0, "messages").Raw {
+		out = rx.applySystemPrompt(out, baseMsgs)
+	}
+	n := len(baseMsgs.Array())
+	i := 0
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		if i >= n {
+			hidden = true
+			out = appendInputTurn(out, m)
+		}
+		i++
+		return true
+	})
+	if gjson.GetBytes(out, "stream").Exists() {
+		out, _ = sjson.SetRawBytes(out, "stream", []byte("false"))
+	}
+	if gjson.GetBytes(out, "stream_options").Exists() {
+		out, _ = sjson.DeleteBytes(out, "stream_options")
+	}
+	if hidden {
+		out, _ = sjson.SetRawBytes(out, "store", []byte("false"))
+	}
+	return out, hidden, true
+}
+
+// applyFieldEdits carries the top-level fields the chain changed between the
+// translated request (rx.chat0) and body onto the Responses request out.
+func (rx *responsesExchange) applyFieldEdits(out, body []byte) []byte {
+	before := map[string]string{}
+	gjson.ParseBytes(rx.chat0).ForEach(func(k, v gjson.Result) bool {
+		before[k.Str] = v.Raw
+		return true
+	})
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		key := k.Str
+		was, had := before[key]
+		delete(before, key)
+		if had && was == v.Raw {
+			return true
+		}
+		out = setResponsesField(out, key, v)
+		return true
+	})
+	for key := range before {
+		out = setResponsesField(out, key, gjson.Result{})
+	}
+	return out
+}
+
+// setResponsesField sets (or, for a value that does not exist, removes) the
+// Responses field that a chat completion field maps onto.
+func setResponsesField(out []byte, key string, v gjson.Result) []byte {
+	path := ""
+	raw := v.Raw
+	switch key {
+	case "messages", "stream", "stream_options", "n", "tools", "tool_choice":
+		// The conversation and streaming are handled apart; the chain never edits
+		// the tools.
+		return out
+	case "max_tokens", "max_completion_tokens":
+		path = "max_output_tokens"
+	case "reasoning_effort":
+		path = "reasoning.effort"
+	case "verbosity":
+		path = "text.verbosity"
+	case "response_format":
+		path = "text.format"
+		if v.Exists() {
+			raw = responsesFormat(v)
+		}
+	default:
+		path = escapeSJSONKey(key)
+	}
+	var err error
+	var b []byte
+	if v.Exists() {
+		b, err = sjson.SetRawBytes(out, path, []byte(raw))
+	} else {
+		b, err = sjson.DeleteBytes(out, path)
+	}
+	if err != nil {
+		return out
+	}
+	return b
+}
+
+// responsesFormat renders a chat response_format as a Responses text.format.
+func responsesFormat(rf gjson.Result) string {
+	if rf.Get("type").Str != "json_schema" {
+		return `{"type":` + rawOr(rf.Get("type"), `"text"`) + `}`
+	}
+	b := []byte(`{"type":"json_schema"`)
+	rf.Get("json_schema").ForEach(func(k, v gjson.Result) bool {
+		b = append(b, ',')
+		b = append(b, k.Raw...)
+		b = append(b, ':')
+		b = append(b, v.Raw...)
+		return true
+	})
+	return string(append(b, '}'))
+}
+
+// applySystemPrompt makes the system messages of base (the injected prompt, with
+// the client's instructions merged into it as system_message says) the request's
+// instructions, and removes the input's system and developer message items, which
+// are in them (merge) or were replaced.
+func (rx *responsesExchange) applySystemPrompt(out []byte, baseMsgs gjson.Result) []byte {
+	var parts []string
+	baseMsgs.ForEach(func(_, m gjson.Result) bool {
+		if r := m.Get("role").Str; r == "system" || r == "developer" {
+			if t := messageText(m.Get("content")); t != "" {
+				parts = append(parts, t)
+			}
+		}
+		return true
+	})
+	if b, err := sjson.SetBytes(out, "instructions", strings.Join(parts, "\n\n")); err == nil {
+		out = b
+	}
+	input := gjson.GetBytes(out, "input")
+	if !input.IsArray() {
+		return out
+	}
+	var drop []int
+	i := 0
+	input.ForEach(func(_, item gjson.Result) bool {
+		typ := item.Get("type")
+		if r := item.Get("role").Str; (r == "system" || r == "developer") && (!typ.Exists() || typ.Str == "message") {
+			drop = append(drop, i)
+		}
+		i++
+		return true
+	})
+	for k := len(drop) - 1; k >= 0; k-- {
+		if b, err := sjson.DeleteBytes(out, "input."+strconv.Itoa(drop[k])); err == nil {
+			out = b
+		}
+	}
+	return out
+}
+
+// appendInputTurn appends a chat message (an assistant draft, a revision request's
+// user turn) to the request's input as a message item. A string input becomes the
+// user message it stands for, first.
+func appendInputTurn(out []byte, m gjson.Result) []byte {
+	if in := gjson.GetBytes(out, "input"); in.Type == gjson.String {
+		item := append([]byte(`[{"role":"user","content":`), in.Raw...)
+		if b, err := sjson.SetRawBytes(out, "input", append(item, "}]"...)); err == nil {
+			out = b
+		}
+	}
+	item := []byte(`{"role":`)
+	item = append(item, rawOr(m.Get("role"), `"user"`)...)
+	item = append(item, `,"content":`...)
+	if c := m.Get("content"); c.Type == gjson.String {
+		item = append(item, c.Raw...)
+	} else {
+		item = appendJSONString(item, messageText(c))
+	}
+	item = append(item, '}')
+	if b, err := sjson.SetRawBytes(out, "input.-1", item); err == nil {
+		out = b
+	}
+	return out
+}
+
+// messageText is a chat message content's text: the string, or its text parts
+// joined with a newline.
+func messageText(c gjson.Result) string {
+	if c.Type == gjson.String {
+		return c.Str
+	}
+	var parts []string
+	c.ForEach(func(_, p gjson.Result) bool {
+		if p.Get("type").Str == "text" {
+			parts = append(parts, p.Get("text").Str)
+		}
+		return true
+	})
+	return strings.Join(parts, "\n")
+}
+
+// escapeSJSONKey escapes the characters sjson reads as path syntax in a member
+// name.
+func escapeSJSONKey(k string) string {
+	if !strings.ContainsAny(k, `.*?|#@!\:`) {
+		return k
+	}
+	var b strings.Builder
+	for _, r := range k {
+		if strings.ContainsRune(`.*?|#@!\:`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Interface guard.
+var _ interceptors.Upstream = (*responsesCaller)(nil)
