@@ -31,10 +31,7 @@ func (s *Server) handleResponses(rc *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	rt := s.routes[model]
-	if rt == nil {
-		rt = s.defaultRoute
-	}
+	rt := s.routeFor(model)
 	if rt == nil {
 		if s.passUp == nil {
 			s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found", "no upstream for %s", rc.Path()))

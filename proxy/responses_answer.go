@@ -22,6 +22,14 @@ func responseStatus(finish string) (status, incomplete string) {
 	return "completed", "null"
 }
 
+// responseEcho are the request's settings a response object repeats, with the
+// value it says when the request does not set one (the Responses API's defaults).
+var responseEcho = [...]struct{ name, or string }{
+	{"instructions", "null"}, {"max_output_tokens", "null"}, {"parallel_tool_calls", "true"},
+	{"reasoning", `{"effort":null,"summary":null}`}, {"temperature", "1"}, {"text", `{"format":{"type":"text"}}`},
+	{"tool_choice", `"auto"`}, {"tools", "[]"}, {"top_p", "1"}, {"user", "null"},
+}
+
 // chatToResponse renders a chat.completion (the chain's final answer, usage summed)
 // as the Responses object a client of POST /v1/responses expects: the reasoning as
 // a reasoning item with one summary, the content as a message item with one
@@ -34,7 +42,24 @@ func responseStatus(finish string) (status, incomplete string) {
 // (provider extensions) are carried over as they came.
 func chatToResponse(chat, request, outgoing []byte) []byte {
 	root := gjson.ParseBytes(chat)
-	req := gjson.ParseBytes(request)
+	// The request's settings, found in one scan: its input may be long.
+	var echo [len(responseEcho)]string
+	eachRawMember(bytesView(request), func(k, raw string) bool {
+		for i, e := range responseEcho {
+			if k == e.name && echo[i] == "" {
+				echo[i] = raw
+			}
+		}
+		return true
+	})
+	req := func(name string) string {
+		for i, e := range responseEcho {
+			if e.name == name {
+				return rawOrEmpty(echo[i], e.or)
+			}
+		}
+		return "null"
+	}
 	id := root.Get("id").String()
 	if id == "" {
 		id = "factgate"
@@ -53,9 +78,9 @@ func chatToResponse(chat, request, outgoing []byte) []byte {
 	b = append(b, `","background":false,"error":null,"incomplete_details":`...)
 	b = append(b, incomplete...)
 	b = append(b, `,"instructions":`...)
-	b = append(b, rawOr(req.Get("instructions"), "null")...)
+	b = append(b, req("instructions")...)
 	b = append(b, `,"max_output_tokens":`...)
-	b = append(b, rawOr(req.Get("max_output_tokens"), "null")...)
+	b = append(b, req("max_output_tokens")...)
 	b = append(b, `,"metadata":`...)
 	b = append(b, rawOr(gjson.GetBytes(outgoing, "metadata"), "{}")...)
 	b = append(b, `,"model":`...)
@@ -63,27 +88,27 @@ func chatToResponse(chat, request, outgoing []byte) []byte {
 	b = append(b, `,"output":[`...)
 	b = appendOutputItems(b, id, msg, status)
 	b = append(b, `],"parallel_tool_calls":`...)
-	b = append(b, rawOr(req.Get("parallel_tool_calls"), "true")...)
+	b = append(b, req("parallel_tool_calls")...)
 	b = append(b, `,"previous_response_id":null,"reasoning":`...)
-	b = append(b, rawOr(req.Get("reasoning"), `{"effort":null,"summary":null}`)...)
+	b = append(b, req("reasoning")...)
 	if st := root.Get("service_tier"); st.Exists() {
 		b = append(b, `,"service_tier":`...)
 		b = append(b, st.Raw...)
 	}
 	b = append(b, `,"store":false,"temperature":`...)
-	b = append(b, rawOr(req.Get("temperature"), "1")...)
+	b = append(b, req("temperature")...)
 	b = append(b, `,"text":`...)
-	b = append(b, rawOr(req.Get("text"), `{"format":{"type":"text"}}`)...)
+	b = append(b, req("text")...)
 	b = append(b, `,"tool_choice":`...)
-	b = append(b, rawOr(req.Get("tool_choice"), `"auto"`)...)
+	b = append(b, req("tool_choice")...)
 	b = append(b, `,"tools":`...)
-	b = append(b, rawOr(req.Get("tools"), "[]")...)
+	b = append(b, req("tools")...)
 	b = append(b, `,"top_p":`...)
-	b = append(b, rawOr(req.Get("top_p"), "1")...)
+	b = append(b, req("top_p")...)
 	b = append(b, `,"truncation":"disabled","usage":`...)
 	b = appendResponseUsage(b, root.Get("usage"))
 	b = append(b, `,"user":`...)
-	b = append(b, rawOr(req.Get("user"), "null")...)
+	b = append(b, req("user")...)
 	root.ForEach(func(k, v gjson.Result) bool {
 		if !completionFields[k.Str] {
 			b = append(b, ',')

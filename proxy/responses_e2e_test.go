@@ -22,7 +22,8 @@ import (
 
 // responsesConfig routes the same mock twice: chatup as a chat-only provider,
 // respup as a Responses-capable one. plain-* routes have no interceptors; ra3-*
-// validate the RA3 pack with injection and the hidden revision.
+// validate the RA3 pack with injection and the hidden revision, and answer with
+// the alias.
 const responsesConfig = `
 server: {keepalive_interval: 150ms}
 log: {level: warn}
@@ -36,6 +37,7 @@ routes:
     models: [ra3-c]
     upstream: chatup
     upstream_model: deepseek-chat
+    response_model: alias
     pack: ra3
     inject: {}
     validate: {strip_claims: never}
@@ -43,6 +45,7 @@ routes:
     models: [ra3-r]
     upstream: respup
     upstream_model: gpt-5
+    response_model: alias
     pack: ra3
     inject: {}
     validate: {strip_claims: never}
@@ -260,6 +263,9 @@ func TestResponsesHiddenRevisionOnBothDialects(t *testing.T) {
 			if got := hdr.Get("X-Factgate-Revisions"); got != "1" {
 				t.Errorf("X-Factgate-Revisions %q, want 1", got)
 			}
+			if r.Model != d.held {
+				t.Errorf("model %q, want the alias (response_model: alias)", r.Model)
+			}
 			if got := hdr.Get("X-Factgate-Issues"); !strings.HasPrefix(got, "draft=C") || !strings.HasSuffix(got, "final=0") {
 				t.Errorf("X-Factgate-Issues %q", got)
 			}
@@ -315,6 +321,18 @@ func TestResponsesHiddenRevisionOnBothDialects(t *testing.T) {
 			}
 			if n := len(st.events); n < 4 || st.events[0] != "response.created" || st.events[1] != "response.in_progress" || st.events[n-1] != "response.completed" {
 				t.Errorf("events %v", st.events)
+			}
+
+			// The facts of a plain string input are checked as well.
+			h.mock.Reset()
+			hdr = nil
+			r, err = c.Responses.New(context.Background(), responses.ResponseNewParams{Model: d.held,
+				Input: responses.ResponseNewParamsInputUnion{OfString: oa.String("分析这局录像。\n\n" + replayText)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.OutputText() != storyFixedAnswer || hdr.Get("X-Factgate-Revisions") != "1" {
+				t.Errorf("a string input: revisions %q, text:\n%s", hdr.Get("X-Factgate-Revisions"), r.OutputText())
 			}
 		})
 	}

@@ -90,13 +90,12 @@ var responsesReservedFields = map[string]bool{
 // extensions) are copied as they are.
 func translateResponsesRequest(body []byte, strict bool, upstream string) ([]byte, *interceptors.Error) {
 	t := &responsesTranslator{strict: strict, upstream: upstream}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
+	root := bytesView(body)
+	if i := skipSpace(root, 0); i >= len(root) || root[i] != '{' {
 		return nil, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
 			Message: "the request body must be a JSON object"}
 	}
-	var model string
-	var instructions, input gjson.Result
+	var model, instructions, input string
 	fields := make([]byte, 0, 256)
 	add := func(key string, raw string) {
 		fields = append(fields, ',')
@@ -104,54 +103,57 @@ func translateResponsesRequest(body []byte, strict bool, upstream string) ([]byt
 		fields = append(fields, ':')
 		fields = append(fields, raw...)
 	}
-	root.ForEach(func(k, v gjson.Result) bool {
-		key := k.Str
+	eachRawMember(root, func(k, raw string) bool {
+		key := k
+		if strings.IndexByte(k, '\\') >= 0 {
+			key = rawString(`"` + k + `"`)
+		}
 		switch {
 		case key == "model":
-			model = v.Raw
+			model = raw
 		case key == "input":
-			input = v
+			input = raw
 		case key == "instructions":
-			instructions = v
+			instructions = raw
 		case key == "stream_options":
 			// include_obfuscation shapes the provider's stream; factgate writes the
 			// stream itself, without obfuscation.
-		case v.Type == gjson.Null:
+		case isRawNull(raw):
 		case responsesSameFields[key]:
-			add(key, v.Raw)
+			add(key, raw)
 		case key == "max_output_tokens":
 			// max_tokens, not max_completion_tokens: the one every OpenAI-compatible
 			// server reads.
-			add("max_tokens", v.Raw)
+			add("max_tokens", raw)
 		case key == "tools":
-			if raw := t.tools(v); raw != "" {
-				add("tools", raw)
+			if out := t.tools(gjson.Parse(raw)); out != "" {
+				add("tools", out)
 			}
 		case key == "tool_choice":
-			if raw := t.toolChoice(v); raw != "" {
-				add("tool_choice", raw)
+			if out := t.toolChoice(gjson.Parse(raw)); out != "" {
+				add("tool_choice", out)
 			}
 		case key == "text":
-			t.text(v, add)
+			t.text(gjson.Parse(raw), add)
 		case key == "reasoning":
-			t.reasoning(v, add)
+			t.reasoning(gjson.Parse(raw), add)
 		case responsesStatefulFields[key] != "":
-			if responsesFieldUsed(key, v) {
+			if responsesFieldUsed(key, gjson.Parse(raw)) {
 				t.unsupported(key, responsesStatefulFields[key])
 			}
 		case responsesReservedFields[key]:
 			t.fail(key, "unknown_parameter", key+": a chat completions field, not a Responses API field (the translation writes it from the Responses fields)")
 		default:
 			// Not a Responses field: a provider extension, passed on as it came.
-			add(key, v.Raw)
+			add(key, raw)
 		}
 		return t.err == nil
 	})
 	if t.err == nil {
 		switch {
-		case instructions.Type == gjson.String:
-			t.msgs = append(t.msgs, chatMessage{role: "system", content: instructions.Raw})
-		case instructions.Exists() && instructions.Type != gjson.Null:
+		case isRawString(instructions):
+			t.msgs = append(t.msgs, chatMessage{role: "system", content: instructions})
+		case instructions != "" && !isRawNull(instructions):
 			t.fail("instructions", "invalid_type", "instructions: must be a string")
 		}
 	}
@@ -170,6 +172,9 @@ func translateResponsesRequest(body []byte, strict bool, upstream string) ([]byt
 		model = `""`
 	}
 	out = append(out, model...)
+	// The settings before the messages: every lookup of one by the proxy and the
+	// interceptors then stops before the long texts.
+	out = append(out, fields...)
 	out = append(out, `,"messages":[`...)
 	for i, m := range t.msgs {
 		if i > 0 {
@@ -177,9 +182,7 @@ func translateResponsesRequest(body []byte, strict bool, upstream string) ([]byt
 		}
 		out = m.append(out)
 	}
-	out = append(out, ']')
-	out = append(out, fields...)
-	return append(out, '}'), nil
+	return append(out, "]}"...), nil
 }
 
 // responsesFieldUsed reports whether a stateful field's value asks for something
@@ -220,18 +223,16 @@ func (t *responsesTranslator) unsupported(param, why string) {
 		" speaks chat completions, upstreams."+t.upstream+".api: chat; a Responses-capable upstream takes it with api: responses)")
 }
 
-// input translates the input: a string is one user message; an array of items
-// gives messages in order.
-func (t *responsesTranslator) input(v gjson.Result) {
+// input translates the input (raw JSON): a string is one user message; an array
+// of items gives messages in order.
+func (t *responsesTranslator) input(raw string) {
 	switch {
-	case !v.Exists() || v.Type == gjson.Null:
-	case v.Type == gjson.String:
-		t.msgs = append(t.msgs, chatMessage{role: "user", content: v.Raw})
-	case v.IsArray():
-		i := 0
-		v.ForEach(func(_, item gjson.Result) bool {
+	case raw == "" || isRawNull(raw):
+	case isRawString(raw):
+		t.msgs = append(t.msgs, chatMessage{role: "user", content: raw})
+	case isRawArray(raw):
+		eachRawElement(raw, func(i int, item string) bool {
 			t.item("input["+strconv.Itoa(i)+"]", item)
-			i++
 			return t.err == nil
 		})
 	default:
@@ -239,31 +240,31 @@ func (t *responsesTranslator) input(v gjson.Result) {
 	}
 }
 
-// item translates one input item.
-func (t *responsesTranslator) item(path string, item gjson.Result) {
-	if !item.IsObject() {
+// item translates one input item (raw JSON).
+func (t *responsesTranslator) item(path string, raw string) {
+	if raw == "" || raw[0] != '{' {
 		t.fail(path, "invalid_type", path+": must be an object")
 		return
 	}
-	typ := item.Get("type")
+	f := readItem(raw)
+	typ := rawString(f.typ)
 	switch {
-	case typ.Str == "message" || (!typ.Exists() && item.Get("role").Exists()):
-		t.message(path, item)
-	case typ.Str == "function_call":
-		callID, name := item.Get("call_id"), item.Get("name")
-		if callID.Type != gjson.String || name.Type != gjson.String {
+	case typ == "message" || (f.typ == "" && f.role != ""):
+		t.message(path, f)
+	case typ == "function_call":
+		if !isRawString(f.callID) || !isRawString(f.name) {
 			t.fail(path, "invalid_value", path+": a function_call item needs a call_id and a name")
 			return
 		}
-		args := item.Get("arguments").Raw
+		args := f.arguments
 		if args == "" {
 			args = `""`
 		}
 		call := make([]byte, 0, 64+len(args))
 		call = append(call, `{"id":`...)
-		call = append(call, callID.Raw...)
+		call = append(call, f.callID...)
 		call = append(call, `,"type":"function","function":{"name":`...)
-		call = append(call, name.Raw...)
+		call = append(call, f.name...)
 		call = append(call, `,"arguments":`...)
 		call = append(call, args...)
 		call = append(call, "}}"...)
@@ -274,34 +275,106 @@ func (t *responsesTranslator) item(path string, item gjson.Result) {
 		} else {
 			t.msgs = append(t.msgs, chatMessage{role: "assistant", content: "null", calls: []string{string(call)}})
 		}
-	case typ.Str == "function_call_output":
-		callID, out := item.Get("call_id"), item.Get("output")
-		if callID.Type != gjson.String {
+	case typ == "function_call_output":
+		if !isRawString(f.callID) {
 			t.fail(path+".call_id", "invalid_value", path+": a function_call_output item needs a call_id")
 			return
 		}
-		content := out.Raw
-		if out.IsArray() {
-			content = t.joinText(path+".output", out)
-		} else if out.Type != gjson.String {
+		content := f.output
+		if isRawArray(content) {
+			content = t.joinText(path+".output", content)
+		} else if !isRawString(content) {
 			t.fail(path+".output", "invalid_type", path+".output: must be a string or an array of content parts")
 			return
 		}
-		t.msgs = append(t.msgs, chatMessage{role: "tool", toolCallID: callID.Raw, content: content})
-	case typ.Str == "reasoning":
+		t.msgs = append(t.msgs, chatMessage{role: "tool", toolCallID: f.callID, content: content})
+	case typ == "reasoning":
 		// The model's reasoning of an earlier turn: chat completions take no
 		// reasoning back (DeepSeek asks that reasoning_content never be sent).
-	case typ.Str == "item_reference" || (!typ.Exists() && item.Get("id").Exists()):
+	case typ == "item_reference" || (f.typ == "" && f.id != ""):
 		// The type of an item reference is optional.
 		t.unsupported(path, "an item_reference names an item the provider stored, which chat completions cannot look up")
 	default:
-		t.unsupported(path+".type", "an item of type "+strconv.Quote(typ.String())+", which chat completions cannot carry")
+		t.unsupported(path+".type", "an item of type "+strconv.Quote(typ)+", which chat completions cannot carry")
 	}
 }
 
+// itemFields are the members of an input item the translation reads, as raw
+// JSON ("" when absent).
+type itemFields struct {
+	typ, role, content, callID, name, arguments, output, id string
+}
+
+// readItem reads an input item's members in one scan: an item can carry a long
+// text, which every lookup by name would scan (and decode) again.
+func readItem(item string) (f itemFields) {
+	eachRawMember(item, func(k, v string) bool {
+		switch k {
+		case "type":
+			f.typ = v
+		case "role":
+			f.role = v
+		case "content":
+			f.content = v
+		case "call_id":
+			f.callID = v
+		case "name":
+			f.name = v
+		case "arguments":
+			f.arguments = v
+		case "output":
+			f.output = v
+		case "id":
+			f.id = v
+		}
+		return true
+	})
+	return f
+}
+
+// partFields are the members of a content part the translation reads, as raw
+// JSON ("" when absent).
+type partFields struct {
+	typ, text, imageURL, detail, fileURL, refusal, inputAudio string
+	file                                                      [3]string // file_data, file_id, filename
+}
+
+// fileMembers are the members of an input_file part a chat file part carries.
+var fileMembers = [3]string{"file_data", "file_id", "filename"}
+
+// readPart reads a content part's members in one scan.
+func readPart(p string) (f partFields) {
+	eachRawMember(p, func(k, v string) bool {
+		switch k {
+		case "type":
+			f.typ = v
+		case "text":
+			f.text = v
+		case "image_url":
+			f.imageURL = v
+		case "detail":
+			f.detail = v
+		case "file_url":
+			f.fileURL = v
+		case "refusal":
+			f.refusal = v
+		case "input_audio":
+			f.inputAudio = v
+		case fileMembers[0]:
+			f.file[0] = v
+		case fileMembers[1]:
+			f.file[1] = v
+		case fileMembers[2]:
+			f.file[2] = v
+		}
+		return true
+	})
+	return f
+}
+
 // message translates a message item (or an easy input message).
-func (t *responsesTranslator) message(path string, item gjson.Result) {
-	role := item.Get("role").Str
+func (t *responsesTranslator) message(path string, item itemFields) {
+	role := rawString(item.role)
 	switch role {
 	case "user", "system", "assistant":
 	case "developer":
@@ -311,14 +384,14 @@ func (t *responsesTranslator) message(path string, item gjson.Result) {
 		t.fail(path+".role", "invalid_value", path+".role: must be user, assistant, system or developer")
 		return
 	}
-	c := item.Get("content")
+	c := item.content
 	m := chatMessage{role: role}
 	switch {
-	case c.Type == gjson.String:
-		m.content = c.Raw
-	case c.IsArray() && role == "assistant":
+	case isRawString(c):
+		m.content = c
+	case isRawArray(c) && role == "assistant":
 		m.content, m.refusal = t.assistantContent(path+".content", c)
-	case c.IsArray():
+	case isRawArray(c):
 		m.content = t.parts(path+".content", c)
 	default:
 		t.fail(path+".content", "invalid_type", path+".content: must be a string or an array of content parts")
@@ -327,78 +400,85 @@ func (t *responsesTranslator) message(path string, item gjson.Result) {
 	t.msgs = append(t.msgs, m)
 }
 
-// parts translates the content parts of a user or system message.
-func (t *responsesTranslator) parts(path string, c gjson.Result) string {
-	out := []byte{'['}
-	i := 0
-	c.ForEach(func(_, p gjson.Result) bool {
+// parts translates the content parts (raw JSON array) of a user or system message.
+func (t *responsesTranslator) parts(path string, c string) string {
+	out := make([]byte, 0, len(c)+64)
+	out = append(out, '[')
+	eachRawElement(c, func(i int, raw string) bool {
 		where := path + "[" + strconv.Itoa(i) + "]"
-		i++
-		var part []byte
-		switch typ := p.Get("type").Str; typ {
-		case "input_text", "output_text", "text":
-			part = append(append([]byte(`{"type":"text","text":`), rawOr(p.Get("text"), `""`)...), '}')
-		case "input_image":
-			url := p.Get("image_url")
-			if url.Type != gjson.String {
-				t.unsupported(where+".file_id", "an image named by an uploaded file, which chat completions cannot fetch: send image_url")
-				return t.err == nil
-			}
-			part = append([]byte(`{"type":"image_url","image_url":{"url":`), url.Raw...)
-			if d := p.Get("detail"); d.Type == gjson.String {
-				part = append(append(part, `,"detail":`...), d.Raw...)
-			}
-			part = append(part, "}}"...)
-		case "input_file":
-			if u := p.Get("file_url"); u.Exists() && u.Type != gjson.Null {
-				t.unsupported(where+".file_url", "a file named by URL, which chat completions cannot fetch: send file_data or file_id")
-				return t.err == nil
-			}
-			part = []byte(`{"type":"file","file":{`)
-			n := 0
-			for _, k := range [...]string{"file_data", "file_id", "filename"} {
-				if v := p.Get(k); v.Type == gjson.String {
-					if n > 0 {
-						part = append(part, ',')
-					}
-					n++
-					part = appendJSONString(part, k)
-					part = append(part, ':')
-					part = append(part, v.Raw...)
-				}
-			}
-			part = append(part, "}}"...)
-		case "input_audio":
-			part = append(append([]byte(`{"type":"input_audio","input_audio":`), rawOr(p.Get("input_audio"), "{}")...), '}')
-		default:
-			t.unsupported(where+".type", "a content part of type "+strconv.Quote(typ)+", which chat completions cannot carry")
-			return t.err == nil
-		}
-		if len(out) > 1 {
+		p := readPart(raw)
+		mark := len(out)
+		if mark > 1 {
 			out = append(out, ',')
 		}
-		out = append(out, part...)
+		switch typ := rawString(p.typ); typ {
+		case "input_text", "output_text", "text":
+			out = append(out, `{"type":"text","text":`...)
+			out = append(out, rawOrEmpty(p.text, `""`)...)
+			out = append(out, '}')
+		case "input_image":
+			if !isRawString(p.imageURL) {
+				t.unsupported(where+".file_id", "an image named by an uploaded file, which chat completions cannot fetch: send image_url")
+				out = out[:mark]
+				return t.err == nil
+			}
+			out = append(out, `{"type":"image_url","image_url":{"url":`...)
+			out = append(out, p.imageURL...)
+			if isRawString(p.detail) {
+				out = append(out, `,"detail":`...)
+				out = append(out, p.detail...)
+			}
+			out = append(out, "}}"...)
+		case "input_file":
+			if p.fileURL != "" && !isRawNull(p.fileURL) {
+				t.unsupported(where+".file_url", "a file named by URL, which chat completions cannot fetch: send file_data or file_id")
+				out = out[:mark]
+				return t.err == nil
+			}
+			out = append(out, `{"type":"file","file":{`...)
+			n := 0
+			for k, v := range p.file {
+				if isRawString(v) {
+					if n > 0 {
+						out = append(out, ',')
+					}
+					n++
+					out = appendJSONString(out, fileMembers[k])
+					out = append(out, ':')
+					out = append(out, v...)
+				}
+			}
+			out = append(out, "}}"...)
+		case "input_audio":
+			out = append(out, `{"type":"input_audio","input_audio":`...)
+			out = append(out, rawOrEmpty(p.inputAudio, "{}")...)
+			out = append(out, '}')
+		default:
+			t.unsupported(where+".type", "a content part of type "+strconv.Quote(typ)+", which chat completions cannot carry")
+			out = out[:mark]
+			return t.err == nil
+		}
 		return true
 	})
-	return string(append(out, ']'))
+	out = append(out, ']')
+	return bytesView(out)
 }
 
 // assistantContent translates an assistant message's parts: the text parts joined
 // into one string (chat servers commonly take assistant content as a string), a
 // refusal part into the message's refusal.
-func (t *responsesTranslator) assistantContent(path string, c gjson.Result) (content, refusal string) {
+func (t *responsesTranslator) assistantContent(path string, c string) (content, refusal string) {
 	var text strings.Builder
 	hasText := false
-	i := 0
-	c.ForEach(func(_, p gjson.Result) bool {
+	eachRawElement(c, func(i int, raw string) bool {
 		where := path + "[" + strconv.Itoa(i) + "]"
-		i++
-		switch typ := p.Get("type").Str; typ {
+		f := readPart(raw)
+		switch typ := rawString(f.typ); typ {
 		case "output_text", "input_text", "text":
-			text.WriteString(p.Get("text").Str)
+			text.WriteString(rawString(f.text))
 			hasText = true
 		case "refusal":
-			refusal = rawOr(p.Get("refusal"), `""`)
+			refusal = rawOrEmpty(f.refusal, `""`)
 		default:
 			t.unsupported(where+".type", "an assistant content part of type "+strconv.Quote(typ)+", which chat completions cannot carry")
 			return t.err == nil
@@ -411,20 +491,19 @@ func (t *responsesTranslator) assistantContent(path string, c gjson.Result) (con
 	return string(appendJSONString(nil, text.String())), refusal
 }
 
-// joinText joins the text parts of a function call's output into one string (a
-// tool message's content); other parts cannot be carried.
-func (t *responsesTranslator) joinText(path string, c gjson.Result) string {
+// joinText joins the text parts of a function call's output (raw JSON array) into
+// one string (a tool message's content); other parts cannot be carried.
+func (t *responsesTranslator) joinText(path string, c string) string {
 	var text strings.Builder
-	i := 0
-	c.ForEach(func(_, p gjson.Result) bool {
+	eachRawElement(c, func(i int, raw string) bool {
 		where := path + "[" + strconv.Itoa(i) + "]"
-		i++
-		switch typ := p.Get("type").Str; typ {
+		f := readPart(raw)
+		switch typ := rawString(f.typ); typ {
 		case "input_text", "output_text", "text":
 			if text.Len() > 0 {
 				text.WriteByte('\n')
 			}
-			text.WriteString(p.Get("text").Str)
+			text.WriteString(rawString(f.text))
 		default:
 			t.unsupported(where+".type", "a tool output part of type "+strconv.Quote(typ)+", which chat completions cannot carry")
 			return t.err == nil
@@ -616,4 +695,12 @@ func rawOr(r gjson.Result, or string) string {
 		return r.Raw
 	}
 	return or
+}
+
+// rawOrEmpty is raw, or or when raw is absent ("").
+func rawOrEmpty(raw, or string) string {
+	if raw == "" {
+		return or
+	}
+	return raw
 }

@@ -16,7 +16,7 @@ func TestTranslateResponsesRequest(t *testing.T) {
 		{
 			desc: "instructions and a string input",
 			in:   `{"model":"m","instructions":"be brief","input":"hi","temperature":0.2,"stream":true,"stream_options":{"include_obfuscation":false}}`,
-			want: `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"temperature":0.2,"stream":true}`,
+			want: `{"model":"m","temperature":0.2,"stream":true,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]}`,
 		},
 		{
 			desc: "message items: parts, a developer message, an assistant turn fed back",
@@ -26,9 +26,7 @@ func TestTranslateResponsesRequest(t *testing.T) {
 				{"type":"message","role":"assistant","id":"msg_1","status":"completed","content":[{"type":"output_text","text":"a","annotations":[]},{"type":"output_text","text":"b","annotations":[]}]},
 				{"type":"reasoning","id":"rs_1","summary":[]},
 				{"role":"user","content":"and?"}]}`,
-			want: `{"model":"m","messages":[{"role":"system","content":"rules"},
-				{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://x/i.png","detail":"low"}}]},
-				{"role":"assistant","content":"ab"},{"role":"user","content":"and?"}]}`,
+			want: `{"model":"m","messages":[{"role":"system","content":"rules"},{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://x/i.png","detail":"low"}}]},{"role":"assistant","content":"ab"},{"role":"user","content":"and?"}]}`,
 		},
 		{
 			desc: "function calls join the assistant turn before them; outputs become tool messages",
@@ -39,10 +37,7 @@ func TestTranslateResponsesRequest(t *testing.T) {
 				{"type":"function_call_output","call_id":"c1","output":"18"},
 				{"type":"function_call_output","call_id":"c2","output":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]},
 				{"type":"function_call","call_id":"c3","name":"x","arguments":"{}"}]}`,
-			want: `{"model":"m","messages":[{"role":"user","content":"weather?"},
-				{"role":"assistant","content":"checking","tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}},{"id":"c2","type":"function","function":{"name":"w","arguments":"{}"}}]},
-				{"role":"tool","content":"18","tool_call_id":"c1"},{"role":"tool","content":"a\nb","tool_call_id":"c2"},
-				{"role":"assistant","content":null,"tool_calls":[{"id":"c3","type":"function","function":{"name":"x","arguments":"{}"}}]}]}`,
+			want: `{"model":"m","messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":"checking","tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}},{"id":"c2","type":"function","function":{"name":"w","arguments":"{}"}}]},{"role":"tool","content":"18","tool_call_id":"c1"},{"role":"tool","content":"a\nb","tool_call_id":"c2"},{"role":"assistant","content":null,"tool_calls":[{"id":"c3","type":"function","function":{"name":"x","arguments":"{}"}}]}]}`,
 		},
 		{
 			desc: "tools, tool_choice, text.format, reasoning, max_output_tokens, extensions",
@@ -50,16 +45,12 @@ func TestTranslateResponsesRequest(t *testing.T) {
 				"tool_choice":{"type":"function","name":"w"},"text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object"},"strict":true},"verbosity":"low"},
 				"reasoning":{"effort":"high","summary":"auto"},"max_output_tokens":100,"include":["reasoning.encrypted_content"],"store":false,"truncation":"disabled",
 				"metadata":{"a":"b"},"seed":7}`,
-			want: `{"model":"m","messages":[{"role":"user","content":"x"}],
-				"tools":[{"type":"function","function":{"name":"w","description":"d","parameters":{"type":"object"},"strict":true}}],
-				"tool_choice":{"type":"function","function":{"name":"w"}},
-				"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"},"strict":true}},"verbosity":"low",
-				"reasoning_effort":"high","max_tokens":100,"metadata":{"a":"b"},"seed":7}`,
+			want: `{"model":"m","tools":[{"type":"function","function":{"name":"w","description":"d","parameters":{"type":"object"},"strict":true}}],"tool_choice":{"type":"function","function":{"name":"w"}},"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"},"strict":true}},"verbosity":"low","reasoning_effort":"high","max_tokens":100,"metadata":{"a":"b"},"seed":7,"messages":[{"role":"user","content":"x"}]}`,
 		},
 		{
 			desc: "json_object and text formats",
 			in:   `{"model":"m","input":"x","text":{"format":{"type":"json_object"}}}`,
-			want: `{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`,
+			want: `{"model":"m","response_format":{"type":"json_object"},"messages":[{"role":"user","content":"x"}]}`,
 		},
 	}
 	for _, tc := range tests {

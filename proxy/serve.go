@@ -114,20 +114,26 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	rt := s.routes[model]
+	rt := s.routeFor(model)
 	if rt == nil {
-		rt = s.defaultRoute
-		if rt == nil {
-			s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
-				Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model)})
-			return
-		}
+		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
+			Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model)})
+		return
 	}
 	if len(rt.chain) == 0 {
 		s.forward(rc, rt.up, rt.metrics, rt.mapModel(body, model), start, client)
 		return
 	}
 	s.intercept(rc, rt, body, model, client, start, nil)
+}
+
+// routeFor returns the route serving model: the one naming it, else the default
+// route; nil when there is none.
+func (s *Server) routeFor(model string) *route {
+	if rt := s.routes[model]; rt != nil {
+		return rt
+	}
+	return s.defaultRoute
 }
 
 // admit authenticates a routed request (chat completions, Responses) and reads its

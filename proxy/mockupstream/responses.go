@@ -157,19 +157,8 @@ func partsText(c gjson.Result) string {
 
 // serveResponses answers POST /v1/responses.
 func (s *Server) serveResponses(ex *exchange) {
-	body, err := ex.readBody()
-	if ex.rec != nil {
-		ex.rec.Body = body
-	}
-	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			ex.writeError(http.StatusRequestEntityTooLarge, "invalid_request_error", "body_too_large", "", err.Error())
-		}
-		return
-	}
-	if !gjson.ValidBytes(body) {
-		ex.writeError(http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
-			"we could not parse the JSON body of your request")
+	body, ok := ex.readJSONBody()
+	if !ok {
 		return
 	}
 	var q chatRequest
@@ -184,31 +173,8 @@ func (s *Server) serveResponses(ex *exchange) {
 	if ex.rec != nil {
 		ex.rec.Rule = rule
 	}
-	latency := a.latency
-	if latency == 0 {
-		latency = s.opts.Latency
-	}
-	if f := a.fault; f != nil {
-		latency += f.SlowFirstByte
-	}
-	if !ex.wait(latency) {
+	if !s.beforeAnswer(ex, a) {
 		return
-	}
-	if f := a.fault; f != nil {
-		switch {
-		case f.Drop:
-			ex.cut()
-			return
-		case f.Status != 0:
-			h := ex.w.Header()
-			h["Content-Type"] = []string{a.faultContentType}
-			for _, kv := range a.faultHeaders {
-				h[kv[0]] = []string{kv[1]}
-			}
-			ex.writeHeader(f.Status)
-			ex.write([]byte(f.Body))
-			return
-		}
 	}
 	ans := &renderedAnswer{a: a, id: s.responseSeq.Add(1), created: s.now().Unix()}
 	ans.render(&q)
