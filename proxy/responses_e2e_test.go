@@ -144,7 +144,7 @@ func streamResponses(t *testing.T, c oa.Client, params responses.ResponseNewPara
 
 func TestResponsesRoutingAndAliasMapping(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, `default: {content: "plain answer"}`, responsesConfig)
+	h := newHarness(t, `default: {content: "plain answer", reasoning: "thinking it over"}`, responsesConfig)
 	c := responsesClient(h, nil)
 	ctx := context.Background()
 	tests := []struct {
@@ -171,6 +171,11 @@ func TestResponsesRoutingAndAliasMapping(t *testing.T) {
 		}
 		if r.Status != "completed" || r.Object != "response" {
 			t.Errorf("%s: status %q object %q", tc.desc, r.Status, r.Object)
+		}
+		// The reasoning comes as a reasoning item's summary (on a chat upstream: its
+		// reasoning_content).
+		if r.Output[0].Type != "reasoning" || len(r.Output[0].Summary) != 1 || r.Output[0].Summary[0].Text != "thinking it over" {
+			t.Errorf("%s: output %s", tc.desc, r.RawJSON())
 		}
 		recs, _ := h.mock.WaitFor(1, 3*time.Second)
 		if len(recs) != 1 {
@@ -660,5 +665,84 @@ func TestResponsesIncompleteAnswer(t *testing.T) {
 	}
 	if carried != 2 {
 		t.Errorf("max_output_tokens became max_tokens in %d chat requests, want 2 (the non-streamed ones)", carried)
+	}
+}
+
+func TestResponsesExperimentVariantsReachTheUpstream(t *testing.T) {
+	t.Parallel()
+	const config = `
+log: {level: warn}
+upstreams:
+  chatup: {base_url: "%MOCK%", read_timeout: 5s}
+  respup: {base_url: "%MOCK%", read_timeout: 5s, api: responses}
+routes:
+  - name: ab-chat
+    models: [ab-c]
+    upstream: chatup
+    inject: {custom_system_prompt: "house rules", use_custom_system_prompt: true, when: always}
+    experiment: &exp
+      name: strictness
+      allow_forcing: true
+      control: baseline
+      variants:
+        - {name: baseline, weight: 50}
+        - {name: strict, weight: 50, temperature: 0.2, max_tokens: 300, sampling: {reasoning_effort: low}}
+  - name: ab-resp
+    models: [ab-r]
+    upstream: respup
+    inject: {custom_system_prompt: "house rules", use_custom_system_prompt: true, when: always}
+    experiment: *exp
+`
+	h := newHarness(t, `default: {content: "ok"}`, config)
+	var hdr http.Header
+	c := responsesClient(h, &hdr)
+	for _, model := range []string{"ab-c", "ab-r"} {
+		h.mock.Reset()
+		_, err := c.Responses.New(context.Background(), responses.ResponseNewParams{Model: model, Temperature: oa.Float(0.9),
+			Input: responses.ResponseNewParamsInputUnion{OfString: oa.String("hello")}}, option.WithHeader("X-Factgate-Variant", "strict"))
+		if err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		if v := hdr.Get("X-Factgate-Variant"); v != "strict" {
+			t.Errorf("%s: X-Factgate-Variant %q", model, v)
+		}
+		recs, _ := h.mock.WaitFor(1, 3*time.Second)
+		body := gjson.ParseBytes(recs[0].Body)
+		if body.Get("temperature").Raw != "0.2" {
+			t.Errorf("%s: temperature %s, want the variant's", model, body.Get("temperature").Raw)
+		}
+		if model == "ab-r" {
+			if body.Get("max_output_tokens").Raw != "300" || body.Get("reasoning.effort").Str != "low" || body.Get("max_tokens").Exists() ||
+				body.Get("reasoning_effort").Exists() || body.Get("instructions").Str != "house rules" {
+				t.Errorf("%s: the Responses request does not carry the variant under its names: %s", model, recs[0].Body)
+			}
+		} else if body.Get("max_tokens").Raw != "300" || body.Get("reasoning_effort").Str != "low" || body.Get("messages.0.content").Str != "house rules" {
+			t.Errorf("%s: the chat request does not carry the variant: %s", model, recs[0].Body)
+		}
+	}
+}
+
+func TestResponsesClaimsBlockStrippedFromTheUpstreamsObject(t *testing.T) {
+	t.Parallel()
+	const config = `
+log: {level: warn}
+upstreams:
+  respup: {base_url: "%MOCK%", read_timeout: 5s, api: responses}
+routes:
+  - {name: ra3, models: [ra3-r], upstream: respup, pack: ra3, inject: {}, validate: {}}
+`
+	clean := claimsAnswer("PlayerA 在 1:24 打包主基地。", claimBase)
+	h := newHarness(t, `default: {content: "`+jsonEscapeYAML(clean)+`", extra: {x_provider: {region: eu}}}`, config)
+	c := responsesClient(h, nil)
+	r, err := c.Responses.New(context.Background(), storyParams("ra3-r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.OutputText(); got != "PlayerA 在 1:24 打包主基地。\n" {
+		t.Errorf("output_text %q, want the prose without the claims block the proxy asked for", got)
+	}
+	raw := gjson.Parse(r.RawJSON())
+	if !strings.HasPrefix(r.ID, "resp_mock_") || raw.Get("x_provider.region").Str != "eu" || raw.Get("store").Raw != "true" {
+		t.Errorf("the upstream's own object was not kept: %s", r.RawJSON())
 	}
 }

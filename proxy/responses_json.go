@@ -48,6 +48,20 @@ func eachRawMember(obj string, fn func(key, raw string) bool) {
 	}
 }
 
+// rawMemberOf returns the raw value of obj's member named key as written ("" when
+// it has none).
+func rawMemberOf(obj, key string) string {
+	var out string
+	eachRawMember(obj, func(k, raw string) bool {
+		if k == key {
+			out = raw
+			return false
+		}
+		return true
+	})
+	return out
+}
+
 // eachRawElement calls fn with each element's raw JSON of the JSON array arr, and
 // its position. It stops when fn returns false. arr that is not an array yields
 // nothing.

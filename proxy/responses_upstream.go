@@ -62,7 +62,8 @@ func (c *responsesCaller) Complete(ctx context.Context, body []byte) (*intercept
 //     set or removed under their Responses names;
 //   - stream is false (the answer is held) and stream_options removed.
 func (rx *responsesExchange) requestFor(base, body []byte) (out []byte, hidden, ok bool) {
-	baseMsgs, msgs := gjson.GetBytes(base, "messages"), gjson.GetBytes(body, "messages")
+	// Views, not copies: the messages carry the operation log and the prompt.
+	baseMsgs, msgs := gjson.Get(bytesView(base), "messages"), gjson.Get(bytesView(body), "messages")
 	if !baseMsgs.IsArray() || !msgs.IsArray() || len(baseMsgs.Raw) < 3 {
 		return nil, false, false
 	}
@@ -74,7 +75,7 @@ func (rx *responsesExchange) requestFor(base, body []byte) (out []byte, hidden, 
 	}
 	out = append([]byte(nil), rx.request...)
 	out = rx.applyFieldEdits(out, body)
-	if baseMsgs.Raw != gjson.GetBytes(rx.chat0, "messages").Raw {
+	if baseMsgs.Raw != gjson.Get(bytesView(rx.chat0), "messages").Raw {
 		out = rx.applySystemPrompt(out, baseMsgs)
 	}
 	n := len(baseMsgs.Array())
@@ -103,31 +104,28 @@ func (rx *responsesExchange) requestFor(base, body []byte) (out []byte, hidden, 
 // translated request (rx.chat0) and body onto the Responses request out.
 func (rx *responsesExchange) applyFieldEdits(out, body []byte) []byte {
 	before := map[string]string{}
-	gjson.ParseBytes(rx.chat0).ForEach(func(k, v gjson.Result) bool {
-		before[k.Str] = v.Raw
+	eachRawMember(bytesView(rx.chat0), func(k, raw string) bool {
+		before[k] = raw
 		return true
 	})
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
-		key := k.Str
-		was, had := before[key]
-		delete(before, key)
-		if had && was == v.Raw {
-			return true
+	eachRawMember(bytesView(body), func(k, raw string) bool {
+		was, had := before[k]
+		delete(before, k)
+		if !had || was != raw {
+			out = setResponsesField(out, rawString(`"`+k+`"`), raw)
 		}
-		out = setResponsesField(out, key, v)
 		return true
 	})
-	for key := range before {
-		out = setResponsesField(out, key, gjson.Result{})
+	for k := range before {
+		out = setResponsesField(out, rawString(`"`+k+`"`), "")
 	}
 	return out
 }
 
-// setResponsesField sets (or, for a value that does not exist, removes) the
-// Responses field that a chat completion field maps onto.
-func setResponsesField(out []byte, key string, v gjson.Result) []byte {
+// setResponsesField sets to raw (or, for raw "", removes) the Responses field that
+// a chat completion field maps onto.
+func setResponsesField(out []byte, key string, raw string) []byte {
 	path := ""
-	raw := v.Raw
 	switch key {
 	case "messages", "stream", "stream_options", "n", "tools", "tool_choice":
 		// The conversation and streaming are handled apart; the chain never edits
@@ -141,15 +139,15 @@ func setResponsesField(out []byte, key string, v gjson.Result) []byte {
 		path = "text.verbosity"
 	case "response_format":
 		path = "text.format"
-		if v.Exists() {
-			raw = responsesFormat(v)
+		if raw != "" {
+			raw = responsesFormat(gjson.Parse(raw))
 		}
 	default:
 		path = escapeSJSONKey(key)
 	}
 	var err error
 	var b []byte
-	if v.Exists() {
+	if raw != "" {
 		b, err = sjson.SetRawBytes(out, path, []byte(raw))
 	} else {
 		b, err = sjson.DeleteBytes(out, path)
@@ -181,30 +179,39 @@ func responsesFormat(rf gjson.Result) string {
 // instructions, and removes the input's system and developer message items, which
 // are in them (merge) or were replaced.
 func (rx *responsesExchange) applySystemPrompt(out []byte, baseMsgs gjson.Result) []byte {
-	var parts []string
-	baseMsgs.ForEach(func(_, m gjson.Result) bool {
-		if r := m.Get("role").Str; r == "system" || r == "developer" {
-			if t := messageText(m.Get("content")); t != "" {
-				parts = append(parts, t)
-			}
+	var parts []string // raw contents
+	eachRawElement(baseMsgs.Raw, func(_ int, raw string) bool {
+		if m := readItem(raw); m.role == `"system"` || m.role == `"developer"` {
+			parts = append(parts, m.content)
 		}
 		return true
 	})
-	if b, err := sjson.SetBytes(out, "instructions", strings.Join(parts, "\n\n")); err == nil {
-		out = b
+	if len(parts) == 1 && isRawString(parts[0]) {
+		// The injected prompt as it is: no decoding and encoding again.
+		if b, err := sjson.SetRawBytes(out, "instructions", []byte(parts[0])); err == nil {
+			out = b
+		}
+	} else {
+		texts := make([]string, 0, len(parts))
+		for _, c := range parts {
+			if t := messageText(gjson.Parse(c)); t != "" {
+				texts = append(texts, t)
+			}
+		}
+		if b, err := sjson.SetBytes(out, "instructions", strings.Join(texts, "\n\n")); err == nil {
+			out = b
+		}
 	}
-	input := gjson.GetBytes(out, "input")
+	input := gjson.Get(bytesView(out), "input")
 	if !input.IsArray() {
 		return out
 	}
 	var drop []int
-	i := 0
-	input.ForEach(func(_, item gjson.Result) bool {
-		typ := item.Get("type")
-		if r := item.Get("role").Str; (r == "system" || r == "developer") && (!typ.Exists() || typ.Str == "message") {
+	eachRawElement(input.Raw, func(i int, raw string) bool {
+		it := readItem(raw)
+		if (it.role == `"system"` || it.role == `"developer"`) && (it.typ == "" || it.typ == `"message"`) {
 			drop = append(drop, i)
 		}
-		i++
 		return true
 	})
 	for k := len(drop) - 1; k >= 0; k-- {
@@ -219,8 +226,8 @@ func (rx *responsesExchange) applySystemPrompt(out []byte, baseMsgs gjson.Result
 // user turn) to the request's input as a message item. A string input becomes the
 // user message it stands for, first.
 func appendInputTurn(out []byte, m gjson.Result) []byte {
-	if in := gjson.GetBytes(out, "input"); in.Type == gjson.String {
-		item := append([]byte(`[{"role":"user","content":`), in.Raw...)
+	if in := rawMemberOf(bytesView(out), "input"); isRawString(in) {
+		item := append([]byte(`[{"role":"user","content":`), in...)
 		if b, err := sjson.SetRawBytes(out, "input", append(item, "}]"...)); err == nil {
 			out = b
 		}
