@@ -345,15 +345,16 @@ func TestResponsesHiddenRevisionOnBothDialects(t *testing.T) {
 
 func TestResponsesStreamHeldWithKeepAlivesAndLateHeaders(t *testing.T) {
 	t.Parallel()
-	// The draft takes longer than a keep-alive interval: the stream is committed,
-	// kept alive, and the revision headers come as comments before the end.
+	// The draft takes far longer than a keep-alive interval (1s against 150ms): the
+	// stream is committed, kept alive, and the revision headers come as comments
+	// before the end.
 	script := `
 rules:
   - match: {has_assistant: true}
     answer: {content: "` + jsonEscapeYAML(storyFixedAnswer) + `"}
 default:
   content: "` + jsonEscapeYAML(storyDraftAnswer) + `"
-  latency: 500ms
+  latency: 1s
 `
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
