@@ -123,6 +123,21 @@ func chatToResponse(chat, request, outgoing []byte) []byte {
 
 // appendOutputItems appends the output items of a chat message.
 func appendOutputItems(b []byte, id string, msg gjson.Result, status string) []byte {
+	// The message's members in one scan, undecoded: the content can be long.
+	var rc, content, refusal, toolCalls string
+	eachRawMember(msg.Raw, func(k, raw string) bool {
+		switch k {
+		case "reasoning_content":
+			rc = raw
+		case "content":
+			content = raw
+		case "refusal":
+			refusal = raw
+		case "tool_calls":
+			toolCalls = raw
+		}
+		return true
+	})
 	n := 0
 	sep := func() {
 		if n > 0 {
@@ -130,24 +145,20 @@ func appendOutputItems(b []byte, id string, msg gjson.Result, status string) []b
 		}
 		n++
 	}
-	if rc := msg.Get("reasoning_content"); rc.Type == gjson.String && rc.Str != "" {
+	if isRawString(rc) && rc != `""` {
 		sep()
 		b = append(b, `{"id":`...)
 		b = appendJSONString(b, "rs_"+id)
 		b = append(b, `,"type":"reasoning","summary":[{"type":"summary_text","text":`...)
-		b = append(b, rc.Raw...)
+		b = append(b, rc...)
 		b = append(b, "}]}"...)
 	}
-	content, refusal := msg.Get("content"), msg.Get("refusal")
-	calls := msg.Get("tool_calls")
+	calls := gjson.Parse(toolCalls)
 	hasCalls := calls.IsArray() && len(calls.Array()) > 0
-	hasRefusal := refusal.Type == gjson.String
+	hasRefusal := isRawString(refusal)
 	// An empty content next to tool calls is no message; an answer with nothing at
 	// all is an empty one.
-	textPart := !hasRefusal && !hasCalls
-	if content.Type == gjson.String && content.Str != "" {
-		textPart = true
-	}
+	textPart := (!hasRefusal && !hasCalls) || (isRawString(content) && content != `""`)
 	if textPart || hasRefusal {
 		sep()
 		msgStatus := "completed"
@@ -161,8 +172,8 @@ func appendOutputItems(b []byte, id string, msg gjson.Result, status string) []b
 		b = append(b, `","role":"assistant","content":[`...)
 		if textPart {
 			b = append(b, `{"type":"output_text","annotations":[],"logprobs":[],"text":`...)
-			if content.Type == gjson.String {
-				b = append(b, content.Raw...)
+			if isRawString(content) {
+				b = append(b, content...)
 			} else {
 				b = append(b, `""`...)
 			}
@@ -173,7 +184,7 @@ func appendOutputItems(b []byte, id string, msg gjson.Result, status string) []b
 				b = append(b, ',')
 			}
 			b = append(b, `{"type":"refusal","refusal":`...)
-			b = append(b, refusal.Raw...)
+			b = append(b, refusal...)
 			b = append(b, '}')
 		}
 		b = append(b, "]}"...)
