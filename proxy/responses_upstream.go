@@ -143,7 +143,7 @@ func setResponsesField(out []byte, key string, raw string) []byte {
 			raw = responsesFormat(gjson.Parse(raw))
 		}
 	default:
-		path = escapeSJSONKey(key)
+		path = gjson.Escape(key)
 	}
 	var err error
 	var b []byte
@@ -261,22 +261,6 @@ func messageText(c gjson.Result) string {
 		return true
 	})
 	return strings.Join(parts, "\n")
-}
-
-// escapeSJSONKey escapes the characters sjson reads as path syntax in a member
-// name.
-func escapeSJSONKey(k string) string {
-	if !strings.ContainsAny(k, `.*?|#@!\:`) {
-		return k
-	}
-	var b strings.Builder
-	for _, r := range k {
-		if strings.ContainsRune(`.*?|#@!\:`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // Interface guard.

@@ -324,11 +324,11 @@ func (s *Server) responseObject(q *chatRequest, r *responsesRequest, ans *render
 	if a := ans.a; len(a.extraMembers) > 0 || len(a.extraOverrides) > 0 {
 		extra := gjson.Parse("{" + string(a.extraMembers[min(1, len(a.extraMembers)):]) + "}")
 		extra.ForEach(func(k, v gjson.Result) bool {
-			b, _ = sjson.SetRawBytes(b, escapePathKey(k.Str), []byte(v.Raw))
+			b, _ = sjson.SetRawBytes(b, gjson.Escape(k.Str), []byte(v.Raw))
 			return true
 		})
 		for k, v := range a.extraOverrides {
-			b, _ = sjson.SetRawBytes(b, escapePathKey(k), v)
+			b, _ = sjson.SetRawBytes(b, gjson.Escape(k), v)
 		}
 	}
 	return b
