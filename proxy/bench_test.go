@@ -118,6 +118,12 @@ routes:
 // benchChat drives POST /v1/chat/completions with body through the server's
 // handler in parallel; ok checks every response.
 func benchChat(b *testing.B, s *Server, body []byte, ok func(*fasthttp.RequestCtx) bool) {
+	benchPost(b, s, "/v1/chat/completions", body, ok)
+}
+
+// benchPost drives a POST of body to path through the server's handler in
+// parallel; ok checks every response.
+func benchPost(b *testing.B, s *Server, path string, body []byte, ok func(*fasthttp.RequestCtx) bool) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -127,7 +133,7 @@ func benchChat(b *testing.B, s *Server, body []byte, ok func(*fasthttp.RequestCt
 		for pb.Next() {
 			req.Reset()
 			req.Header.SetMethod("POST")
-			req.SetRequestURI("/v1/chat/completions")
+			req.SetRequestURI(path)
 			req.Header.SetContentType("application/json")
 			req.SetBodyRaw(body)
 			rc.Init(&req, nil, nil)

@@ -144,7 +144,19 @@ type UpstreamConfig struct {
 	MaxConcurrent int `yaml:"max_concurrent"`
 	// MaxIdleConns bounds pooled idle connections. Default 256.
 	MaxIdleConns int `yaml:"max_idle_conns"`
+	// API is the dialect the upstream is asked Responses API requests in:
+	// APIChat (the default: the provider serves chat completions only, so a
+	// POST /v1/responses is translated to a chat completion and its answer back)
+	// or APIResponses (the provider serves /v1/responses itself, as OpenAI does).
+	// Chat completions go as chat completions either way.
+	API string `yaml:"api"`
 }
+
+// The values of UpstreamConfig.API.
+const (
+	APIChat      = "chat"
+	APIResponses = "responses"
+)
 
 // RouteConfig routes chat completions by the request's model.
 type RouteConfig struct {
@@ -318,6 +330,9 @@ func (c *Config) applyDefaults() {
 		if u.MaxIdleConns == 0 {
 			u.MaxIdleConns = 256
 		}
+		if u.API == "" {
+			u.API = APIChat
+		}
 		c.Upstreams[name] = u
 	}
 	if c.Traces.TTL == 0 {
@@ -400,6 +415,11 @@ func (c *Config) Validate() error {
 		}
 		if u.MaxConcurrent < 0 || u.MaxIdleConns < 0 {
 			add("upstreams.%s: max_concurrent and max_idle_conns must not be negative", name)
+		}
+		switch u.API {
+		case "", APIChat, APIResponses:
+		default:
+			add("upstreams.%s.api: %q is not chat or responses", name, u.API)
 		}
 	}
 	if len(c.Routes) == 0 {

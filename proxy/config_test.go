@@ -22,6 +22,7 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 		{"duplicate alias", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: a, models: [m], upstream: u}, {name: b, models: [m], upstream: u}]", `"m" is already routed by "a"`},
 		{"secret in file", "upstreams: {u: {base_url: 'http://x/v1', api_key_env: OPENAI_KEY}}\nroutes: [{name: r, default: true, upstream: u}]", `must name a FACTGATE_* environment variable`},
 		{"bad response_model", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, models: [m], upstream: u, response_model: client}]", `routes[0] (r).response_model: "client" is not upstream or alias`},
+		{"bad api", "upstreams: {u: {base_url: 'http://x/v1', api: completions}}\nroutes: [{name: r, default: true, upstream: u}]", `upstreams.u.api: "completions" is not chat or responses`},
 		{"bad auth mode", "auth: {mode: open}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `auth.mode: "open"`},
 		{"metrics on the main address", "server: {listen: '127.0.0.1:8080', metrics_listen: '127.0.0.1:8080'}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `server.metrics_listen: "127.0.0.1:8080" is server.listen`},
 		{"admin, not a boolean", "auth: {mode: keys, keys: [{name: a, key_env: FACTGATE_KEY_A, admin: maybe}]}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `maybe`},
@@ -51,7 +52,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Server.Listen != "127.0.0.1:8080" || cfg.Server.MaxRequestBody != 16<<20 || cfg.Auth.Mode != "passthrough" || cfg.Upstreams["u"].MaxConcurrent != 1024 ||
-		cfg.Server.MaxJSONDepth != 128 {
+		cfg.Server.MaxJSONDepth != 128 || cfg.Upstreams["u"].API != APIChat {
 		t.Fatalf("defaults not applied: %+v", cfg.Server)
 	}
 	if got := cfg.Server.DrainGraceDuration(); got != 5*time.Second {

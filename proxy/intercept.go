@@ -47,10 +47,21 @@ type routeCaller struct {
 	foreign bool
 }
 
+// chatPath is where chat completions go; responsesPath where Responses API
+// requests go (both mapped onto the upstream's base URL).
+const (
+	chatPath      = "/v1/chat/completions"
+	responsesPath = "/v1/responses"
+)
+
 // prepare makes req a chat completion request to the caller's upstream.
-func (c *routeCaller) prepare(req *fasthttp.Request, body []byte) {
+func (c *routeCaller) prepare(req *fasthttp.Request, body []byte) { c.prepareAt(req, chatPath, body) }
+
+// prepareAt makes req a POST of body to path (chatPath, responsesPath) on the
+// caller's upstream.
+func (c *routeCaller) prepareAt(req *fasthttp.Request, path string, body []byte) {
 	req.Header.SetMethod(fasthttp.MethodPost)
-	req.Header.SetRequestURIBytes(c.up.targetURI(make([]byte, 0, 64), []byte("/v1/chat/completions"), nil))
+	req.Header.SetRequestURIBytes(c.up.targetURI(make([]byte, 0, 64), []byte(path), nil))
 	c.s.copyRequestHeaders(&req.Header, c.header, c.up, true, c.foreign)
 	req.Header.SetContentType("application/json")
 	req.SetBodyRaw(body)
@@ -58,11 +69,16 @@ func (c *routeCaller) prepare(req *fasthttp.Request, body []byte) {
 
 // Complete implements interceptors.Upstream.
 func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.Response, error) {
+	return c.completeAt(ctx, chatPath, body)
+}
+
+// completeAt POSTs body to path on the upstream and returns the whole answer.
+func (c *routeCaller) completeAt(ctx context.Context, path string, body []byte) (*interceptors.Response, error) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	c.prepare(req, body)
+	c.prepareAt(req, path, body)
 	start := c.begin()
 	cl, err := c.up.do(ctx, req, resp, nil, c.maxBody)
 	d := c.end(start)
@@ -141,8 +157,10 @@ type outcome struct {
 
 // intercept serves a chat completion on a route with interceptors: request
 // phases, one buffered upstream call, response phases in reverse order, then the
-// answer as JSON or as a synthesized stream.
-func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, model, client string, start time.Time) {
+// answer as JSON or as a synthesized stream. rx is set for a Responses API request,
+// whose chat completion translation body is: the answer is then rendered as a
+// Responses object or event stream.
+func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, model, client string, start time.Time, rx *responsesExchange) {
 	stream := gjson.GetBytes(body, "stream").Bool()
 	includeUsage := gjson.GetBytes(body, "stream_options.include_usage").Bool()
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -178,6 +196,14 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		Trace: s.newTrace(rc, rt.name, client),
 	}
 	ex.Trace.ClientKey = client
+	if rx != nil {
+		if rt.up.responsesAPI {
+			ex.Upstream = &responsesCaller{inner: caller, rx: rx, ex: ex}
+			ex.Trace.Note("responses: a Responses API request; the chain sees it as a chat completion, upstream " + rt.up.name + " gets it as a Responses request (api: responses)")
+		} else {
+			ex.Trace.Note("responses: a Responses API request, translated to a chat completion for upstream " + rt.up.name + " (api: chat) and its answer back")
+		}
+	}
 	s.keepRequest(ex)
 	// The trace is stored before the answer's last bytes go out, so that it can be
 	// fetched the moment the answer is complete; saveTrace runs once.
@@ -210,7 +236,9 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		saveTrace()
 	}
 
-	if stream && rt.streamReason {
+	// Live reasoning forwards chat chunks; a Responses stream gets the reasoning
+	// summary with the answer.
+	if stream && rt.streamReason && rx == nil {
 		caller.live = newLiveEvents()
 	}
 	run := func(early chan<- [][2]string) outcome {
@@ -222,7 +250,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	}
 	if !stream {
 		o := run(nil)
-		status, code := s.writeOutcome(rc, o, caller, start, false, includeUsage)
+		status, code := s.writeOutcome(rc, o, caller, start, false, includeUsage, rx)
 		finish(status, code, false)
 		return
 	}
@@ -245,7 +273,7 @@ wait:
 		select {
 		case o := <-done:
 			timer.Stop()
-			status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
+			status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage, rx)
 			finish(status, code, false)
 			return
 		case h := <-upHeaders:
@@ -274,7 +302,7 @@ wait:
 			rc.Response.Header.Set(h[0], h[1])
 		}
 	case o := <-done:
-		status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage)
+		status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage, rx)
 		finish(status, code, false)
 		return
 	}
@@ -304,7 +332,7 @@ wait:
 					}
 				}
 			}
-			return s.renderHeldOutcome(rt, o, includeUsage, caller.live != nil, late...)
+			return s.renderHeldOutcome(rt, o, includeUsage, caller.live != nil, rx, late...)
 		},
 	}
 	hs.finish = func(clientGone bool) {
@@ -394,12 +422,16 @@ func (h *heldStream) CloseWithError(werr error) error {
 // headers are already sent: the answer's chunks, or an error event.
 // With liveReasoning the reasoning already went out and is not repeated. late are
 // more "Name: value" lines the headers could not carry, told as comments at the
-// end of an answer with the revision headers.
-func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReasoning bool, late ...string) ([]byte, int, string) {
+// end of an answer with the revision headers. rx renders a Responses API request's
+// answer as its event stream.
+func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReasoning bool, rx *responsesExchange, late ...string) ([]byte, int, string) {
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
 	status, code := 200, ""
 	switch {
+	case o.err != nil && rx != nil:
+		status, code = o.err.Status, o.err.Code
+		_ = writeResponsesStreamError(w, o.err.Envelope())
 	case o.err != nil:
 		status, code = o.err.Status, o.err.Code
 		_ = writeStreamError(w, o.err.Envelope())
@@ -410,7 +442,11 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 		if o.ex.Response != nil && gjson.GetBytes(o.ex.Response.Body, "error").Exists() {
 			env = o.ex.Response.Body
 		}
-		_ = writeStreamError(w, env)
+		if rx != nil {
+			_ = writeResponsesStreamError(w, env)
+		} else {
+			_ = writeStreamError(w, env)
+		}
 	default:
 		body := s.finalBody(o.ex)
 		if liveReasoning {
@@ -424,7 +460,11 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 			}
 		}
 		comments = append(comments, late...)
-		_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes, comments...)
+		if rx != nil {
+			_ = writeResponsesStream(w, rx.answer(o.ex, body), s.cfg.Server.StreamChunkRunes, comments...)
+		} else {
+			_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes, comments...)
+		}
 	}
 	_ = w.Flush()
 	return buf.Bytes(), status, code
@@ -604,8 +644,9 @@ func (s *Server) finalBody(ex *interceptors.Exchange) []byte {
 	return body
 }
 
-// writeOutcome writes a finished chain's answer (not yet committed to the wire).
-func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeCaller, start time.Time, stream, includeUsage bool) (int, string) {
+// writeOutcome writes a finished chain's answer (not yet committed to the wire); rx
+// renders a Responses API request's answer.
+func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeCaller, start time.Time, stream, includeUsage bool, rx *responsesExchange) (int, string) {
 	ex := o.ex
 	setFactgateHeaders := func() {
 		for _, h := range ex.ResponseHeaders {
@@ -635,6 +676,9 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 		return ex.Response.Status, "upstream_status_" + strconv.Itoa(ex.Response.Status)
 	}
 	body := s.finalBody(ex)
+	if rx != nil {
+		body = rx.answer(ex, body)
+	}
 	s.debugBodyLog("response body", ex.Route, body)
 	for _, h := range ex.Response.Header {
 		if stream && strings.EqualFold(h[0], "Content-Type") {
@@ -650,7 +694,11 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 	}
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
-	_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes)
+	if rx != nil {
+		_ = writeResponsesStream(w, body, s.cfg.Server.StreamChunkRunes)
+	} else {
+		_ = writeCompletionStream(w, body, includeUsage, s.cfg.Server.StreamChunkRunes)
+	}
 	rc.SetStatusCode(200)
 	rc.SetContentType("text/event-stream")
 	rc.Response.Header.Set("Cache-Control", "no-cache")

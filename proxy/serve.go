@@ -39,6 +39,11 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 			s.handleChat(rc)
 			return
 		}
+	case "/v1/responses":
+		if rc.IsPost() {
+			s.handleResponses(rc)
+			return
+		}
 	case "/healthz":
 		rc.SetContentType("application/json")
 		rc.SetBodyString(`{"status":"ok"}`)
@@ -110,43 +115,69 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 	s.metrics.inFlight.Inc()
 	defer s.metrics.inFlight.Dec()
 
+	client, body, model, ok := s.admit(rc, start)
+	if !ok {
+		return
+	}
+	rt := s.routeFor(model)
+	if rt == nil {
+		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
+			Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model)})
+		return
+	}
+	if len(rt.chain) == 0 {
+		s.forward(rc, rt.up, rt.metrics, rt.mapModel(body, model), start, client)
+		return
+	}
+	s.intercept(rc, rt, body, model, client, start, nil)
+}
+
+// routeFor returns the route serving model: the one naming it, else the default
+// route; nil when there is none.
+func (s *Server) routeFor(model string) *route {
+	if rt := s.routes[model]; rt != nil {
+		return rt
+	}
+	return s.defaultRoute
+}
+
+// admit authenticates a routed request (chat completions, Responses) and reads its
+// JSON body and model; it answers the client itself and returns ok false when one
+// of them is missing or wrong.
+func (s *Server) admit(rc *fasthttp.RequestCtx, start time.Time) (client string, body []byte, model string, ok bool) {
 	client, aerr := s.authenticate(rc)
 	if aerr != nil {
 		s.fail(rc, s.passMetrics, start, aerr)
-		return
+		return "", nil, "", false
 	}
-	body := rc.PostBody()
+	body = rc.PostBody()
 	// The bounded check comes before anything recursive reads the body (gjson's
 	// own validity check overflowed the stack on 5.6 MB of "[").
 	if err := rawjson.Check(body, s.cfg.Server.MaxJSONDepth); err != nil {
 		s.fail(rc, s.passMetrics, start, invalidJSON(err))
-		return
+		return "", nil, "", false
 	}
-	model := gjson.GetBytes(body, "model")
-	if model.Type != gjson.String || model.Str == "" {
+	m := gjson.GetBytes(body, "model")
+	if m.Type != gjson.String || m.Str == "" {
 		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "missing_model",
 			Param: "model", Message: "request has no model (a string naming the model or route alias)"})
-		return
+		return "", nil, "", false
 	}
-	s.debugBodyLog("request body", model.Str, body)
-	rt := s.routes[model.Str]
-	if rt == nil {
-		rt = s.defaultRoute
-		if rt == nil {
-			s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
-				Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model.Str)})
-			return
-		}
+	s.debugBodyLog("request body", m.Str, body)
+	return client, body, m.Str, true
+}
+
+// mapModel returns body with the route's upstream_model as its model (body itself
+// when the route keeps the client's model): the only edit a route without
+// interceptors makes.
+func (rt *route) mapModel(body []byte, model string) []byte {
+	if rt.upstreamModel == "" || rt.upstreamModel == model {
+		return body
 	}
-	if len(rt.chain) == 0 {
-		out := body
-		if rt.upstreamModel != "" && rt.upstreamModel != model.Str {
-			out, _ = sjson.SetBytes(body, "model", rt.upstreamModel)
-		}
-		s.forward(rc, rt.up, rt.metrics, out, start, client)
-		return
+	if b, err := sjson.SetBytes(body, "model", rt.upstreamModel); err == nil {
+		return b
 	}
-	s.intercept(rc, rt, body, model.Str, client, start)
+	return body
 }
 
 // handlePassthrough forwards any other path to the pass-through upstream.

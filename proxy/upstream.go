@@ -35,6 +35,9 @@ type upstream struct {
 	pathPrefix string // base URL path without trailing slash ("/v1")
 	tlsConfig  *tls.Config
 	apiKey     string
+	// responsesAPI: the upstream serves /v1/responses itself (api: responses);
+	// otherwise Responses requests are translated to chat completions.
+	responsesAPI bool
 
 	connectTimeout time.Duration
 	readTimeout    time.Duration
@@ -98,6 +101,7 @@ func newUpstream(name string, cfg UpstreamConfig) (*upstream, error) {
 		writeTimeout:   time.Duration(cfg.WriteTimeout),
 		idleTimeout:    time.Duration(cfg.IdleTimeout),
 		maxIdle:        cfg.MaxIdleConns,
+		responsesAPI:   cfg.API == APIResponses,
 	}
 	if u.Scheme == "https" {
 		up.tlsConfig = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}

@@ -33,8 +33,9 @@ func runMockUpstream(ctx context.Context, args []string, stdout, stderr io.Write
 	usage := func(w io.Writer) {
 		fs.SetOutput(w)
 		fmt.Fprintf(w, "Usage: factgate mock-upstream [flags]\n\n"+
-			"Serves an OpenAI-compatible API on loopback: POST /v1/chat/completions (stream and\n"+
-			"non-stream), GET /v1/models, and /echo/... (answers with the request it received).\n"+
+			"Serves an OpenAI-compatible API on loopback: POST /v1/chat/completions and\n"+
+			"POST /v1/responses (stream and non-stream; stored answers under GET /v1/responses/{id}),\n"+
+			"GET /v1/models, and /echo/... (answers with the request it received).\n"+
 			"Answers come from --script; see docs/mock-upstream.md. Runs until SIGINT or SIGTERM.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}

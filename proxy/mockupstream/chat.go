@@ -402,8 +402,9 @@ func (ex *exchange) release() {
 	ex.pooled = ex.pooled[:0]
 }
 
-// serveChat answers POST /v1/chat/completions.
-func (s *Server) serveChat(ex *exchange) {
+// readJSONBody reads and records a request body that must be JSON; it answers the
+// client itself and returns ok false when it is too large, cut or not JSON.
+func (ex *exchange) readJSONBody() (body []byte, ok bool) {
 	body, err := ex.readBody()
 	if ex.rec != nil {
 		ex.rec.Body = body
@@ -412,11 +413,20 @@ func (s *Server) serveChat(ex *exchange) {
 		if errors.Is(err, errBodyTooLarge) {
 			ex.writeError(http.StatusRequestEntityTooLarge, "invalid_request_error", "body_too_large", "", err.Error())
 		}
-		return
+		return nil, false
 	}
 	if !rawjson.Valid(body, rawjson.DefaultMaxDepth) {
 		ex.writeError(http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
 			"we could not parse the JSON body of your request")
+		return nil, false
+	}
+	return body, true
+}
+
+// serveChat answers POST /v1/chat/completions.
+func (s *Server) serveChat(ex *exchange) {
+	body, ok := ex.readJSONBody()
+	if !ok {
 		return
 	}
 	sc := scratchPool.Get().(*chatScratch)
@@ -434,32 +444,8 @@ func (s *Server) serveChat(ex *exchange) {
 	if ex.rec != nil {
 		ex.rec.Rule = rule
 	}
-
-	latency := a.latency
-	if latency == 0 {
-		latency = s.opts.Latency
-	}
-	if f := a.fault; f != nil {
-		latency += f.SlowFirstByte
-	}
-	if !ex.wait(latency) {
+	if !s.beforeAnswer(ex, a) {
 		return
-	}
-	if f := a.fault; f != nil {
-		switch {
-		case f.Drop:
-			ex.cut()
-			return
-		case f.Status != 0:
-			h := ex.w.Header()
-			h["Content-Type"] = []string{a.faultContentType}
-			for _, kv := range a.faultHeaders {
-				h[kv[0]] = []string{kv[1]}
-			}
-			ex.writeHeader(f.Status)
-			ex.write([]byte(f.Body))
-			return
-		}
 	}
 
 	ans := &sc.ans
@@ -474,6 +460,39 @@ func (s *Server) serveChat(ex *exchange) {
 		return
 	}
 	s.writeAnswer(ex, q, ans)
+}
+
+// beforeAnswer waits the answer's latency (and slow first byte) and sends the
+// faults that replace an answer (a status, a dropped connection); it reports
+// whether the answer is to be sent.
+func (s *Server) beforeAnswer(ex *exchange, a *compiledAnswer) bool {
+	latency := a.latency
+	if latency == 0 {
+		latency = s.opts.Latency
+	}
+	if f := a.fault; f != nil {
+		latency += f.SlowFirstByte
+	}
+	if !ex.wait(latency) {
+		return false
+	}
+	if f := a.fault; f != nil {
+		switch {
+		case f.Drop:
+			ex.cut()
+			return false
+		case f.Status != 0:
+			h := ex.w.Header()
+			h["Content-Type"] = []string{a.faultContentType}
+			for _, kv := range a.faultHeaders {
+				h[kv[0]] = []string{kv[1]}
+			}
+			ex.writeHeader(f.Status)
+			ex.write([]byte(f.Body))
+			return false
+		}
+	}
+	return true
 }
 
 // chatScratch is the per-request state of a chat completion, pooled: a request

@@ -3,7 +3,9 @@
 // ships as "factgate mock-upstream".
 //
 // It serves POST /v1/chat/completions (stream and non-stream, usage, include_usage),
-// GET /v1/models, and /echo/... (any method; it answers with the request it received).
+// POST /v1/responses (the Responses API, stream and non-stream, from the same
+// script; stored answers are read back with GET /v1/responses/{id}), GET /v1/models,
+// and /echo/... (any method; it answers with the request it received).
 // Answers come from a [Script]: ordered rules that match on the request (a regexp on
 // the last user message, "the conversation already has an assistant turn", a header,
 // ...) and answer with content, reasoning, latency, chunking, extra fields or a fault
@@ -73,8 +75,10 @@ type Server struct {
 	script    atomic.Pointer[compiledScript]
 	scriptErr error
 
-	// completionSeq numbers completions: "chatcmpl-mock-N".
+	// completionSeq numbers completions: "chatcmpl-mock-N"; responseSeq Responses
+	// answers: "resp_mock_N".
 	completionSeq atomic.Uint64
+	responseSeq   atomic.Uint64
 
 	http     *http.Server
 	listener net.Listener
@@ -82,12 +86,16 @@ type Server struct {
 
 	// recording and counting; see count for why the counters are atomic and
 	// also guarded by mu.
-	mu       sync.Mutex
-	records  []Recorded
-	finished atomic.Int64
-	started  atomic.Int64
-	waiters  atomic.Int64
-	notify   chan struct{}
+	mu      sync.Mutex
+	records []Recorded
+	// stored are the Responses answers kept for GET /v1/responses/{id}, by id;
+	// storedOrder their ids, oldest first.
+	stored      map[string]storedResponse
+	storedOrder []string
+	finished    atomic.Int64
+	started     atomic.Int64
+	waiters     atomic.Int64
+	notify      chan struct{}
 }
 
 // New builds a Server from opts. A script that does not compile is reported by Start
@@ -220,15 +228,17 @@ func (s *Server) Requests() []Recorded {
 	return append([]Recorded(nil), s.records...)
 }
 
-// Reset forgets the recorded requests, restarts every rule's answer sequence and the
-// completion id counter.
+// Reset forgets the recorded requests and the stored Responses answers, restarts
+// every rule's answer sequence and the id counters.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	s.records = nil
+	s.stored, s.storedOrder = nil, nil
 	s.finished.Store(0)
 	s.started.Store(0)
 	s.mu.Unlock()
 	s.completionSeq.Store(0)
+	s.responseSeq.Store(0)
 	if cs := s.script.Load(); cs != nil {
 		for i := range cs.rules {
 			cs.rules[i].served.Store(0)
@@ -339,6 +349,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		s.serveChat(&ex)
+	case path == "/v1/responses":
+		if r.Method != http.MethodPost {
+			ex.writeError(http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed",
+				"", fmt.Sprintf("%s /v1/responses is not supported; use POST", r.Method))
+			break
+		}
+		s.serveResponses(&ex)
+	case strings.HasPrefix(path, "/v1/responses/"):
+		s.serveStoredResponse(&ex, strings.TrimPrefix(path, "/v1/responses/"))
 	case path == "/v1/models" || strings.HasPrefix(path, "/v1/models/"):
 		if ex.rec != nil {
 			ex.rec.Body, _ = ex.readBody()

@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/interceptors"
+)
+
+// handleResponses serves POST /v1/responses, the Responses API, routed by model as
+// chat completions are (aliases, upstream_model, auth, limits, A/B variants,
+// metrics, traces):
+//
+//   - a model no route serves, with no default route, passes through to the
+//     pass-through upstream as it came (as every path the proxy does not route);
+//   - a route without interceptors on an upstream that serves /v1/responses (api:
+//     responses) forwards the request with only the model mapped, streaming as
+//     it arrives;
+//   - otherwise the request runs through the route's chain as a chat completion
+//     (responses_request.go) and the answer comes back as a Responses object or
+//     event stream. On an api: chat upstream that is the only way it can be
+//     served: a route without interceptors translates too.
+func (s *Server) handleResponses(rc *fasthttp.RequestCtx) {
+	start := time.Now()
+	s.metrics.inFlight.Inc()
+	defer s.metrics.inFlight.Dec()
+
+	client, body, model, ok := s.admit(rc, start)
+	if !ok {
+		return
+	}
+	rt := s.routeFor(model)
+	if rt == nil {
+		if s.passUp == nil {
+			s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found", "no upstream for %s", rc.Path()))
+			return
+		}
+		s.forward(rc, s.passUp, s.passMetrics, body, start, client)
+		return
+	}
+	if len(rt.chain) == 0 && rt.up.responsesAPI {
+		s.forward(rc, rt.up, rt.metrics, rt.mapModel(body, model), start, client)
+		return
+	}
+	chat, terr := translateResponsesRequest(body, !rt.up.responsesAPI, rt.up.name)
+	if terr != nil {
+		s.fail(rc, rt.metrics, start, terr)
+		return
+	}
+	rx := &responsesExchange{request: append([]byte(nil), body...), chat0: chat}
+	if rt.responseAlias {
+		rx.alias = model
+	}
+	s.intercept(rc, rt, chat, model, client, start, rx)
+}
+
+// responsesExchange is what the proxy keeps of a Responses API request while the
+// chain works on its chat completion translation.
+type responsesExchange struct {
+	// request is the client's Responses request as received (a copy).
+	request []byte
+	// chat0 is its chat completion translation, the chain's request before any
+	// interceptor (and before upstream_model).
+	chat0 []byte
+	// alias is the model the answer carries with response_model: alias; "" keeps
+	// the upstream's.
+	alias string
+
+	mu sync.Mutex
+	// draft is an api: responses upstream's Responses object for the draft call,
+	// and draftChat its chat translation as the chain saw it; nil on an api: chat
+	// upstream.
+	draft, draftChat []byte
+}
+
+func (rx *responsesExchange) setDraft(raw, chat []byte) {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	rx.draft, rx.draftChat = append([]byte(nil), raw...), append([]byte(nil), chat...)
+}
+
+// answer renders the chain's final chat answer (usage summed) as the Responses
+// object the client gets: the upstream's own object of the draft carrying the
+// final text, when the upstream answered in the Responses API; otherwise the
+// translation of the chat answer. ex is the finished exchange.
+func (rx *responsesExchange) answer(ex *interceptors.Exchange, final []byte) []byte {
+	rx.mu.Lock()
+	draft, draftChat := rx.draft, rx.draftChat
+	rx.mu.Unlock()
+	if draft != nil {
+		return patchResponse(draft, draftChat, final, rx.alias)
+	}
+	return chatToResponse(final, rx.request, ex.Body)
+}
