@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/factgate/factgate/configs/units"
 )
 
 // RedisConfig is the one configuration block for Redis: a single node, Sentinel or
@@ -50,21 +52,21 @@ type RedisConfig struct {
 	KeyPrefix string `yaml:"key_prefix"`
 	// DialTimeout, ReadTimeout and WriteTimeout bound each connection step so that a
 	// slow Redis cannot stall requests. Zero is 500ms each.
-	DialTimeout  Duration `yaml:"dial_timeout"`
-	ReadTimeout  Duration `yaml:"read_timeout"`
-	WriteTimeout Duration `yaml:"write_timeout"`
+	DialTimeout  units.Duration `yaml:"dial_timeout"`
+	ReadTimeout  units.Duration `yaml:"read_timeout"`
+	WriteTimeout units.Duration `yaml:"write_timeout"`
 	// PoolSize is the number of connections per node; zero is go-redis's default
 	// (10 per CPU).
 	PoolSize int `yaml:"pool_size"`
 	// DefaultTTL is the lifetime of entries stored with a ttl of zero. Zero is the
 	// memory block's default_ttl when built by New, 1h otherwise.
-	DefaultTTL Duration `yaml:"default_ttl"`
+	DefaultTTL units.Duration `yaml:"default_ttl"`
 }
 
 // Defaults of RedisConfig.
 const (
 	DefaultKeyPrefix    = "factgate:v1:"
-	DefaultRedisTimeout = Duration(500 * time.Millisecond)
+	DefaultRedisTimeout = units.Duration(500 * time.Millisecond)
 )
 
 // Validate reports a contradictory or impossible block without touching the network
@@ -124,7 +126,7 @@ func (c RedisConfig) options() (*redis.UniversalOptions, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	timeout := func(d Duration) time.Duration {
+	timeout := func(d units.Duration) time.Duration {
 		if d == 0 {
 			d = DefaultRedisTimeout
 		}

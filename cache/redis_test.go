@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/factgate/factgate/cache/redistest"
+	"github.com/factgate/factgate/configs/units"
 )
 
 // Integration tests against a real Redis. The shared one comes from
@@ -237,8 +238,8 @@ func TestRedisKilledMidTest(t *testing.T) {
 	server := redistest.Start(t, 0)
 	reg := prometheus.NewRegistry()
 	c, err := New(Config{
-		Redis:  &RedisConfig{Addrs: []string{server.Addr()}, DialTimeout: Duration(200 * time.Millisecond)},
-		Tiered: TieredConfig{ProbeInterval: Duration(50 * time.Millisecond), ErrorBackoff: Duration(20 * time.Millisecond)},
+		Redis:  &RedisConfig{Addrs: []string{server.Addr()}, DialTimeout: units.Duration(200 * time.Millisecond)},
+		Tiered: TieredConfig{ProbeInterval: units.Duration(50 * time.Millisecond), ErrorBackoff: units.Duration(20 * time.Millisecond)},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

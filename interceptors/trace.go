@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/factgate/factgate/configs/units"
 )
 
 // Trace records what factgate did for one request: every attempt with its issues,
@@ -47,7 +49,7 @@ type Trace struct {
 	// ValidationIncomplete is set when a validator could not run (fail-open).
 	ValidationIncomplete bool `json:"validation_incomplete,omitempty"`
 	// Timings are named durations ("facts", "upstream", "validate").
-	Timings map[string]Duration `json:"timings,omitempty"`
+	Timings map[string]units.Millis `json:"timings,omitempty"`
 	// Usage is the sum over every upstream call.
 	Usage Usage `json:"usage"`
 	// Notes are human-readable remarks (a fail-open failure, a skipped step).
@@ -94,8 +96,8 @@ type Attempt struct {
 	// RequestBytes is the size of the request that produced the attempt.
 	RequestBytes int `json:"request_bytes"`
 	// Duration is the upstream call's duration.
-	Duration Duration `json:"duration"`
-	Usage    Usage    `json:"usage"`
+	Duration units.Millis `json:"duration"`
+	Usage    Usage        `json:"usage"`
 	// Error is why the call failed, when it did.
 	Error string `json:"error,omitempty"`
 	// Leaked reports that the attempt mentioned the revision.
@@ -115,9 +117,9 @@ type Call struct {
 	// verdict: a transport error, a timeout, a non-2xx status, malformed output),
 	// "cancelled" (the client went away) or "budget_exhausted" (the revision
 	// budget ran out during the call).
-	Result   string   `json:"result"`
-	Duration Duration `json:"duration"`
-	Usage    Usage    `json:"usage"`
+	Result   string       `json:"result"`
+	Duration units.Millis `json:"duration"`
+	Usage    Usage        `json:"usage"`
 	// Error is why the call failed, when it did.
 	Error string `json:"error,omitempty"`
 }
@@ -139,24 +141,6 @@ type Downgrade struct {
 	From         string   `json:"from"`
 	To           string   `json:"to"`
 	Alternatives []string `json:"alternatives,omitempty"`
-}
-
-// Duration marshals as milliseconds with a fraction.
-type Duration time.Duration
-
-// MarshalJSON renders milliseconds ("12.345").
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(float64(d) / float64(time.Millisecond))
-}
-
-// UnmarshalJSON reads milliseconds.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var ms float64
-	if err := json.Unmarshal(b, &ms); err != nil {
-		return err
-	}
-	*d = Duration(ms * float64(time.Millisecond))
-	return nil
 }
 
 // NewTrace starts a trace with a random id.
@@ -190,9 +174,9 @@ func (t *Trace) Note(s string) {
 func (t *Trace) Time(name string, d time.Duration) {
 	t.Do(func(t *Trace) {
 		if t.Timings == nil {
-			t.Timings = make(map[string]Duration, 4)
+			t.Timings = make(map[string]units.Millis, 4)
 		}
-		t.Timings[name] += Duration(d)
+		t.Timings[name] += units.Millis(d)
 	})
 }
 

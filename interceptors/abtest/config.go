@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/revise"
 )
@@ -52,7 +52,7 @@ type Config struct {
 	Control string `yaml:"control"`
 	// CountersTTL is how long the counters live after the experiment's last
 	// request (every request renews it). Zero means 30 days (720h).
-	CountersTTL cache.Duration `yaml:"counters_ttl"`
+	CountersTTL units.Duration `yaml:"counters_ttl"`
 	// Variants are the experiment's arms; at least two.
 	Variants []VariantConfig `yaml:"variants"`
 }

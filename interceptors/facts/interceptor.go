@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/scope"
 )
@@ -225,7 +226,7 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, 
 	}
 	if ix.Truncated() {
 		info.Truncated = true
-		trace.Note(fmt.Sprintf("facts: the user text exceeds the extraction bound (max_bytes %s or the rules' max_lines); lines after it were ignored", cache.ByteSize(f.maxBytes)))
+		trace.Note(fmt.Sprintf("facts: the user text exceeds the extraction bound (max_bytes %s or the rules' max_lines); lines after it were ignored", units.ByteSize(f.maxBytes)))
 	}
 	return ix, info, nil
 }

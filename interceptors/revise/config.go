@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 )
 
@@ -30,7 +30,7 @@ type Config struct {
 	// Budget bounds the wall-clock time of all hidden calls of one request
 	// (revisions and the repair), counted from the moment the draft was
 	// validated. A call still running when it is spent is cancelled. Zero means 60s.
-	Budget cache.Duration `yaml:"budget"`
+	Budget units.Duration `yaml:"budget"`
 	// RelevantFactsLines bounds the fact lines a revision request quotes. Zero
 	// means 40.
 	RelevantFactsLines int `yaml:"relevant_facts_lines"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
 	"github.com/factgate/factgate/knowledge"
@@ -360,7 +361,7 @@ func (ru *run) draft(content string, issues []interceptors.Issue) *attempt {
 			Issues:       issues,
 			Counts:       a.counts.String(),
 			RequestBytes: len(ex.Body),
-			Duration:     interceptors.Duration(ex.Response.Duration),
+			Duration:     units.Millis(ex.Response.Duration),
 			Usage:        ex.Response.Usage(),
 			Content:      content,
 		})
@@ -484,7 +485,7 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 	resp, err = ex.Upstream.Complete(callCtx, body)
 	elapsed := time.Since(start)
 	failed := func(why string) (string, *interceptors.Response, bool, error) {
-		a := interceptors.Attempt{Kind: kind, Choice: ru.choice, RequestBytes: len(body), Duration: interceptors.Duration(elapsed), Error: why, Counts: "-"}
+		a := interceptors.Attempt{Kind: kind, Choice: ru.choice, RequestBytes: len(body), Duration: units.Millis(elapsed), Error: why, Counts: "-"}
 		if resp != nil && resp.OK() {
 			a.Usage = resp.Usage()
 		}
@@ -494,7 +495,7 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 	}
 	switch {
 	case ctx.Err() != nil:
-		ex.Trace.AddAttempt(interceptors.Attempt{Kind: kind, Choice: ru.choice, RequestBytes: len(body), Duration: interceptors.Duration(elapsed), Error: "the client went away", Counts: "-"})
+		ex.Trace.AddAttempt(interceptors.Attempt{Kind: kind, Choice: ru.choice, RequestBytes: len(body), Duration: units.Millis(elapsed), Error: "the client went away", Counts: "-"})
 		ex.Trace.Note("revise: " + ru.prefix() + "the client went away during the " + kind + "; every call was cancelled")
 		return "", nil, false, ctx.Err()
 	case err != nil && (errors.Is(err, context.DeadlineExceeded) || callCtx.Err() != nil):
@@ -568,7 +569,7 @@ func (ru *run) record(ctx context.Context, kind, content string, resp *intercept
 		Issues:       issues,
 		Counts:       a.counts.String(),
 		RequestBytes: requestBytes,
-		Duration:     interceptors.Duration(resp.Duration),
+		Duration:     units.Millis(resp.Duration),
 		Usage:        resp.Usage(),
 		Leaked:       a.leaked,
 		Content:      content,

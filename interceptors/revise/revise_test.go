@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
 )
@@ -280,7 +280,7 @@ func TestFailedRevisionCallReturnsTheDowngradedDraft(t *testing.T) {
 		{name: "malformed JSON", reply: reply{raw: `{"choices":[{"message":{"content":"trunc`}, why: "not valid JSON"},
 		{name: "nested too deep", reply: reply{raw: `{"choices":[{"message":{"content":"x"}}],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}, why: "deeper than server.max_json_depth"},
 		{name: "empty content", reply: reply{content: "  "}, why: "no content"},
-		{name: "budget spent", reply: reply{hang: true}, cfg: &Config{Budget: cache.Duration(30 * time.Millisecond)}, why: "budget"},
+		{name: "budget spent", reply: reply{hang: true}, cfg: &Config{Budget: units.Duration(30 * time.Millisecond)}, why: "budget"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -584,7 +584,7 @@ func (slowJudge) ValidateAnswer(ctx context.Context, _ *interceptors.Exchange, c
 
 func TestTheBudgetCoversValidatingARevision(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, setup{cfg: &Config{Budget: cache.Duration(300 * time.Millisecond)}, draft: storyDraft, rules: storyRules, replies: []reply{{content: storyFixed}}})
+	f := newFixture(t, setup{cfg: &Config{Budget: units.Duration(300 * time.Millisecond)}, draft: storyDraft, rules: storyRules, replies: []reply{{content: storyFixed}}})
 	f.ex.Validators = append(f.ex.Validators, slowJudge{})
 	start := time.Now()
 	f.run(t)

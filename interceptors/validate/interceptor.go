@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/facts"
 	"github.com/factgate/factgate/interceptors/scope"
@@ -203,7 +204,7 @@ func (v *Validate) OnResponse(ctx context.Context, ex *interceptors.Exchange) er
 			Issues:       issues,
 			Counts:       counts.String(),
 			RequestBytes: len(ex.Body),
-			Duration:     interceptors.Duration(ex.Response.Duration),
+			Duration:     units.Millis(ex.Response.Duration),
 			Usage:        ex.Response.Usage(),
 			Content:      content,
 		})
