@@ -137,6 +137,10 @@ type Overrides struct {
 	Threshold *Severity
 }
 
+// MaxRevisionsLimit is the highest max_revisions a route's revise block or an A/B
+// variant accepts: more revisions than this do not converge, they only cost.
+const MaxRevisionsLimit = 10
+
 // SetValue stores a per-request value under key (use an unexported key type).
 func (ex *Exchange) SetValue(key, v any) {
 	if ex.values == nil {

@@ -106,6 +106,32 @@ type Attempt struct {
 	Content string `json:"content,omitempty"`
 }
 
+// The attempt kinds recorded in the trace (Attempt.Kind).
+const (
+	KindDraft    = "draft"
+	KindRevision = "revision"
+	KindRepair   = "repair"
+)
+
+// The final outcomes the hidden revision records in the trace (Final.Outcome),
+// counted in factgate_revisions_total and by A/B experiments.
+const (
+	// OutcomeAccepted: the draft had no issue at or above the threshold; no hidden
+	// call was made and the draft was returned as it was (claims block aside).
+	OutcomeAccepted = "accepted"
+	// OutcomeResolved: a revision or repair left no issue at or above the threshold.
+	OutcomeResolved = "resolved"
+	// OutcomeImproved: the returned revision has fewer severe issues than the draft,
+	// but some remain; its flagged claims were downgraded.
+	OutcomeImproved = "improved"
+	// OutcomeDowngraded: no attempt beat the draft (or revisions are off); the
+	// draft's flagged claims were downgraded.
+	OutcomeDowngraded = "downgraded"
+	// OutcomeFailed: a hidden call failed (timeout, non-2xx, malformed or empty
+	// answer); the best attempt so far was returned, downgraded.
+	OutcomeFailed = "failed"
+)
+
 // Call is one hidden call that produced no answer: a judge call of an LLM-backed
 // validator.
 type Call struct {

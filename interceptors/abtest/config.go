@@ -13,7 +13,6 @@ import (
 
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/revise"
 )
 
 // DefaultCountersTTL is how long an experiment's counters live after its last
@@ -237,8 +236,8 @@ func (v *VariantConfig) validate(where string) []error {
 			add("%s.sampling.%s: the value cannot be sent as JSON: %v", where, k, err)
 		}
 	}
-	if m := v.MaxRevisions; m != nil && (*m < 0 || *m > revise.MaxRevisionsLimit) {
-		add("%s.max_revisions: %d is out of range (want 0 to %d)", where, *m, revise.MaxRevisionsLimit)
+	if m := v.MaxRevisions; m != nil && (*m < 0 || *m > interceptors.MaxRevisionsLimit) {
+		add("%s.max_revisions: %d is out of range (want 0 to %d)", where, *m, interceptors.MaxRevisionsLimit)
 	}
 	if s := v.RevisionThreshold; s != nil && (*s < interceptors.Info || *s > interceptors.Fatal) {
 		add("%s.revision_threshold: %v is not a severity", where, *s)

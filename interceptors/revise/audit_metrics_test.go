@@ -1,6 +1,10 @@
 package revise
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/factgate/factgate/interceptors"
+)
 
 // TestMetricsCountEveryOutcomeAndTheResidualIssues checks what an operator reads
 // on /metrics after one validated answer: the outcome label of
@@ -20,12 +24,12 @@ func TestMetricsCountEveryOutcomeAndTheResidualIssues(t *testing.T) {
 		{name: "a clean draft is accepted: no outcome, no residual issue",
 			draft: answer("PlayerA 在 1:24 打包主基地。", base), calls: 0, residual: map[string]float64{}},
 		{name: "a revision that fixes everything: resolved, nothing left",
-			draft: storyDraft, replies: []reply{{content: storyFixed}}, outcome: OutcomeResolved, calls: 1, residual: map[string]float64{}},
+			draft: storyDraft, replies: []reply{{content: storyFixed}}, outcome: interceptors.OutcomeResolved, calls: 1, residual: map[string]float64{}},
 		{name: "a revision that repeats the draft: downgraded, the draft's issues left",
-			draft: storyDraft, replies: []reply{{content: storyDraft}}, outcome: OutcomeDowngraded, calls: 1,
+			draft: storyDraft, replies: []reply{{content: storyDraft}}, outcome: interceptors.OutcomeDowngraded, calls: 1,
 			residual: map[string]float64{"Contradiction": 1, "WeakEvidence": 1}},
 		{name: "a revision call that fails: failed, the draft's issues left",
-			draft: storyDraft, replies: []reply{{status: 500, raw: `{"error":{"message":"overloaded"}}`}}, outcome: OutcomeFailed, calls: 1,
+			draft: storyDraft, replies: []reply{{status: 500, raw: `{"error":{"message":"overloaded"}}`}}, outcome: interceptors.OutcomeFailed, calls: 1,
 			residual: map[string]float64{"Contradiction": 1, "WeakEvidence": 1}},
 	}
 	for _, tc := range tests {
@@ -33,7 +37,7 @@ func TestMetricsCountEveryOutcomeAndTheResidualIssues(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, setup{draft: tc.draft, rules: storyRules, replies: tc.replies})
 			f.run(t)
-			for _, o := range []string{OutcomeResolved, OutcomeImproved, OutcomeDowngraded, OutcomeFailed, OutcomeAccepted} {
+			for _, o := range []string{interceptors.OutcomeResolved, interceptors.OutcomeImproved, interceptors.OutcomeDowngraded, interceptors.OutcomeFailed, interceptors.OutcomeAccepted} {
 				want := 0.0
 				if o == tc.outcome {
 					want = 1

@@ -36,17 +36,13 @@ type Config struct {
 	RelevantFactsLines int `yaml:"relevant_facts_lines"`
 }
 
-// MaxRevisionsLimit is the highest max_revisions accepted: more revisions than
-// this do not converge, they only cost.
-const MaxRevisionsLimit = 10
-
 // Validate reports a config error, naming the key and the offending value.
 func (c *Config) Validate() error {
 	if c == nil {
 		return nil
 	}
-	if c.MaxRevisions != nil && (*c.MaxRevisions < 0 || *c.MaxRevisions > MaxRevisionsLimit) {
-		return fmt.Errorf("max_revisions: %d is out of range (want 0 to %d)", *c.MaxRevisions, MaxRevisionsLimit)
+	if c.MaxRevisions != nil && (*c.MaxRevisions < 0 || *c.MaxRevisions > interceptors.MaxRevisionsLimit) {
+		return fmt.Errorf("max_revisions: %d is out of range (want 0 to %d)", *c.MaxRevisions, interceptors.MaxRevisionsLimit)
 	}
 	if c.RelevantFactsLines < 0 {
 		return fmt.Errorf("relevant_facts_lines: %d is negative (want 0 for the default %d, or a positive bound)", c.RelevantFactsLines, DefaultRelevantFactsLines)

@@ -18,32 +18,6 @@ import (
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
-// The attempt kinds recorded in the trace.
-const (
-	KindDraft    = "draft"
-	KindRevision = "revision"
-	KindRepair   = "repair"
-)
-
-// The final outcomes recorded in the trace (Final.Outcome) and in
-// factgate_revisions_total.
-const (
-	// OutcomeAccepted: the draft had no issue at or above the threshold; no hidden
-	// call was made and the draft was returned as it was (claims block aside).
-	OutcomeAccepted = "accepted"
-	// OutcomeResolved: a revision or repair left no issue at or above the threshold.
-	OutcomeResolved = "resolved"
-	// OutcomeImproved: the returned revision has fewer severe issues than the draft,
-	// but some remain; its flagged claims were downgraded.
-	OutcomeImproved = "improved"
-	// OutcomeDowngraded: no attempt beat the draft (or revisions are off); the
-	// draft's flagged claims were downgraded.
-	OutcomeDowngraded = "downgraded"
-	// OutcomeFailed: a hidden call failed (timeout, non-2xx, malformed or empty
-	// answer); the best attempt so far was returned, downgraded.
-	OutcomeFailed = "failed"
-)
-
 // CodeLeak is the issue a revised answer gets when it betrays the revision or
 // apologises (PRODUCT.md §8).
 const CodeLeak = "revision.leak"
@@ -200,7 +174,7 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 		cfg.threshold = *t
 	}
 	if m := ex.Overrides.MaxRevisions; m != nil {
-		cfg.maxRevisions = max(0, min(*m, MaxRevisionsLimit))
+		cfg.maxRevisions = max(0, min(*m, interceptors.MaxRevisionsLimit))
 	}
 	choices := ex.Choices
 	if choices == nil {
@@ -263,7 +237,7 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 
 // outcomeRank orders outcomes by how much they say about the answer, for the
 // trace's Final of an answer with several choices.
-var outcomeRank = map[string]int{OutcomeAccepted: 0, OutcomeResolved: 1, OutcomeImproved: 2, OutcomeDowngraded: 3, OutcomeFailed: 4}
+var outcomeRank = map[string]int{interceptors.OutcomeAccepted: 0, interceptors.OutcomeResolved: 1, interceptors.OutcomeImproved: 2, interceptors.OutcomeDowngraded: 3, interceptors.OutcomeFailed: 4}
 
 // choiceResult is what the revision of one choice ended with.
 type choiceResult struct {
@@ -345,18 +319,18 @@ func missingClaims(a *attempt) bool {
 
 // draft records the first answer.
 func (ru *run) draft(content string, issues []interceptors.Issue) *attempt {
-	a := &attempt{kind: KindDraft, content: content, issues: issues, counts: interceptors.CountSeverities(issues), trace: -1}
+	a := &attempt{kind: interceptors.KindDraft, content: content, issues: issues, counts: interceptors.CountSeverities(issues), trace: -1}
 	ex := ru.ex
 	ex.Trace.Do(func(t *interceptors.Trace) {
 		// The validator may have recorded the draft already.
 		for i, at := range t.Attempts {
-			if at.Kind == KindDraft && at.Choice == ru.choice {
+			if at.Kind == interceptors.KindDraft && at.Choice == ru.choice {
 				a.trace = i
 				return
 			}
 		}
 		t.Attempts = append(t.Attempts, interceptors.Attempt{
-			Kind:         KindDraft,
+			Kind:         interceptors.KindDraft,
 			Choice:       ru.choice,
 			Issues:       issues,
 			Counts:       a.counts.String(),
@@ -436,11 +410,11 @@ func (ru *run) revise(ctx context.Context, basis *attempt) (*attempt, error) {
 		ru.fail(fmt.Sprintf("building the revision request: %v", err))
 		return nil, nil
 	}
-	content, resp, ok, err := ru.call(ctx, KindRevision, body)
+	content, resp, ok, err := ru.call(ctx, interceptors.KindRevision, body)
 	if !ok {
 		return nil, err
 	}
-	return ru.record(ctx, KindRevision, content, resp, len(body))
+	return ru.record(ctx, interceptors.KindRevision, content, resp, len(body))
 }
 
 // repair asks only for the missing claims block of basis and appends it.
@@ -455,7 +429,7 @@ func (ru *run) repair(ctx context.Context, basis *attempt) (*attempt, error) {
 		ru.fail(fmt.Sprintf("building the repair request: %v", err))
 		return nil, nil
 	}
-	reply, resp, ok, err := ru.call(ctx, KindRepair, body)
+	reply, resp, ok, err := ru.call(ctx, interceptors.KindRepair, body)
 	if !ok {
 		return nil, err
 	}
@@ -463,7 +437,7 @@ func (ru *run) repair(ctx context.Context, basis *attempt) (*attempt, error) {
 	if !found {
 		ru.ex.Trace.Note("revise: " + ru.prefix() + "the repair answer holds no claims block; the draft is kept")
 	}
-	return ru.record(ctx, KindRepair, combined, resp, len(body))
+	return ru.record(ctx, interceptors.KindRepair, combined, resp, len(body))
 }
 
 func (ru *run) marker() string {
@@ -554,7 +528,7 @@ func (ru *run) record(ctx context.Context, kind, content string, resp *intercept
 		}
 	}
 	a := &attempt{kind: kind, content: content, finish: gjson.GetBytes(resp.Body, "choices.0.finish_reason").Str}
-	if kind == KindRevision {
+	if kind == interceptors.KindRevision {
 		if phrase, ok := ru.r.leak(ru.attempts[0].content, content); ok {
 			a.leaked = true
 			issues = append(issues, ru.r.leakIssue(phrase))
@@ -582,7 +556,7 @@ func (ru *run) record(ctx context.Context, kind, content string, resp *intercept
 // exclusion says why a may not win: it introduced contradictions the reference
 // did not have, or dropped claims the reference had and nobody flagged.
 func (ru *run) exclusion(a *attempt) string {
-	if a.kind == KindRepair {
+	if a.kind == interceptors.KindRepair {
 		return ""
 	}
 	// A reference stopped by a Fatal issue (no claims block, a broken one) was never
@@ -640,21 +614,21 @@ func better(a, b *attempt) bool {
 func (ru *run) finish(draft *attempt) choiceResult {
 	ex := ru.ex
 	best := ru.best()
-	outcome := OutcomeAccepted
+	outcome := interceptors.OutcomeAccepted
 	switch {
 	case !ru.triggered(draft):
 	case !ru.triggered(best):
-		outcome = OutcomeResolved
+		outcome = interceptors.OutcomeResolved
 	case ru.failure != "":
-		outcome = OutcomeFailed
+		outcome = interceptors.OutcomeFailed
 	case best != draft && best.counts.Compare(draft.counts) < 0:
-		outcome = OutcomeImproved
+		outcome = interceptors.OutcomeImproved
 	default:
-		outcome = OutcomeDowngraded
+		outcome = interceptors.OutcomeDowngraded
 	}
 	content := best.content
 	var downgrades []interceptors.Downgrade
-	if outcome != OutcomeAccepted {
+	if outcome != interceptors.OutcomeAccepted {
 		var notes []string
 		content, downgrades, notes = ru.r.downgrade(content, best.issues, ru.cfg.threshold)
 		for _, n := range notes {

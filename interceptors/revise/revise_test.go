@@ -59,13 +59,13 @@ func TestRevisionResolvesAContradiction(t *testing.T) {
 	if got, want := f.ex.Usage, usage(1000, 100).Add(storyFixedUs); got != want {
 		t.Errorf("usage = %+v, want the draft's plus the revision's %+v", got, want)
 	}
-	if f.outcome() != OutcomeResolved || len(f.ex.Issues) != 0 {
+	if f.outcome() != interceptors.OutcomeResolved || len(f.ex.Issues) != 0 {
 		t.Errorf("outcome %q with final issues %v, want resolved and none", f.outcome(), f.ex.Issues)
 	}
 	if n := len(f.up.requests()); n != 1 {
 		t.Errorf("%d hidden calls, want 1", n)
 	}
-	if got := f.metric("factgate_revisions_total", "outcome", OutcomeResolved); got != 1 {
+	if got := f.metric("factgate_revisions_total", "outcome", interceptors.OutcomeResolved); got != 1 {
 		t.Errorf("factgate_revisions_total{outcome=resolved} = %v, want 1", got)
 	}
 	if got := f.metric("factgate_revision_tokens_total", "route", "ra3"); got != float64(storyFixedUs.TotalTokens) {
@@ -73,7 +73,7 @@ func TestRevisionResolvesAContradiction(t *testing.T) {
 	}
 	var attempts []interceptors.Attempt
 	f.ex.Trace.Do(func(tr *interceptors.Trace) { attempts = tr.Attempts })
-	if len(attempts) != 2 || attempts[0].Kind != KindDraft || attempts[1].Kind != KindRevision || attempts[1].RequestBytes == 0 || attempts[1].Content != storyFixed {
+	if len(attempts) != 2 || attempts[0].Kind != interceptors.KindDraft || attempts[1].Kind != interceptors.KindRevision || attempts[1].RequestBytes == 0 || attempts[1].Content != storyFixed {
 		t.Errorf("trace attempts = %+v, want the draft then the revision with its request size and content", attempts)
 	}
 }
@@ -89,7 +89,7 @@ func TestCleanDraftMakesNoCall(t *testing.T) {
 	if got := f.ex.Response.Content(); got != draft {
 		t.Errorf("a clean draft changed:\n%s", got)
 	}
-	if f.header(HeaderRevisions) != "0" || f.header(HeaderIssues) != "draft=0;final=0" || f.outcome() != OutcomeAccepted {
+	if f.header(HeaderRevisions) != "0" || f.header(HeaderIssues) != "draft=0;final=0" || f.outcome() != interceptors.OutcomeAccepted {
 		t.Errorf("headers %v, outcome %q; want 0 revisions, draft=0;final=0, accepted", f.ex.ResponseHeaders, f.outcome())
 	}
 }
@@ -115,14 +115,14 @@ func TestUnresolvedClaimsAreDowngraded(t *testing.T) {
 		wantProse  string
 		downgrades []interceptors.Downgrade
 	}{
-		{name: "two revisions that do not fix it: the better one is downgraded", calls: 2, outcome: OutcomeImproved,
+		{name: "two revisions that do not fix it: the better one is downgraded", calls: 2, outcome: interceptors.OutcomeImproved,
 			replies: []reply{
 				{content: answer(improvedProse, bomber, miner, base)},
 				{content: answer("PlayerA 在 6:02 出动了一架轰炸机（很可能）。", bomber, mcv, base)},
 			},
 			wantProse:  improvedProse,
 			downgrades: []interceptors.Downgrade{{Path: "unitClaims[0]", From: "highly likely", To: "ruled out"}}},
-		{name: "the same issues repeat: the draft is downgraded", calls: 1, outcome: OutcomeDowngraded,
+		{name: "the same issues repeat: the draft is downgraded", calls: 1, outcome: interceptors.OutcomeDowngraded,
 			replies:   []reply{{content: answer("PlayerA 在 6:02 出动了一架轰炸机。", bomber, mcv, base)}},
 			wantProse: draftProse,
 			downgrades: []interceptors.Downgrade{
@@ -251,7 +251,7 @@ func TestLeakingRevisionLosesToACleanOne(t *testing.T) {
 		if strings.Contains(got, "抱歉") || !strings.HasPrefix(got, draftProse) {
 			t.Errorf("a leaking revision reached the client:\n%s", got)
 		}
-		if f.outcome() != OutcomeDowngraded {
+		if f.outcome() != interceptors.OutcomeDowngraded {
 			t.Errorf("outcome %q, want downgraded", f.outcome())
 		}
 	})
@@ -294,7 +294,7 @@ func TestFailedRevisionCallReturnsTheDowngradedDraft(t *testing.T) {
 			if u := parseUnits(t, got); u[0].Level != claims.RuledOut {
 				t.Errorf("the contradicted claim is %v, want downgraded to ruled out", u[0].Level)
 			}
-			if f.outcome() != OutcomeFailed || f.header(HeaderRevisions) != "1" {
+			if f.outcome() != interceptors.OutcomeFailed || f.header(HeaderRevisions) != "1" {
 				t.Errorf("outcome %q, revisions %q; want failed and 1", f.outcome(), f.header(HeaderRevisions))
 			}
 			var notes []string
@@ -337,7 +337,7 @@ func TestRepairAppendsTheMissingClaimsBlock(t *testing.T) {
 		if !strings.HasPrefix(got, prose+"\n\n"+marker+"\n```json\n") || strings.Contains(got, "好的") {
 			t.Errorf("repaired answer:\n%s\nwant the draft's prose, then the marker and the block only", got)
 		}
-		if f.outcome() != OutcomeResolved || f.header(HeaderIssues) != "draft=F1;final=0" {
+		if f.outcome() != interceptors.OutcomeResolved || f.header(HeaderIssues) != "draft=F1;final=0" {
 			t.Errorf("outcome %q, issues %q; want resolved, draft=F1;final=0", f.outcome(), f.header(HeaderIssues))
 		}
 		reqs := f.up.requests()
@@ -346,7 +346,7 @@ func TestRepairAppendsTheMissingClaimsBlock(t *testing.T) {
 		}
 		var a []interceptors.Attempt
 		f.ex.Trace.Do(func(tr *interceptors.Trace) { a = tr.Attempts })
-		if len(a) != 2 || a[1].Kind != KindRepair {
+		if len(a) != 2 || a[1].Kind != interceptors.KindRepair {
 			t.Errorf("trace attempts %+v, want draft and repair", a)
 		}
 	})
@@ -416,10 +416,10 @@ func TestThresholdAndMaxRevisionsOverrides(t *testing.T) {
 		calls   int
 		outcome string
 	}{
-		{name: "route threshold WeakEvidence revises a weak claim", cfg: &Config{Threshold: &warning}, draft: weak, calls: 1, outcome: OutcomeResolved},
-		{name: "variant threshold WeakEvidence revises a weak claim", over: interceptors.Overrides{Threshold: &warning}, draft: weak, calls: 1, outcome: OutcomeResolved},
-		{name: "variant max_revisions 0 downgrades at once", over: interceptors.Overrides{MaxRevisions: intp(0)}, draft: storyDraft, calls: 0, outcome: OutcomeDowngraded},
-		{name: "route max_revisions 0 downgrades at once", cfg: &Config{MaxRevisions: intp(0)}, draft: storyDraft, calls: 0, outcome: OutcomeDowngraded},
+		{name: "route threshold WeakEvidence revises a weak claim", cfg: &Config{Threshold: &warning}, draft: weak, calls: 1, outcome: interceptors.OutcomeResolved},
+		{name: "variant threshold WeakEvidence revises a weak claim", over: interceptors.Overrides{Threshold: &warning}, draft: weak, calls: 1, outcome: interceptors.OutcomeResolved},
+		{name: "variant max_revisions 0 downgrades at once", over: interceptors.Overrides{MaxRevisions: intp(0)}, draft: storyDraft, calls: 0, outcome: interceptors.OutcomeDowngraded},
+		{name: "route max_revisions 0 downgrades at once", cfg: &Config{MaxRevisions: intp(0)}, draft: storyDraft, calls: 0, outcome: interceptors.OutcomeDowngraded},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -480,7 +480,7 @@ func TestNoUpstreamDowngradesOffline(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, setup{draft: storyDraft, rules: storyRules, noUp: true})
 	f.run(t)
-	if f.outcome() != OutcomeDowngraded || f.header(HeaderRevisions) != "0" {
+	if f.outcome() != interceptors.OutcomeDowngraded || f.header(HeaderRevisions) != "0" {
 		t.Errorf("outcome %q, revisions %q; want downgraded, 0", f.outcome(), f.header(HeaderRevisions))
 	}
 	assertDowngradeInvariant(t, f.ex.Response.Content(), f.ex.Issues, DefaultThreshold)
@@ -539,7 +539,7 @@ func TestIssuesAreComparedByClaimNotByPosition(t *testing.T) {
 	if got := f.ex.Response.Content(); !strings.HasPrefix(got, "PlayerA 的 690") {
 		t.Errorf("the draft (C2) beat the revision (C1):\n%s", got)
 	}
-	if f.outcome() != OutcomeImproved || f.header(HeaderIssues) != "draft=C2;final=C1" {
+	if f.outcome() != interceptors.OutcomeImproved || f.header(HeaderIssues) != "draft=C2;final=C1" {
 		t.Errorf("outcome %q, issues %q; want improved, draft=C2;final=C1", f.outcome(), f.header(HeaderIssues))
 	}
 }
@@ -560,7 +560,7 @@ func TestABrokenDraftDoesNotMakeLaterIssuesNew(t *testing.T) {
 	if len(reqs) != 2 || !strings.Contains(gjson.GetBytes(reqs[1], "messages.#(role==\"assistant\").content").Str, "AlliedBomberAircraft") {
 		t.Errorf("the second revision was not built from the first (well-formed) one")
 	}
-	if f.outcome() != OutcomeResolved {
+	if f.outcome() != interceptors.OutcomeResolved {
 		t.Errorf("outcome %q, want resolved", f.outcome())
 	}
 }
