@@ -8,8 +8,8 @@ import (
 	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/interceptors/facts"
 	"github.com/factgate/factgate/interceptors/inject"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/interceptors/revise"
-	"github.com/factgate/factgate/interceptors/scope"
 	"github.com/factgate/factgate/interceptors/semantic"
 	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/knowledge"
@@ -41,7 +41,7 @@ type RouteInterceptors struct {
 	// ({maps: [map_mp_2_rao1]}), below the client's X-Factgate-* headers and
 	// metadata, above what the pack's rules read from the request. The context
 	// stage runs on every route with a pack, with or without this block.
-	Context *scope.Config `yaml:"context"`
+	Context *reqcontext.Config `yaml:"context"`
 
 	// Inject puts the rendered knowledge, the pack's contract (when the route
 	// validates) and additional rules into one system message at the front of the
@@ -84,7 +84,7 @@ var stages = []struct {
 	// stage reads the overrides, its response phase counts the final outcome.
 	{"experiment", buildExperiment},
 	// context resolves the knowledge set, scopes, players and session first: every
-	// later stage reads it (scope.FromExchange).
+	// later stage reads it (reqcontext.FromExchange).
 	{"context", buildContext},
 	// facts comes right after context (it reads the session) and starts the
 	// index in the background, so it overlaps the upstream call.
@@ -221,7 +221,7 @@ func buildContext(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interce
 		}
 		return nil, nil
 	}
-	return scope.New(rc.Interceptors.Context, deps)
+	return reqcontext.New(rc.Interceptors.Context, deps)
 }
 
 // buildInject builds the inject stage: on for a route with an inject block. The

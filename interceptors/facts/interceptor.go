@@ -13,7 +13,7 @@ import (
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 )
 
 // ErrNoFacts is what FromExchange reports for an exchange whose chain has no facts
@@ -136,7 +136,7 @@ type pendingKey struct{}
 // index and returns at once. It never fails.
 func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) error {
 	var session string
-	if c, ok := scope.FromExchange(ex); ok {
+	if c, ok := reqcontext.FromExchange(ex); ok {
 		session = c.Session
 	}
 	if session != "" && ex.ClientKey != "" {

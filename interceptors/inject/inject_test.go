@@ -10,7 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -35,8 +35,8 @@ func TestInjectionKeepsEverythingElseByteIdentical(t *testing.T) {
 	ex := resolved(t, "ra3", append([]byte(nil), body...))
 	run(t, newInjector(t, &Config{RouteValidates: true}, "ra3"), ex)
 
-	before, _ := scope.FindMessages(body)
-	after, _ := scope.FindMessages(ex.Body)
+	before, _ := reqcontext.FindMessages(body)
+	after, _ := reqcontext.FindMessages(ex.Body)
 	if !bytes.Equal(ex.Body[:after.Start], body[:before.Start]) || !bytes.Equal(ex.Body[after.End:], body[before.End:]) {
 		t.Fatalf("bytes outside messages changed:\n got %s\nwant %s", ex.Body, body)
 	}
@@ -291,7 +291,7 @@ func TestComposedPromptsAreCachedPerEffectiveSet(t *testing.T) {
 	}
 	inject := func(set *knowledge.Set, factions ...string) string {
 		ex := &interceptors.Exchange{Body: []byte(`{"messages":[{"role":"user","content":"x"}]}`), Trace: interceptors.NewTrace("t")}
-		scope.Store(ex, &scope.Context{KnowledgeSet: set.Name, Set: set, Scopes: knowledge.Scopes{"factions": factions},
+		reqcontext.Store(ex, &reqcontext.Context{KnowledgeSet: set.Name, Set: set, Scopes: knowledge.Scopes{"factions": factions},
 			Applies: knowledge.Applicability{Domain: true, Contract: true, Reason: "the test says so"}})
 		run(t, in, ex)
 		sys, _ := systemMessages(ex.Body)
