@@ -170,7 +170,16 @@ type RouteConfig struct {
 	// upstream's answer unchanged.
 	ResponseModel string `yaml:"response_model"`
 
-	Interceptors RouteInterceptors `yaml:",inline"`
+	// Pack names the route's domain pack ("ra3", "dnd"). A route with a pack gets
+	// its request context resolved (knowledge set, scopes, players, session).
+	Pack string `yaml:"pack"`
+
+	// Blocks are the route's stage blocks by stage name ("validate: {}"): every
+	// key that is not one of the route's own. Each is kept as YAML and decoded
+	// strictly by the stage that owns it when the chain is built (see
+	// proxy/chain.go for the stages and their order); a key that names no stage
+	// is a config error that lists them.
+	Blocks map[string]yaml.Node `yaml:",inline"`
 }
 
 // The values of RouteConfig.ResponseModel.

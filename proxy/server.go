@@ -67,6 +67,10 @@ type Server struct {
 	warnings            []string
 	late                []Option // options that need the routes built
 
+	// stages are the stages every route's chain is built from, in chain order:
+	// chainStages unless a test registers its own.
+	stages []interceptors.Stage
+
 	// metricsSrv serves /metrics on server.metrics_listen; nil when /metrics is
 	// served on the main listener.
 	metricsSrv *fasthttp.Server
@@ -176,7 +180,7 @@ func CheckConfig(path string) (warnings []string, err error) {
 	}
 	s, err := New(cfg, allowMissingSecrets(), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err // New names the file
 	}
 	for _, c := range s.closers {
 		_ = c()
@@ -185,8 +189,14 @@ func CheckConfig(path string) (warnings []string, err error) {
 }
 
 // New builds a server from a validated config. It resolves secrets from the
-// environment and fails when one is missing.
-func New(cfg *Config, opts ...Option) (*Server, error) {
+// environment and fails when one is missing. An error names the config file
+// (cfg.File), then the key.
+func New(cfg *Config, opts ...Option) (srv *Server, err error) {
+	defer func() {
+		if err != nil && cfg.File != "" {
+			err = fmt.Errorf("%s: %w", cfg.File, err)
+		}
+	}()
 	s := &Server{
 		cfg:         cfg,
 		started:     time.Now(),
@@ -210,6 +220,9 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		if err := o(s); err != nil {
 			return nil, err
 		}
+	}
+	if s.stages == nil {
+		s.stages = chainStages
 	}
 	for name, uc := range cfg.Upstreams {
 		up, err := newUpstream(name, uc)

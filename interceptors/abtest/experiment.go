@@ -80,11 +80,12 @@ type bodyEdit struct {
 
 // New builds a route's experiment from its config: it validates it, reads the
 // variants' prompt files, checks their knowledge sets against deps.Library (they
-// must belong to the route's pack, deps.Pack) and that the route's chain (stages)
-// has a stage for every override. Every config problem is returned here, each
-// naming its key. Counters go to deps.Cache (nil: none are kept, the report is
-// empty); metrics are registered on deps.Metrics (nil: none).
-func New(cfg Config, deps interceptors.Deps, stages Stages) (*Experiment, error) {
+// must belong to the route's pack, deps.Pack) and that the route's chain (route:
+// the other stages, built already; nil: none) has a stage for every override.
+// Every config problem is returned here, each naming its key. Counters go to
+// deps.Cache (nil: none are kept, the report is empty); metrics are registered
+// on deps.Metrics (nil: none).
+func New(cfg Config, deps interceptors.Deps, route interceptors.StageView) (*Experiment, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -109,6 +110,7 @@ func New(cfg Config, deps interceptors.Deps, stages Stages) (*Experiment, error)
 		e.log = slog.New(slog.DiscardHandler)
 	}
 	e.metrics = newMetrics(deps.Metrics)
+	stages := stagesOf(route)
 	var errs []error
 	for i := range cfg.Variants {
 		vc := &cfg.Variants[i]
@@ -134,7 +136,7 @@ func New(cfg Config, deps interceptors.Deps, stages Stages) (*Experiment, error)
 
 // buildVariant resolves one variant: its overrides, body edits, files, keys and
 // metrics. It returns the variant (nil when it cannot be built) and every problem.
-func (e *Experiment) buildVariant(vc *VariantConfig, where string, deps interceptors.Deps, stages Stages) (*variant, []error) {
+func (e *Experiment) buildVariant(vc *VariantConfig, where string, deps interceptors.Deps, stages routeStages) (*variant, []error) {
 	errs := vc.checkStages(where, stages, deps.Pack != nil)
 	v := &variant{
 		name:   vc.Name,

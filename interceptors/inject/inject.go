@@ -63,18 +63,6 @@ func New(cfg *Config, deps interceptors.Deps) (*Injector, error) {
 // Name implements interceptors.Interceptor.
 func (in *Injector) Name() string { return "inject" }
 
-type contractKey struct{}
-
-// ContractInjected reports whether the inject stage put the pack's contract into
-// this request's system prompt on the client's behalf — the client's own system
-// messages did not already ask for the claims block (they do not contain the pack's
-// marker). Only then is the claims block factgate's business, to strip from the
-// final answer. False when the route does not inject or injected no contract.
-func ContractInjected(ex *interceptors.Exchange) bool {
-	v, _ := ex.Value(contractKey{}).(bool)
-	return v
-}
-
 func isSystem(role string) bool { return role == "system" || role == "developer" }
 
 // OnRequest implements interceptors.RequestPhase.
@@ -164,7 +152,7 @@ func (in *Injector) OnRequest(_ context.Context, ex *interceptors.Exchange) erro
 	out = append(out, body[ml.End:]...)
 
 	injected := pin.contract && in.contract != "" && !(in.marker != "" && clientAsks(body, ml, in.marker))
-	ex.SetValue(contractKey{}, injected)
+	ex.ContractInjected = injected
 	ex.Body = out
 	ex.Trace.Note(in.describe(sc, p, nsys, merged, injected))
 	return nil

@@ -33,12 +33,12 @@ const (
 
 // Options wire the revision step to the rest of the route's chain.
 type Options struct {
-	// Strip is the route's strip_claims mode (from the validate block). "" means
-	// StripAuto.
+	// Strip is the route's strip_claims mode (the validate stage's, read through
+	// interceptors.ValidationPolicy). "" means StripAuto.
 	Strip StripMode
-	// ContractInjected reports whether the proxy injected the claims contract into
-	// the exchange's request (inject.ContractInjected). Nil means "never", so under
-	// StripAuto the claims block is always kept.
+	// ContractInjected reports whether the inject stage put the claims contract
+	// into the exchange's request (Exchange.ContractInjected). Nil means "never",
+	// so under StripAuto the claims block is always kept.
 	ContractInjected func(ex *interceptors.Exchange) bool
 }
 

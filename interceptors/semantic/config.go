@@ -94,8 +94,8 @@ type Config struct {
 	FailurePolicy FailurePolicy `yaml:"failure_policy"`
 
 	// RouteValidates reports whether the route validates answers when no A/B
-	// variant says otherwise (its validate block is not switched off). The proxy
-	// sets it when it builds the chain; it is not read from YAML.
+	// variant says otherwise (its validate block is not switched off). Stage's
+	// Build sets it from the validate stage; it is not read from YAML.
 	RouteValidates bool `yaml:"-"`
 }
 
