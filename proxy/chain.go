@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -279,4 +280,23 @@ func (s *Server) experiments() []*abtest.Experiment {
 		}
 	}
 	return out
+}
+
+// cleanupStages calls the Cleanup of every stage of every route's chain that
+// has one (interceptors.Cleaner): each waits for its background writes, bounded
+// by ctx. It returns the first error.
+func (s *Server) cleanupStages(ctx context.Context) error {
+	var first error
+	for _, rc := range s.cfg.Routes {
+		for _, ic := range s.routeByName[rc.Name].chain {
+			c, ok := ic.(interceptors.Cleaner)
+			if !ok {
+				continue
+			}
+			if err := c.Cleanup(ctx); err != nil && first == nil {
+				first = fmt.Errorf("route %s, stage %s: %w", rc.Name, ic.Name(), err)
+			}
+		}
+	}
+	return first
 }

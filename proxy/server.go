@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,9 @@ type Server struct {
 	// stages are the stages every route's chain is built from, in chain order:
 	// chainStages unless a test registers its own.
 	stages []interceptors.Stage
+	// background tracks the proxy's own writes that outlive an answer (trace
+	// saves); Shutdown waits for them before the cache closes.
+	background sync.WaitGroup
 
 	// metricsSrv serves /metrics on server.metrics_listen; nil when /metrics is
 	// served on the main listener.
@@ -448,12 +452,15 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	return s.Shutdown(sctx)
 }
 
-// Shutdown takes the server out of service in two steps. For server.drain_grace
-// the listener stays open: /readyz answers 503 "draining", so that load balancers
-// stop sending traffic, and every other new request gets 503 shutting_down
-// (/healthz and /metrics still answer). Then it stops accepting connections and
-// waits for in-flight requests to finish. ctx bounds both steps; afterwards
-// upstream connections and registered closers are closed.
+// Shutdown takes the server out of service in three steps. For
+// server.drain_grace the listener stays open: /readyz answers 503 "draining", so
+// that load balancers stop sending traffic, and every other new request gets 503
+// shutting_down (/healthz and /metrics still answer). Then it stops accepting
+// connections and waits for in-flight requests to finish. Then it waits for
+// what the answered requests left to write in the background — each stage's
+// (interceptors.Cleaner: A/B counters, fact indexes) and its own (traces) — so
+// that a deploy loses none of it. ctx bounds all three; afterwards upstream
+// connections and registered closers (the cache among them) are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	// A second Shutdown (the first one timed out) does not wait the grace again.
 	if grace := s.cfg.Server.drainGrace(); !s.draining.Swap(true) && grace > 0 {
@@ -467,6 +474,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.log.Info("factgate closing the listener and draining in-flight requests")
 	err := s.srv.ShutdownWithContext(ctx)
+	// Before the cache closes: a write cut off here is a lost count or trace.
+	if cerr := s.cleanupStages(ctx); cerr != nil {
+		s.log.Warn("a stage's background writes did not finish before the shutdown deadline; some are lost", "error", cerr)
+		if err == nil {
+			err = cerr
+		}
+	}
+	if werr := interceptors.Wait(ctx, &s.background); werr != nil {
+		s.log.Warn("trace saves did not finish before the shutdown deadline; some traces are lost", "error", werr)
+		if err == nil {
+			err = werr
+		}
+	}
 	for _, up := range s.upstreams {
 		up.closeIdle()
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/factgate/factgate/interceptors"
 )
@@ -105,6 +106,14 @@ func TestAStageIsItsPackageAndOneRegistrationLine(t *testing.T) {
 		t.Fatalf("status %d, X-Stamp %q: %s", status, hdr.Get("X-Stamp"), body)
 	}
 
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := cleanups.Load(); n != 1 {
+		t.Fatalf("Shutdown called the stage's Cleanup %d times, want once (one route)", n)
+	}
 }
 
 // TestAStageBlockIsCheckedLikeEveryOther: the fake stage's config mistakes are

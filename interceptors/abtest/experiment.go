@@ -248,7 +248,7 @@ func (e *Experiment) Variants() []string {
 func (e *Experiment) Control() string { return e.control.name }
 
 // Wait blocks until the counter writes of the requests finished so far are done
-// (a test reading the report, a shutdown that wants them stored).
+// (a test reading the report; a shutdown uses Cleanup, bounded by its context).
 func (e *Experiment) Wait() { e.writes.Wait() }
 
 // assignmentKey stores a request's *assignment in its exchange.
@@ -452,8 +452,16 @@ func counterKey(route, experiment, variant string, forced bool) string {
 	return k
 }
 
+// Cleanup implements interceptors.Cleaner: it waits for the counter writes in
+// flight, so that a shutdown right after the last answer still counts it, or
+// for ctx to end.
+func (e *Experiment) Cleanup(ctx context.Context) error {
+	return interceptors.Wait(ctx, &e.writes)
+}
+
 var (
 	_ interceptors.RequestPhase  = (*Experiment)(nil)
 	_ interceptors.ResponsePhase = (*Experiment)(nil)
 	_ interceptors.FailurePhase  = (*Experiment)(nil)
+	_ interceptors.Cleaner       = (*Experiment)(nil)
 )

@@ -42,6 +42,9 @@ type Interceptor struct {
 	maxSegments int
 	maxBytes    int
 	sources     map[string]prometheus.Counter
+	// jobs tracks the requests' resolving jobs still running: they outlive a
+	// request whose answer is not validated, and write to the shared cache.
+	jobs sync.WaitGroup
 }
 
 // New builds the facts stage of the route deps.Route from cfg: it compiles the
@@ -154,7 +157,9 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 	// The job outlives a client that goes away: what it builds is cached for the
 	// next request.
 	jobCtx := context.WithoutCancel(ctx)
+	f.jobs.Add(1)
 	go func() {
+		defer f.jobs.Done()
 		defer close(p.done)
 		defer func() {
 			if r := recover(); r != nil {
@@ -271,4 +276,17 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	}
 }
 
-var _ interceptors.RequestPhase = (*Interceptor)(nil)
+// Cleanup implements interceptors.Cleaner: it waits for the resolving jobs
+// still running and then for the write-backs to the shared cache, so that a
+// shutdown loses no index or session segment it built, or for ctx to end.
+func (f *Interceptor) Cleanup(ctx context.Context) error {
+	if err := interceptors.Wait(ctx, &f.jobs); err != nil {
+		return err
+	}
+	return interceptors.Wait(ctx, &f.store.writes)
+}
+
+var (
+	_ interceptors.RequestPhase = (*Interceptor)(nil)
+	_ interceptors.Cleaner      = (*Interceptor)(nil)
+)
