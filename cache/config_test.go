@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/factgate/factgate/configs/units"
 )
 
 func TestRedisConfigValidate(t *testing.T) {
@@ -231,7 +233,7 @@ func TestRedisClusterRefreshInterval(t *testing.T) {
 		want time.Duration
 	}{
 		{"default", RedisConfig{Addrs: dead}, 2 * time.Second},
-		{"configured", RedisConfig{Addrs: dead, ClusterRefreshInterval: Duration(5 * time.Second)}, 5 * time.Second},
+		{"configured", RedisConfig{Addrs: dead, ClusterRefreshInterval: units.Duration(5 * time.Second)}, 5 * time.Second},
 		{"one seed forced to cluster", RedisConfig{Addrs: dead[:1], Cluster: true}, 2 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,7 +251,7 @@ func TestRedisClusterRefreshInterval(t *testing.T) {
 			}
 		})
 	}
-	r, err := NewRedis(RedisConfig{Addrs: dead[:1], ClusterRefreshInterval: Duration(5 * time.Second)}, nil)
+	r, err := NewRedis(RedisConfig{Addrs: dead[:1], ClusterRefreshInterval: units.Duration(5 * time.Second)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

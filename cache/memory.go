@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/factgate/factgate/configs/units"
 )
 
 // Memory is the in-process Cache: byte values, sets and counter hashes in one LRU,
@@ -26,18 +28,18 @@ type Memory struct {
 type MemoryConfig struct {
 	// MaxBytes bounds what the cache holds: keys, values, set members and counter
 	// fields, each with a fixed per-entry overhead. Zero is 16MiB.
-	MaxBytes ByteSize `yaml:"max_bytes"`
+	MaxBytes units.ByteSize `yaml:"max_bytes"`
 	// MaxEntries bounds the number of keys. Zero is 100000.
 	MaxEntries int `yaml:"max_entries"`
 	// DefaultTTL is the lifetime of entries stored with a ttl of zero. Zero is 1h.
-	DefaultTTL Duration `yaml:"default_ttl"`
+	DefaultTTL units.Duration `yaml:"default_ttl"`
 }
 
 // Defaults of MemoryConfig.
 const (
-	DefaultMemoryMaxBytes   ByteSize = 16 << 20
-	DefaultMemoryMaxEntries          = 100_000
-	DefaultTTL              Duration = Duration(time.Hour)
+	DefaultMemoryMaxBytes   units.ByteSize = 16 << 20
+	DefaultMemoryMaxEntries                = 100_000
+	DefaultTTL              units.Duration = units.Duration(time.Hour)
 )
 
 // withDefaults fills zero fields.
@@ -56,7 +58,7 @@ func (c MemoryConfig) withDefaults() MemoryConfig {
 
 // Budget returns the bytes the memory tier may hold with these settings
 // (MaxBytes, defaults applied): part of the process's memory budget.
-func (c MemoryConfig) Budget() ByteSize { return c.withDefaults().MaxBytes }
+func (c MemoryConfig) Budget() units.ByteSize { return c.withDefaults().MaxBytes }
 
 // Validate reports a negative bound.
 func (c MemoryConfig) Validate() error {

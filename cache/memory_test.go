@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/factgate/factgate/configs/units"
 )
 
 func newTestMemory(cfg MemoryConfig) (*Memory, *fakeClock) {
@@ -163,7 +165,7 @@ func TestMemoryExpiry(t *testing.T) {
 func TestMemoryDefaultTTL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	m, clock := newTestMemory(MemoryConfig{DefaultTTL: Duration(10 * time.Second)})
+	m, clock := newTestMemory(MemoryConfig{DefaultTTL: units.Duration(10 * time.Second)})
 	_ = m.Set(ctx, "k", []byte("v"), 0)
 	clock.advance(11 * time.Second)
 	if _, ok, _ := m.Get(ctx, "k"); ok {

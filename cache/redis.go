@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/factgate/factgate/configs/units"
 )
 
 // RedisConfig is the one configuration block for Redis: a single node, Sentinel or
@@ -50,14 +52,14 @@ type RedisConfig struct {
 	KeyPrefix string `yaml:"key_prefix"`
 	// DialTimeout, ReadTimeout and WriteTimeout bound each connection step so that a
 	// slow Redis cannot stall requests. Zero is 500ms each.
-	DialTimeout  Duration `yaml:"dial_timeout"`
-	ReadTimeout  Duration `yaml:"read_timeout"`
-	WriteTimeout Duration `yaml:"write_timeout"`
+	DialTimeout  units.Duration `yaml:"dial_timeout"`
+	ReadTimeout  units.Duration `yaml:"read_timeout"`
+	WriteTimeout units.Duration `yaml:"write_timeout"`
 	// CallTimeout bounds one cache call to Redis as a whole: the wait for a pooled
 	// connection, a dial, the command, its retry and the backoff between them. A
 	// Redis that hangs (stopped, or its host gone without a reset) therefore holds a
 	// call at most this long. Zero is ReadTimeout.
-	CallTimeout Duration `yaml:"call_timeout"`
+	CallTimeout units.Duration `yaml:"call_timeout"`
 	// PoolSize is the number of connections per node; zero is go-redis's default
 	// (10 per CPU).
 	PoolSize int `yaml:"pool_size"`
@@ -65,17 +67,17 @@ type RedisConfig struct {
 	// map (CLUSTER SLOTS); a failed call re-reads it at once. Without it a replica
 	// would keep calling a dead master for go-redis's default of 60s after its
 	// replica took over. Zero is 2s; ignored outside Cluster mode.
-	ClusterRefreshInterval Duration `yaml:"cluster_refresh_interval"`
+	ClusterRefreshInterval units.Duration `yaml:"cluster_refresh_interval"`
 	// DefaultTTL is the lifetime of entries stored with a ttl of zero. Zero is the
 	// memory block's default_ttl when built by New, 1h otherwise.
-	DefaultTTL Duration `yaml:"default_ttl"`
+	DefaultTTL units.Duration `yaml:"default_ttl"`
 }
 
 // Defaults of RedisConfig.
 const (
 	DefaultKeyPrefix              = "factgate:v1:"
-	DefaultRedisTimeout           = Duration(500 * time.Millisecond)
-	DefaultClusterRefreshInterval = Duration(2 * time.Second)
+	DefaultRedisTimeout           = units.Duration(500 * time.Millisecond)
+	DefaultClusterRefreshInterval = units.Duration(2 * time.Second)
 )
 
 // Validate reports a contradictory or impossible block without touching the network
@@ -150,7 +152,7 @@ func (c RedisConfig) options() (*redis.UniversalOptions, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	timeout := func(d Duration) time.Duration {
+	timeout := func(d units.Duration) time.Duration {
 		if d == 0 {
 			d = DefaultRedisTimeout
 		}

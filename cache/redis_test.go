@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/factgate/factgate/cache/redistest"
+	"github.com/factgate/factgate/configs/units"
 )
 
 // Integration tests against a real Redis. The shared one comes from
@@ -238,8 +239,8 @@ func TestRedisKilledMidTest(t *testing.T) {
 	server := redistest.Start(t, 0)
 	reg := prometheus.NewRegistry()
 	c, err := New(Config{
-		Redis:  &RedisConfig{Addrs: []string{server.Addr()}, DialTimeout: Duration(200 * time.Millisecond)},
-		Tiered: TieredConfig{ProbeInterval: Duration(50 * time.Millisecond), ErrorBackoff: Duration(20 * time.Millisecond)},
+		Redis:  &RedisConfig{Addrs: []string{server.Addr()}, DialTimeout: units.Duration(200 * time.Millisecond)},
+		Tiered: TieredConfig{ProbeInterval: units.Duration(50 * time.Millisecond), ErrorBackoff: units.Duration(20 * time.Millisecond)},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -358,7 +359,7 @@ func TestRedisCallsBoundedWhenFrozen(t *testing.T) {
 	t.Parallel()
 	server := redistest.Start(t, 0)
 	const bound = 200 * time.Millisecond
-	r, err := NewRedis(RedisConfig{Addrs: []string{server.Addr()}, DialTimeout: Duration(bound), ReadTimeout: Duration(bound), WriteTimeout: Duration(bound), PoolSize: 2}, nil)
+	r, err := NewRedis(RedisConfig{Addrs: []string{server.Addr()}, DialTimeout: units.Duration(bound), ReadTimeout: units.Duration(bound), WriteTimeout: units.Duration(bound), PoolSize: 2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/factgate/factgate/configs/units"
 )
 
 // TieredConfig tunes how Tiered uses its memory tier and survives a failing Redis.
@@ -19,13 +21,13 @@ import (
 type TieredConfig struct {
 	// LocalTTL is how long a value read from Redis is kept in memory; a value changed
 	// on another replica may be served stale for up to this long. Zero is 30s.
-	LocalTTL Duration `yaml:"local_ttl"`
+	LocalTTL units.Duration `yaml:"local_ttl"`
 	// ProbeInterval is how often a degraded cache pings Redis to notice that it is
 	// back. Zero is 2s.
-	ProbeInterval Duration `yaml:"probe_interval"`
+	ProbeInterval units.Duration `yaml:"probe_interval"`
 	// ErrorBackoff is how long calls skip Redis after it failed, serving memory only;
 	// then one call tries Redis again. Zero is 1s.
-	ErrorBackoff Duration `yaml:"error_backoff"`
+	ErrorBackoff units.Duration `yaml:"error_backoff"`
 	// MaxPendingWrites bounds the set members, counter fields, durable values and
 	// deletes that did not reach Redis while it failed and are replayed when it is
 	// back; beyond it they are dropped (and counted). Zero is 100000.
@@ -33,16 +35,16 @@ type TieredConfig struct {
 	// MaxPendingBytes bounds what those writes hold in memory: keys, members, field
 	// names and durable values (a session segment's encoded fact index), each with a
 	// fixed overhead. It is part of the process's memory budget. Zero is 32MiB.
-	MaxPendingBytes ByteSize `yaml:"max_pending_bytes"`
+	MaxPendingBytes units.ByteSize `yaml:"max_pending_bytes"`
 }
 
 // Defaults of TieredConfig.
 const (
-	DefaultLocalTTL         = Duration(30 * time.Second)
-	DefaultProbeInterval    = Duration(2 * time.Second)
-	DefaultErrorBackoff     = Duration(time.Second)
+	DefaultLocalTTL         = units.Duration(30 * time.Second)
+	DefaultProbeInterval    = units.Duration(2 * time.Second)
+	DefaultErrorBackoff     = units.Duration(time.Second)
 	DefaultMaxPendingWrites = 100_000
-	DefaultMaxPendingBytes  = ByteSize(32 << 20)
+	DefaultMaxPendingBytes  = units.ByteSize(32 << 20)
 )
 
 func (c TieredConfig) withDefaults() TieredConfig {
@@ -72,7 +74,7 @@ func (c TieredConfig) limits() pendingLimits {
 // PendingBudget returns the bytes the pending writes may hold with these settings
 // (MaxPendingBytes, defaults applied): part of the process's memory budget when a
 // redis block is present.
-func (c TieredConfig) PendingBudget() ByteSize { return c.withDefaults().MaxPendingBytes }
+func (c TieredConfig) PendingBudget() units.ByteSize { return c.withDefaults().MaxPendingBytes }
 
 // Validate reports a negative bound.
 func (c TieredConfig) Validate() error {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/factgate/factgate/configs/units"
 )
 
 // fakeRedis is a remoteBackend kept in memory that can be switched off, standing in
@@ -171,7 +173,7 @@ func errorCount(t *testing.T, reg *prometheus.Registry, op string) float64 {
 }
 
 // noProbe is a probe interval that never fires within a test.
-const noProbe = Duration(time.Hour)
+const noProbe = units.Duration(time.Hour)
 
 // TestTieredServesMemoryWhenRedisFails runs every operation against a dead Redis:
 // none fails, each serves what memory knows, and each error is counted by op.
@@ -276,7 +278,7 @@ func TestTieredServesMemoryWhenRedisFails(t *testing.T) {
 func TestTieredBackoffSparesDeadRedis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fx := newTieredFixture(t, nil, TieredConfig{ProbeInterval: noProbe, ErrorBackoff: Duration(time.Second)})
+	fx := newTieredFixture(t, nil, TieredConfig{ProbeInterval: noProbe, ErrorBackoff: units.Duration(time.Second)})
 	fx.remote.down.Store(true)
 	_, _, _ = fx.cache.Get(ctx, "k")
 	if n := fx.remote.calls.Load(); n != 1 {
@@ -315,7 +317,7 @@ func TestTieredRecoversOnNextSuccessfulCall(t *testing.T) {
 func TestTieredProbeRecovers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fx := newTieredFixture(t, nil, TieredConfig{ProbeInterval: Duration(5 * time.Millisecond)})
+	fx := newTieredFixture(t, nil, TieredConfig{ProbeInterval: units.Duration(5 * time.Millisecond)})
 	fx.remote.down.Store(true)
 	_ = fx.cache.Set(ctx, "k", []byte("v"), 0)
 	if !fx.cache.Status().Degraded {
@@ -330,7 +332,7 @@ func TestTieredStartsDegradedWhenRedisWasDownAtStart(t *testing.T) {
 	t.Parallel()
 	remote := newFakeRedis()
 	remote.down.Store(true)
-	fx := newTieredFixture(t, remote, TieredConfig{ProbeInterval: Duration(5 * time.Millisecond)})
+	fx := newTieredFixture(t, remote, TieredConfig{ProbeInterval: units.Duration(5 * time.Millisecond)})
 	if st := fx.cache.Status(); !st.Degraded || st.LastError == "" {
 		t.Fatalf("Status = %+v; a Redis down at start must show", st)
 	}
@@ -383,7 +385,7 @@ func TestTieredReplaysWritesAfterOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	shared := newFakeRedis()
-	fx := newTieredFixture(t, shared, TieredConfig{ProbeInterval: Duration(5 * time.Millisecond)})
+	fx := newTieredFixture(t, shared, TieredConfig{ProbeInterval: units.Duration(5 * time.Millisecond)})
 	c := fx.cache
 	_ = c.SetAdd(ctx, "session:{s}:facts", "seg1", 0)
 	_ = c.HashIncr(ctx, "ab:r", map[string]int64{"a": 1}, 0)
@@ -513,7 +515,7 @@ func TestTieredReplaysDurableValues(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	shared := newFakeRedis()
-	fx := newTieredFixture(t, shared, TieredConfig{ProbeInterval: Duration(5 * time.Millisecond)})
+	fx := newTieredFixture(t, shared, TieredConfig{ProbeInterval: units.Duration(5 * time.Millisecond)})
 	c := fx.cache
 	var recovered atomic.Int64
 	c.OnRecover(func(context.Context) { recovered.Add(1) })
@@ -641,7 +643,7 @@ func TestTieredOnAClusterOnlyThePingEndsAnOutage(t *testing.T) {
 	ctx := context.Background()
 	remote := &clusterFake{fakeRedis: newFakeRedis()}
 	clock := &testClock{t: time.Unix(1_700_000_000, 0)}
-	c, err := newTiered(NewMemory(MemoryConfig{}), remote, TieredConfig{ProbeInterval: Duration(5 * time.Millisecond)}, prometheus.NewRegistry(), nil, clock.now)
+	c, err := newTiered(NewMemory(MemoryConfig{}), remote, TieredConfig{ProbeInterval: units.Duration(5 * time.Millisecond)}, prometheus.NewRegistry(), nil, clock.now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,11 @@ type Exchange struct {
 
 	// Overrides are the A/B variant's settings; later interceptors honour them.
 	Overrides Overrides
+	// ContractInjected reports that the inject stage put the pack's contract into
+	// the request on the client's behalf (the client's own system messages did
+	// not already ask for the claims block): only then is the claims block
+	// factgate's to strip from the answer (strip_claims: auto).
+	ContractInjected bool
 	// Validators are the answer validators of the route, in the order they run.
 	Validators []AnswerValidator
 	// Issues are the issues of the current answer (the first draft after
@@ -146,6 +151,10 @@ type Overrides struct {
 	// "header").
 	Notice *string
 }
+
+// MaxRevisionsLimit is the highest max_revisions a route's revise block or an A/B
+// variant accepts: more revisions than this do not converge, they only cost.
+const MaxRevisionsLimit = 10
 
 // SetValue stores a per-request value under key (use an unexported key type).
 func (ex *Exchange) SetValue(key, v any) {

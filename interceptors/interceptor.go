@@ -1,7 +1,8 @@
 // Package interceptors holds the types shared by the proxy and every interceptor:
-// the interceptor interfaces, the Exchange one chat completion travels in, validation
-// issues and their severities, and the per-request trace. It holds no behaviour of its
-// own; each interceptor lives in its own package below this one.
+// the interceptor interfaces, the Stage each interceptor package describes itself
+// with, the Exchange one chat completion travels in, validation issues and their
+// severities, and the per-request trace. It holds no behaviour of its own; each
+// interceptor lives in its own package below this one.
 //
 // A route's chain is built once at start-up (first = outermost). Request phases run
 // in chain order and may edit the outgoing request or short-circuit it; response

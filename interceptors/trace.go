@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/factgate/factgate/configs/units"
 )
 
 // Trace records what factgate did for one request: every attempt with its issues,
@@ -51,7 +53,7 @@ type Trace struct {
 	// ValidationIncomplete is set when a validator could not run (fail-open).
 	ValidationIncomplete bool `json:"validation_incomplete,omitempty"`
 	// Timings are named durations ("facts", "upstream", "validate").
-	Timings map[string]Duration `json:"timings,omitempty"`
+	Timings map[string]units.Millis `json:"timings,omitempty"`
 	// Usage is the sum over every upstream call.
 	Usage Usage `json:"usage"`
 	// Notes are human-readable remarks (a fail-open failure, a skipped step).
@@ -98,8 +100,8 @@ type Attempt struct {
 	// RequestBytes is the size of the request that produced the attempt.
 	RequestBytes int `json:"request_bytes"`
 	// Duration is the upstream call's duration.
-	Duration Duration `json:"duration"`
-	Usage    Usage    `json:"usage"`
+	Duration units.Millis `json:"duration"`
+	Usage    Usage        `json:"usage"`
 	// Error is why the call failed, when it did.
 	Error string `json:"error,omitempty"`
 	// Leaked reports that the attempt mentioned the revision.
@@ -107,6 +109,32 @@ type Attempt struct {
 	// Content is the attempt's answer text.
 	Content string `json:"content,omitempty"`
 }
+
+// The attempt kinds recorded in the trace (Attempt.Kind).
+const (
+	KindDraft    = "draft"
+	KindRevision = "revision"
+	KindRepair   = "repair"
+)
+
+// The final outcomes the hidden revision records in the trace (Final.Outcome),
+// counted in factgate_revisions_total and by A/B experiments.
+const (
+	// OutcomeAccepted: the draft had no issue at or above the threshold; no hidden
+	// call was made and the draft was returned as it was (claims block aside).
+	OutcomeAccepted = "accepted"
+	// OutcomeResolved: a revision or repair left no issue at or above the threshold.
+	OutcomeResolved = "resolved"
+	// OutcomeImproved: the returned revision has fewer severe issues than the draft,
+	// but some remain; its flagged claims were downgraded.
+	OutcomeImproved = "improved"
+	// OutcomeDowngraded: no attempt beat the draft (or revisions are off); the
+	// draft's flagged claims were downgraded.
+	OutcomeDowngraded = "downgraded"
+	// OutcomeFailed: a hidden call failed (timeout, non-2xx, malformed or empty
+	// answer); the best attempt so far was returned, downgraded.
+	OutcomeFailed = "failed"
+)
 
 // Call is one hidden call that produced no answer: a judge call of an LLM-backed
 // validator.
@@ -119,9 +147,9 @@ type Call struct {
 	// verdict: a transport error, a timeout, a non-2xx status, malformed output),
 	// "cancelled" (the client went away) or "budget_exhausted" (the revision
 	// budget ran out during the call).
-	Result   string   `json:"result"`
-	Duration Duration `json:"duration"`
-	Usage    Usage    `json:"usage"`
+	Result   string       `json:"result"`
+	Duration units.Millis `json:"duration"`
+	Usage    Usage        `json:"usage"`
 	// Error is why the call failed, when it did.
 	Error string `json:"error,omitempty"`
 }
@@ -179,24 +207,6 @@ type NoticeIssue struct {
 	Path     string   `json:"path"`
 }
 
-// Duration marshals as milliseconds with a fraction.
-type Duration time.Duration
-
-// MarshalJSON renders milliseconds ("12.345").
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(float64(d) / float64(time.Millisecond))
-}
-
-// UnmarshalJSON reads milliseconds.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var ms float64
-	if err := json.Unmarshal(b, &ms); err != nil {
-		return err
-	}
-	*d = Duration(ms * float64(time.Millisecond))
-	return nil
-}
-
 // NewTrace starts a trace with a random id.
 func NewTrace(route string) *Trace {
 	return &Trace{ID: NewTraceID(), Route: route, Started: time.Now()}
@@ -228,9 +238,9 @@ func (t *Trace) Note(s string) {
 func (t *Trace) Time(name string, d time.Duration) {
 	t.Do(func(t *Trace) {
 		if t.Timings == nil {
-			t.Timings = make(map[string]Duration, 4)
+			t.Timings = make(map[string]units.Millis, 4)
 		}
-		t.Timings[name] += Duration(d)
+		t.Timings[name] += units.Millis(d)
 	})
 }
 

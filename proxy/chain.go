@@ -1,152 +1,224 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/interceptors/facts"
 	"github.com/factgate/factgate/interceptors/inject"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/interceptors/revise"
-	"github.com/factgate/factgate/interceptors/scope"
 	"github.com/factgate/factgate/interceptors/semantic"
 	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/knowledge"
 )
 
-// RouteInterceptors holds the configuration blocks of a route's interceptors. A
-// block that is present turns its interceptor on for the route.
-//
-// The chain is built once at start-up, in this order (first = outermost):
+// chainStages are the stages of a route's chain, in chain order (first =
+// outermost), one registration line each; every stage package describes itself
+// (its Stage: its config block, what it requires and implies, how it builds) and
+// the proxy knows nothing else of it. Adding a stage is its package and one line
+// here.
 //
 //	experiment → context → facts → inject → revise → semantic → validate
 //
-// Request phases run in that order; response phases in reverse, so a draft is
-// validated (validate, then the LLM-backed semantic validators) before the hidden
-// revision sees its issues, and the experiment records the final outcome last.
-type RouteInterceptors struct {
-	// Pack names the route's domain pack ("ra3", "dnd"). A route with a pack gets
-	// its request context resolved (knowledge set, scopes, players, session).
-	Pack string `yaml:"pack"`
-
-	// --- interceptor blocks (each owned by its package) ---
-
-	// Experiment is the route's A/B experiment (PRODUCT.md §11): variants with
-	// weights and overrides, a control, sticky assignment by subject. Present turns
-	// it on; it is the outermost stage.
-	Experiment *abtest.Config `yaml:"experiment"`
-
-	// Context sets the route's request-context defaults: knowledge_set and scopes
-	// ({maps: [map_mp_2_rao1]}), below the client's X-Factgate-* headers and
-	// metadata, above what the pack's rules read from the request. The context
-	// stage runs on every route with a pack, with or without this block.
-	Context *scope.Config `yaml:"context"`
-
-	// Inject puts the rendered knowledge, the pack's contract (when the route
-	// validates) and additional rules into one system message at the front of the
-	// request. Present (even empty: `inject: {}`) turns injection on.
-	Inject *inject.Config `yaml:"inject"`
-
-	// Facts tunes the fact index of the request's operation log (tiers, session
-	// merge, bounds). The facts stage runs on every route whose pack has fact rules
-	// and that validates or has this block; absent means the defaults.
-	Facts *facts.Config `yaml:"facts"`
-
-	// Revise is the hidden revision (PRODUCT.md §9): threshold, max_revisions,
-	// budget, relevant_facts_lines. A route with a validate block gets the revision
-	// step even without this block, with the defaults.
-	Revise *revise.Config `yaml:"revise"`
-
-	// Validate checks answers against the request's facts and the knowledge set
-	// (PRODUCT.md §8). Present (even empty: `validate: {}`) turns validation on.
-	Validate *validate.Config `yaml:"validate"`
-
-	// Semantic turns on the pack's LLM-backed validators the block names
-	// (PRODUCT.md §10; opt-in, never on by default) with the judge's model profile
-	// and failure policy. It needs the validate block: validation runs them after
-	// the deterministic validators, and only when those found nothing Fatal.
-	Semantic *semantic.Config `yaml:"semantic"`
-}
-
-// stage builds one interceptor of a route's chain; it returns nil when the route
-// does not use it.
-type stage func(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error)
-
-// stages are the chain's stages in order (first = outermost). Each interceptor
-// package contributes one.
-var stages = []struct {
-	name  string
-	build stage
-}{
-	// --- stages (in chain order) ---
+// Request phases run in this order, response phases in reverse, so a draft is
+// validated (validate, then the LLM-backed semantic validators) before the
+// hidden revision sees its issues, and the experiment counts the final outcome
+// last. Stages are built in reverse (innermost first), so that each sees the
+// stages inside it already built (interceptors.BuildContext).
+var chainStages = []interceptors.Stage{
 	// experiment is outermost: its request phase assigns the variant before any
 	// stage reads the overrides, its response phase counts the final outcome.
-	{"experiment", buildExperiment},
-	// context resolves the knowledge set, scopes, players and session first: every
-	// later stage reads it (scope.FromExchange).
-	{"context", buildContext},
+	abtest.Stage,
+	// context resolves the knowledge set, scopes, players and session first:
+	// every later stage reads it (reqcontext.FromExchange).
+	reqcontext.Stage,
 	// facts comes right after context (it reads the session) and starts the
 	// index in the background, so it overlaps the upstream call.
-	{"facts", buildFacts},
+	facts.Stage,
 	// inject edits the outgoing system prompt once the context is known.
-	{"inject", buildInject},
+	inject.Stage,
 	// revise runs its response phase after semantic and validate: it sees the
 	// draft's issues and may replace the answer.
-	{"revise", buildRevise},
-	// semantic registers the LLM-backed validators; validate's response phase runs
-	// them after the deterministic ones, and its own response phase (before
+	revise.Stage,
+	// semantic registers the LLM-backed validators; validate's response phase
+	// runs them after the deterministic ones, and its own response phase (before
 	// revise's) fails the request when failure_policy closed says so.
-	{"semantic", buildSemantic},
-	// validate stays last: its response phase runs first, so every later response
-	// phase (semantic, revise, experiment) sees the draft's issues.
-	{"validate", func(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
-		if rc.Interceptors.Validate == nil {
-			return nil, nil
-		}
-		return validate.New(*rc.Interceptors.Validate, deps)
-	}},
+	semantic.Stage,
+	// validate stays last: its response phase runs first, so every later
+	// response phase (semantic, revise, experiment) sees the draft's issues.
+	validate.Stage,
 }
 
-// buildFacts builds the facts stage: on for a route whose pack has fact rules and
-// that validates or has a facts block. A facts block on a route without fact
-// rules is a config error.
-func buildFacts(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
-	cfg := rc.Interceptors.Facts
-	hasRules := deps.Pack != nil && deps.Pack.Facts != nil
-	switch {
-	case cfg == nil && (rc.Interceptors.Validate == nil || !hasRules):
-		return nil, nil
-	case cfg == nil:
-		cfg = &facts.Config{}
+// checkStageGraph checks the registered stages once at start-up: each has a
+// name no route key takes and a Build, the names are distinct, and Requires and
+// Implies name registered stages other than their own.
+func checkStageGraph(stages []interceptors.Stage) error {
+	known := map[string]bool{}
+	var errs []error
+	for _, st := range stages {
+		switch {
+		case st.Name == "":
+			errs = append(errs, errors.New("a stage has no name"))
+		case known[st.Name]:
+			errs = append(errs, fmt.Errorf("stage %s is registered twice", st.Name))
+		case slices.Contains(routeKeys, st.Name):
+			errs = append(errs, fmt.Errorf("stage %s: %q is a route key, not free for a config block", st.Name, st.Name))
+		}
+		if st.Build == nil {
+			errs = append(errs, fmt.Errorf("stage %s has no Build", st.Name))
+		}
+		known[st.Name] = true
 	}
-	return facts.New(*cfg, deps)
+	for _, st := range stages {
+		for _, rel := range []struct {
+			what  string
+			names []string
+		}{{"requires", st.Requires}, {"implies", st.Implies}} {
+			for _, n := range rel.names {
+				if n == st.Name || !known[n] {
+					errs = append(errs, fmt.Errorf("stage %s %s %q, which is not another registered stage (have %s)", st.Name, rel.what, n, strings.Join(stageNames(stages), ", ")))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
+
+func stageNames(stages []interceptors.Stage) []string {
+	names := make([]string, len(stages))
+	for i, st := range stages {
+		names[i] = st.Name
+	}
+	return names
+}
+
+// routeStagesOn returns, for the route's blocks, the stages they turn on — each
+// with its block, or implied by one (transitively) — mapped to the stages
+// implying it; and it checks every key of the route names a stage and every
+// stage on has what it requires. Errors name the route, the blocks and the
+// line.
+func routeStagesOn(where string, rc *RouteConfig, stages []interceptors.Stage) (map[string][]string, error) {
+	byName := map[string]*interceptors.Stage{}
+	for i := range stages {
+		byName[stages[i].Name] = &stages[i]
+	}
+	var errs []error
+	keys := slices.Sorted(maps.Keys(rc.Blocks))
+	for _, k := range keys {
+		if byName[k] == nil {
+			n := rc.Blocks[k]
+			errs = append(errs, fmt.Errorf("%s: line %d: unknown key %q: a route has %s and the stage blocks %s", where, n.Line, k, strings.Join(routeKeys, ", "), strings.Join(stageNames(stages), ", ")))
+		}
+	}
+	on := map[string][]string{}
+	var turnOn func(name, by string)
+	turnOn = func(name, by string) {
+		impliers, seen := on[name]
+		if by != "" && !slices.Contains(impliers, by) {
+			impliers = append(impliers, by)
+		}
+		on[name] = impliers
+		if !seen {
+			for _, imp := range byName[name].Implies {
+				turnOn(imp, name)
+			}
+		}
+	}
+	for _, st := range stages {
+		if rc.HasBlock(st.Name) {
+			turnOn(st.Name, "")
+		}
+	}
+	for _, st := range stages {
+		impliers, isOn := on[st.Name]
+		if !isOn {
+			continue
+		}
+		for _, req := range st.Requires {
+			if _, ok := on[req]; ok {
+				continue
+			}
+			if rc.HasBlock(st.Name) {
+				errs = append(errs, fmt.Errorf("%s.%s: a %s block needs the route's %s block", where, st.Name, st.Name, req))
+			} else {
+				errs = append(errs, fmt.Errorf("%s.%s: the %s stage, which the %s block turns on, needs the route's %s block", where, st.Name, st.Name, strings.Join(impliers, " and "), req))
+			}
+		}
+	}
+	return on, errors.Join(errs...)
+}
+
+// stageBuild is the interceptors.BuildContext of one stage of one route.
+type stageBuild struct {
+	rc      *RouteConfig
+	name    string
+	deps    interceptors.Deps
+	implied []string
+	// built are the route's stages built so far (those inside this one), by name.
+	built map[string]interceptors.Interceptor
+}
+
+func (b *stageBuild) Deps() interceptors.Deps { return b.deps }
+func (b *stageBuild) HasBlock() bool          { return b.rc.HasBlock(b.name) }
+func (b *stageBuild) ImpliedBy() []string     { return slices.Clone(b.implied) }
+func (b *stageBuild) Stage(name string) interceptors.Interceptor {
+	return b.built[name]
+}
+
+func (b *stageBuild) Decode(v any) error {
+	_, err := b.rc.DecodeBlock(b.name, v)
+	return err
+}
+
+var _ interceptors.BuildContext = (*stageBuild)(nil)
 
 // buildChains builds every route's chain from its config.
 func (s *Server) buildChains() error {
+	if err := checkStageGraph(s.stages); err != nil {
+		return fmt.Errorf("the registered stages: %w", err)
+	}
 	for i := range s.cfg.Routes {
 		rc := &s.cfg.Routes[i]
 		rt := s.routeByName[rc.Name]
+		where := fmt.Sprintf("routes[%d] (%s)", i, rc.Name)
+		on, err := routeStagesOn(where, rc, s.stages)
+		if err != nil {
+			return err
+		}
 		deps := s.deps(rc.Name)
-		if rc.Interceptors.Pack != "" {
-			deps.Pack = s.library.Registry().Pack(rc.Interceptors.Pack)
+		if rc.Pack != "" {
+			deps.Pack = s.library.Registry().Pack(rc.Pack)
 			if deps.Pack == nil {
-				return fmt.Errorf("routes[%d] (%s).pack: no pack named %q (have %v)", i, rc.Name, rc.Interceptors.Pack, packNames(s.library.Registry()))
+				return fmt.Errorf("%s.pack: no pack named %q (have %v)", where, rc.Pack, packNames(s.library.Registry()))
 			}
 		}
-		var chain []interceptors.Interceptor
-		for _, st := range stages {
-			ic, err := st.build(rc, deps)
+		built := map[string]interceptors.Interceptor{}
+		chain := make([]interceptors.Interceptor, len(s.stages))
+		for j := len(s.stages) - 1; j >= 0; j-- {
+			st := &s.stages[j]
+			ic, err := st.Build(&stageBuild{rc: rc, name: st.Name, deps: deps, implied: on[st.Name], built: built})
 			if err != nil {
-				return fmt.Errorf("routes[%d] (%s).%s: %w", i, rc.Name, st.name, err)
+				return fmt.Errorf("%s.%s: %w", where, st.Name, err)
 			}
-			if ic != nil {
-				chain = append(chain, ic)
+			if ic == nil {
+				continue
 			}
+			if ic.Name() != st.Name {
+				return fmt.Errorf("%s.%s: the stage built an interceptor named %q; traces would not name its block", where, st.Name, ic.Name())
+			}
+			built[st.Name], chain[j] = ic, ic
 		}
+		chain = slices.DeleteFunc(chain, func(ic interceptors.Interceptor) bool { return ic == nil })
 		if rc.ResponseModel == ResponseModelAlias && len(chain) == 0 {
-			return fmt.Errorf("routes[%d] (%s).response_model: alias needs a route with interceptors (a pack, inject, validate...): a pass-through route relays the upstream's answer unchanged", i, rc.Name)
+			return fmt.Errorf("%s.response_model: alias needs a route with interceptors (a pack, inject, validate...): a pass-through route relays the upstream's answer unchanged", where)
 		}
 		rt.setChain(chain)
 	}
@@ -196,63 +268,6 @@ func (s *Server) newLibrary() (*knowledge.Library, error) {
 	return lib, nil
 }
 
-// buildRevise builds the revision step: on for a route with a revise or a validate
-// block (a validating route revises with the defaults). The claims block is
-// stripped per the validate block's strip_claims, judged by whether inject put the
-// contract into the request.
-func buildRevise(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
-	v := rc.Interceptors.Validate
-	if rc.Interceptors.Revise == nil && v == nil {
-		return nil, nil
-	}
-	opts := revise.Options{ContractInjected: inject.ContractInjected}
-	if v != nil {
-		opts.Strip = revise.StripMode(v.StripClaims)
-	}
-	return revise.New(rc.Interceptors.Revise, deps, opts)
-}
-
-// buildContext builds the context stage: on for every route with a pack. A context
-// block on a route without a pack is a config error.
-func buildContext(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
-	if deps.Pack == nil {
-		if rc.Interceptors.Context != nil {
-			return nil, fmt.Errorf("a context block needs the route's pack (set pack)")
-		}
-		return nil, nil
-	}
-	return scope.New(rc.Interceptors.Context, deps)
-}
-
-// buildInject builds the inject stage: on for a route with an inject block. The
-// contract's auto mode follows whether the route validates (has a validate block
-// that is not switched off with enabled: false).
-func buildInject(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
-	if rc.Interceptors.Inject == nil {
-		return nil, nil
-	}
-	cfg := *rc.Interceptors.Inject
-	v := rc.Interceptors.Validate
-	cfg.RouteValidates = v != nil && v.Settings().Enabled
-	cfg.RouteHasValidator = v != nil
-	return inject.New(&cfg, deps)
-}
-
-// buildExperiment builds the experiment stage: on for a route with an experiment
-// block. It is told which stages the route has, so that a variant override no
-// stage would honour fails at start-up.
-func buildExperiment(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
-	if rc.Interceptors.Experiment == nil {
-		return nil, nil
-	}
-	ri := rc.Interceptors
-	return abtest.New(*ri.Experiment, deps, abtest.Stages{
-		Inject:   ri.Inject != nil,
-		Validate: ri.Validate != nil,
-		Revise:   ri.Validate != nil || ri.Revise != nil,
-	})
-}
-
 // experiments returns the experiments of every route's chain, in config order,
 // for GET /factgate/v1/experiments.
 func (s *Server) experiments() []*abtest.Experiment {
@@ -267,18 +282,21 @@ func (s *Server) experiments() []*abtest.Experiment {
 	return out
 }
 
-// buildSemantic builds the semantic stage: on for a route with a semantic block,
-// which needs the validate block (validation runs the validators).
-func buildSemantic(rc *RouteConfig, deps interceptors.Deps) (interceptors.Interceptor, error) {
-	cfg := rc.Interceptors.Semantic
-	if cfg == nil {
-		return nil, nil
+// cleanupStages calls the Cleanup of every stage of every route's chain that
+// has one (interceptors.Cleaner): each waits for its background writes, bounded
+// by ctx. It returns the first error.
+func (s *Server) cleanupStages(ctx context.Context) error {
+	var first error
+	for _, rc := range s.cfg.Routes {
+		for _, ic := range s.routeByName[rc.Name].chain {
+			c, ok := ic.(interceptors.Cleaner)
+			if !ok {
+				continue
+			}
+			if err := c.Cleanup(ctx); err != nil && first == nil {
+				first = fmt.Errorf("route %s, stage %s: %w", rc.Name, ic.Name(), err)
+			}
+		}
 	}
-	v := rc.Interceptors.Validate
-	if v == nil {
-		return nil, fmt.Errorf("a semantic block needs the route's validate block: validation runs the semantic validators after the deterministic ones")
-	}
-	c := *cfg
-	c.RouteValidates = v.Settings().Enabled
-	return semantic.New(c, deps)
+	return first
 }

@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/knowledge/rawjson"
 	"github.com/factgate/factgate/proxy/console"
 )
@@ -49,9 +50,9 @@ type ServerConfig struct {
 	// port clients cannot reach. Empty: /metrics on the main listener.
 	MetricsListen string `yaml:"metrics_listen"`
 	// MaxRequestBody bounds a request body; larger requests get 413. Default 16MiB.
-	MaxRequestBody cache.ByteSize `yaml:"max_request_body"`
+	MaxRequestBody units.ByteSize `yaml:"max_request_body"`
 	// MaxHeaderSize bounds the request line and headers; larger get 431. Default 16KiB.
-	MaxHeaderSize cache.ByteSize `yaml:"max_header_size"`
+	MaxHeaderSize units.ByteSize `yaml:"max_header_size"`
 	// MaxJSONDepth bounds the nesting of objects and arrays in the JSON the proxy
 	// reads: request bodies (deeper is a 400 invalid_json) and upstream answers on
 	// routes with interceptors (deeper is a 502 upstream_bad_response). Every body
@@ -60,28 +61,28 @@ type ServerConfig struct {
 	MaxJSONDepth int `yaml:"max_json_depth"`
 	// MaxResponseBody bounds an upstream answer the proxy buffers on an
 	// intercepted route; larger answers fail with 502. Default 32MiB.
-	MaxResponseBody cache.ByteSize `yaml:"max_response_body"`
+	MaxResponseBody units.ByteSize `yaml:"max_response_body"`
 	// ReadTimeout bounds reading one client request. Default 60s.
-	ReadTimeout cache.Duration `yaml:"read_timeout"`
+	ReadTimeout units.Duration `yaml:"read_timeout"`
 	// IdleTimeout closes idle keep-alive client connections. Default 120s.
-	IdleTimeout cache.Duration `yaml:"idle_timeout"`
+	IdleTimeout units.Duration `yaml:"idle_timeout"`
 	// ShutdownTimeout bounds draining in-flight requests on SIGTERM, after
 	// DrainGrace. Default 30s.
-	ShutdownTimeout cache.Duration `yaml:"shutdown_timeout"`
+	ShutdownTimeout units.Duration `yaml:"shutdown_timeout"`
 	// DrainGrace is how long Shutdown keeps the listener open before closing it,
 	// so that load balancers see /readyz answer 503 "draining" and take the
 	// replica out; meanwhile new requests get 503 shutting_down. Default 5s
 	// (applied by ParseConfig); 0s or nil: close at once.
-	DrainGrace *cache.Duration `yaml:"drain_grace"`
+	DrainGrace *units.Duration `yaml:"drain_grace"`
 	// KeepaliveInterval is how often a streaming client whose answer is held for
 	// validation gets an SSE comment (": keep-alive"). Default 5s.
-	KeepaliveInterval cache.Duration `yaml:"keepalive_interval"`
+	KeepaliveInterval units.Duration `yaml:"keepalive_interval"`
 	// StreamChunkRunes is how many characters each synthesized SSE content chunk
 	// carries. Default 32.
 	StreamChunkRunes int `yaml:"stream_chunk_runes"`
 	// DisconnectProbeAfter is how long a request runs before the proxy starts
 	// watching for the client going away (cheap requests skip the watch). Default 50ms.
-	DisconnectProbeAfter cache.Duration `yaml:"disconnect_probe_after"`
+	DisconnectProbeAfter units.Duration `yaml:"disconnect_probe_after"`
 }
 
 // LogConfig sets structured logging (slog, JSON).
@@ -132,14 +133,14 @@ type UpstreamConfig struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// ConnectTimeout bounds dialing (and waiting for a free slot under
 	// MaxConcurrent). Default 5s.
-	ConnectTimeout cache.Duration `yaml:"connect_timeout"`
+	ConnectTimeout units.Duration `yaml:"connect_timeout"`
 	// ReadTimeout bounds waiting for the response headers, and each read of a
 	// streamed body. Default 120s.
-	ReadTimeout cache.Duration `yaml:"read_timeout"`
+	ReadTimeout units.Duration `yaml:"read_timeout"`
 	// WriteTimeout bounds sending a request. Default 30s.
-	WriteTimeout cache.Duration `yaml:"write_timeout"`
+	WriteTimeout units.Duration `yaml:"write_timeout"`
 	// IdleTimeout drops pooled connections idle longer than this. Default 60s.
-	IdleTimeout cache.Duration `yaml:"idle_timeout"`
+	IdleTimeout units.Duration `yaml:"idle_timeout"`
 	// MaxConcurrent bounds concurrent requests to this upstream; 0 means 1024.
 	MaxConcurrent int `yaml:"max_concurrent"`
 	// MaxIdleConns bounds pooled idle connections. Default 256.
@@ -181,7 +182,16 @@ type RouteConfig struct {
 	// upstream's answer unchanged.
 	ResponseModel string `yaml:"response_model"`
 
-	Interceptors RouteInterceptors `yaml:",inline"`
+	// Pack names the route's domain pack ("ra3", "dnd"). A route with a pack gets
+	// its request context resolved (knowledge set, scopes, players, session).
+	Pack string `yaml:"pack"`
+
+	// Blocks are the route's stage blocks by stage name ("validate: {}"): every
+	// key that is not one of the route's own. Each is kept as YAML and decoded
+	// strictly by the stage that owns it when the chain is built (see
+	// proxy/chain.go for the stages and their order); a key that names no stage
+	// is a config error that lists them.
+	Blocks map[string]yaml.Node `yaml:",inline"`
 }
 
 // The values of RouteConfig.ResponseModel.
@@ -203,22 +213,22 @@ type KnowledgeConfig struct {
 // TracesConfig sets how traces are kept.
 type TracesConfig struct {
 	// TTL is how long a trace can be fetched. Default 1h.
-	TTL cache.Duration `yaml:"ttl"`
+	TTL units.Duration `yaml:"ttl"`
 	// Content keeps every attempt's answer text in the trace. Default true.
 	Content *bool `yaml:"content"`
 	// MemoryBytes bounds the in-process memory tier of traces, apart from the
 	// cache's own: traces never evict fact indexes or A/B counters. With Redis,
 	// traces are also kept there, so any replica serves them. Default 16MiB.
-	MemoryBytes cache.ByteSize `yaml:"memory_bytes"`
+	MemoryBytes units.ByteSize `yaml:"memory_bytes"`
 	// MaxBytes bounds one stored trace: a larger one keeps its structure but has
 	// its answer texts cut (then dropped), and a note says so. Default 64KiB.
-	MaxBytes cache.ByteSize `yaml:"max_bytes"`
+	MaxBytes units.ByteSize `yaml:"max_bytes"`
 }
 
 // Defaults of TracesConfig.
 const (
-	DefaultTracesMemoryBytes cache.ByteSize = 16 << 20
-	DefaultTraceMaxBytes     cache.ByteSize = 64 << 10
+	DefaultTracesMemoryBytes units.ByteSize = 16 << 20
+	DefaultTraceMaxBytes     units.ByteSize = 64 << 10
 )
 
 // LoadConfig reads and validates a config file.
@@ -277,26 +287,26 @@ func (c *Config) applyDefaults() {
 		s.MaxJSONDepth = rawjson.DefaultMaxDepth
 	}
 	if s.ReadTimeout == 0 {
-		s.ReadTimeout = cache.Duration(60 * time.Second)
+		s.ReadTimeout = units.Duration(60 * time.Second)
 	}
 	if s.IdleTimeout == 0 {
-		s.IdleTimeout = cache.Duration(120 * time.Second)
+		s.IdleTimeout = units.Duration(120 * time.Second)
 	}
 	if s.ShutdownTimeout == 0 {
-		s.ShutdownTimeout = cache.Duration(30 * time.Second)
+		s.ShutdownTimeout = units.Duration(30 * time.Second)
 	}
 	if s.DrainGrace == nil {
-		d := cache.Duration(5 * time.Second)
+		d := units.Duration(5 * time.Second)
 		s.DrainGrace = &d
 	}
 	if s.KeepaliveInterval == 0 {
-		s.KeepaliveInterval = cache.Duration(5 * time.Second)
+		s.KeepaliveInterval = units.Duration(5 * time.Second)
 	}
 	if s.StreamChunkRunes == 0 {
 		s.StreamChunkRunes = 32
 	}
 	if s.DisconnectProbeAfter == 0 {
-		s.DisconnectProbeAfter = cache.Duration(50 * time.Millisecond)
+		s.DisconnectProbeAfter = units.Duration(50 * time.Millisecond)
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
@@ -313,16 +323,16 @@ func (c *Config) applyDefaults() {
 	}
 	for name, u := range c.Upstreams {
 		if u.ConnectTimeout == 0 {
-			u.ConnectTimeout = cache.Duration(5 * time.Second)
+			u.ConnectTimeout = units.Duration(5 * time.Second)
 		}
 		if u.ReadTimeout == 0 {
-			u.ReadTimeout = cache.Duration(120 * time.Second)
+			u.ReadTimeout = units.Duration(120 * time.Second)
 		}
 		if u.WriteTimeout == 0 {
-			u.WriteTimeout = cache.Duration(30 * time.Second)
+			u.WriteTimeout = units.Duration(30 * time.Second)
 		}
 		if u.IdleTimeout == 0 {
-			u.IdleTimeout = cache.Duration(60 * time.Second)
+			u.IdleTimeout = units.Duration(60 * time.Second)
 		}
 		if u.MaxConcurrent == 0 {
 			u.MaxConcurrent = 1024
@@ -336,7 +346,7 @@ func (c *Config) applyDefaults() {
 		c.Upstreams[name] = u
 	}
 	if c.Traces.TTL == 0 {
-		c.Traces.TTL = cache.Duration(time.Hour)
+		c.Traces.TTL = units.Duration(time.Hour)
 	}
 	if c.Traces.Content == nil {
 		t := true

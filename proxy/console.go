@@ -44,8 +44,8 @@ func (s *Server) newConsole() error {
 	for _, rc := range s.cfg.Routes {
 		rt := s.routeByName[rc.Name]
 		r := console.Route{Name: rc.Name}
-		if rc.Interceptors.Pack != "" {
-			r.Pack = s.library.Registry().Pack(rc.Interceptors.Pack)
+		if rc.Pack != "" {
+			r.Pack = s.library.Registry().Pack(rc.Pack)
 		}
 		for _, ic := range rt.chain {
 			if in, ok := ic.(*inject.Injector); ok {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/factgate/factgate/cache/redistest"
 	"github.com/factgate/factgate/interceptors/facts"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/interceptors/validate"
 )
 
@@ -145,7 +145,7 @@ func TestFactsRedisFrozen(t *testing.T) {
 			"messages": []map[string]string{{"role": "user", "content": base + "\n请求 " + phase + strconv.Itoa(i)}},
 		})
 		start := time.Now()
-		status, _, resp := h.post(t, "/v1/chat/completions", string(body), scope.HeaderSession, "frozen-"+strconv.Itoa(i%3))
+		status, _, resp := h.post(t, "/v1/chat/completions", string(body), reqcontext.HeaderSession, "frozen-"+strconv.Itoa(i%3))
 		took := time.Since(start)
 		mu.Lock()
 		defer mu.Unlock()

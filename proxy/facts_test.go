@@ -17,7 +17,7 @@ import (
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/facts"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/interceptors/validate"
 )
 
@@ -105,7 +105,7 @@ func withFactsProbe(route string, probe *factsProbe) Option {
 			if !slices.Contains(names, "context") {
 				deps := s.deps(route)
 				deps.Pack = s.library.Registry().Pack("ra3")
-				resolver, err := scope.New(nil, deps)
+				resolver, err := reqcontext.New(nil, deps)
 				if err != nil {
 					return err
 				}
@@ -140,7 +140,7 @@ func (h *harness) factsChat(t testing.TB, text, session string) http.Header {
 	})
 	var header []string
 	if session != "" {
-		header = []string{scope.HeaderSession, session}
+		header = []string{reqcontext.HeaderSession, session}
 	}
 	status, respHeader, resp := h.post(t, "/v1/chat/completions", string(body), header...)
 	if status != 200 {

@@ -724,7 +724,9 @@ func (s *Server) saveTrace(ex *interceptors.Exchange) {
 	}
 	ex.Trace.Do(func(t *interceptors.Trace) { t.Usage = ex.Usage })
 	saved := make(chan struct{})
+	s.background.Add(1) // Shutdown waits for a save that outlives the answer
 	go func() {
+		defer s.background.Done()
 		defer close(saved)
 		ctx, cancel := context.WithTimeout(context.Background(), traceSaveTimeout)
 		defer cancel()

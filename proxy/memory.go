@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors/facts"
 )
 
@@ -15,7 +15,7 @@ import (
 // fact-key memos, the knowledge sets, and the garbage collector's headroom. The
 // process's RSS adds the program's own resident pages (about 16 MB), so it stays
 // within the budgets + 48 MB.
-const RuntimeAllowance cache.ByteSize = 28 << 20
+const RuntimeAllowance units.ByteSize = 28 << 20
 
 // RSSAllowance is what a proxy's RSS may exceed the sum of its budgets by under
 // sustained load: RuntimeAllowance plus the program's resident pages.
@@ -26,23 +26,23 @@ const RSSAllowance = 48_000_000
 type MemoryBudget struct {
 	// Facts is the sum of facts.memory_bytes over the routes with a facts stage
 	// (each route has its own tier of decoded fact indexes and session records).
-	Facts cache.ByteSize
+	Facts units.ByteSize
 	// Cache is cache.memory.max_bytes: encoded fact indexes, session sets, A/B
 	// counters, and values read from Redis.
-	Cache cache.ByteSize
+	Cache units.ByteSize
 	// Traces is traces.memory_bytes.
-	Traces cache.ByteSize
+	Traces units.ByteSize
 	// Pending is cache.tiered.max_pending_bytes when a redis block is present: the
 	// writes kept for Redis while it fails.
-	Pending cache.ByteSize
+	Pending units.ByteSize
 }
 
 // Budgets returns the sum of the configured budgets.
-func (b MemoryBudget) Budgets() cache.ByteSize { return b.Facts + b.Cache + b.Traces + b.Pending }
+func (b MemoryBudget) Budgets() units.ByteSize { return b.Facts + b.Cache + b.Traces + b.Pending }
 
 // Limit returns the budgets plus RuntimeAllowance: the memory the process should
 // stay within, and the Go runtime's soft memory limit that serve sets.
-func (b MemoryBudget) Limit() cache.ByteSize { return b.Budgets() + RuntimeAllowance }
+func (b MemoryBudget) Limit() units.ByteSize { return b.Budgets() + RuntimeAllowance }
 
 // MemoryBudget returns the server's memory budget, from its configuration and the
 // routes it built.
@@ -57,7 +57,7 @@ func (s *Server) MemoryBudget() MemoryBudget {
 	for _, rt := range s.routeByName {
 		for _, ic := range rt.chain {
 			if f, ok := ic.(*facts.Interceptor); ok {
-				b.Facts += cache.ByteSize(f.MemoryBudget())
+				b.Facts += units.ByteSize(f.MemoryBudget())
 			}
 		}
 	}
@@ -74,7 +74,7 @@ func (s *Server) registerMemoryBudget() {
 		return // registered already (a second server on one registry)
 	}
 	b := s.MemoryBudget()
-	for part, v := range map[string]cache.ByteSize{"facts": b.Facts, "cache": b.Cache, "traces": b.Traces, "pending": b.Pending, "runtime": RuntimeAllowance} {
+	for part, v := range map[string]units.ByteSize{"facts": b.Facts, "cache": b.Cache, "traces": b.Traces, "pending": b.Pending, "runtime": RuntimeAllowance} {
 		g.WithLabelValues(part).Set(float64(v))
 	}
 }

@@ -3,7 +3,7 @@ package proxy
 import (
 	"testing"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 )
 
 // TestMemoryBudget: the budget adds up facts.memory_bytes over the routes with a
@@ -55,7 +55,7 @@ routes:
 			if got.Limit() != got.Budgets()+RuntimeAllowance {
 				t.Errorf("Limit %s is not the budgets %s + %s", got.Limit(), got.Budgets(), RuntimeAllowance)
 			}
-			parts := map[string]cache.ByteSize{}
+			parts := map[string]units.ByteSize{}
 			families, err := h.srv.Metrics().Gather()
 			if err != nil {
 				t.Fatal(err)
@@ -65,10 +65,10 @@ routes:
 					continue
 				}
 				for _, m := range f.GetMetric() {
-					parts[m.GetLabel()[0].GetValue()] = cache.ByteSize(m.GetGauge().GetValue())
+					parts[m.GetLabel()[0].GetValue()] = units.ByteSize(m.GetGauge().GetValue())
 				}
 			}
-			want := map[string]cache.ByteSize{"facts": tt.want.Facts, "cache": tt.want.Cache, "traces": tt.want.Traces, "pending": tt.want.Pending, "runtime": RuntimeAllowance}
+			want := map[string]units.ByteSize{"facts": tt.want.Facts, "cache": tt.want.Cache, "traces": tt.want.Traces, "pending": tt.want.Pending, "runtime": RuntimeAllowance}
 			for part, v := range want {
 				if parts[part] != v {
 					t.Errorf("factgate_memory_budget_bytes{part=%q} = %s, want %s", part, parts[part], v)

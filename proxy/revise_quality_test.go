@@ -71,10 +71,10 @@ func TestReviseQualityFigures(t *testing.T) {
 		final := tr.Get("attempts." + tr.Get("final.attempt").String())
 		revisions := len(tr.Get(`attempts.#(kind=="revision")#`).Array())
 		switch outcome := tr.Get("final.outcome").Str; {
-		case outcome == revise.OutcomeResolved && revisions == 1:
+		case outcome == interceptors.OutcomeResolved && revisions == 1:
 			afterOne++
 			afterTwo++
-		case outcome == revise.OutcomeResolved && revisions == 2:
+		case outcome == interceptors.OutcomeResolved && revisions == 2:
 			afterTwo++
 		default:
 			downgraded++
@@ -102,7 +102,7 @@ func TestReviseQualityFigures(t *testing.T) {
 			t.Fatalf("%s (stubborn model): status %d", c.ID, status)
 		}
 		tr2 := h2.trace(t, hdr.Get("X-Factgate-Trace-Id"))
-		if o := tr2.Get("final.outcome").Str; o != revise.OutcomeDowngraded {
+		if o := tr2.Get("final.outcome").Str; o != interceptors.OutcomeDowngraded {
 			t.Errorf("%s (stubborn model): outcome %q, want downgraded", c.ID, o)
 		}
 		final2 := tr2.Get("attempts." + tr2.Get("final.attempt").String())

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +67,13 @@ type Server struct {
 	allowMissingSecrets bool
 	warnings            []string
 	late                []Option // options that need the routes built
+
+	// stages are the stages every route's chain is built from, in chain order:
+	// chainStages unless a test registers its own.
+	stages []interceptors.Stage
+	// background tracks the proxy's own writes that outlive an answer (trace
+	// saves); Shutdown waits for them before the cache closes.
+	background sync.WaitGroup
 
 	// metricsSrv serves /metrics on server.metrics_listen; nil when /metrics is
 	// served on the main listener.
@@ -176,7 +184,7 @@ func CheckConfig(path string) (warnings []string, err error) {
 	}
 	s, err := New(cfg, allowMissingSecrets(), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err // New names the file
 	}
 	for _, c := range s.closers {
 		_ = c()
@@ -185,8 +193,14 @@ func CheckConfig(path string) (warnings []string, err error) {
 }
 
 // New builds a server from a validated config. It resolves secrets from the
-// environment and fails when one is missing.
-func New(cfg *Config, opts ...Option) (*Server, error) {
+// environment and fails when one is missing. An error names the config file
+// (cfg.File), then the key.
+func New(cfg *Config, opts ...Option) (srv *Server, err error) {
+	defer func() {
+		if err != nil && cfg.File != "" {
+			err = fmt.Errorf("%s: %w", cfg.File, err)
+		}
+	}()
 	s := &Server{
 		cfg:         cfg,
 		started:     time.Now(),
@@ -210,6 +224,9 @@ func New(cfg *Config, opts ...Option) (*Server, error) {
 		if err := o(s); err != nil {
 			return nil, err
 		}
+	}
+	if s.stages == nil {
+		s.stages = chainStages
 	}
 	for name, uc := range cfg.Upstreams {
 		up, err := newUpstream(name, uc)
@@ -451,12 +468,15 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	return s.Shutdown(sctx)
 }
 
-// Shutdown takes the server out of service in two steps. For server.drain_grace
-// the listener stays open: /readyz answers 503 "draining", so that load balancers
-// stop sending traffic, and every other new request gets 503 shutting_down
-// (/healthz and /metrics still answer). Then it stops accepting connections and
-// waits for in-flight requests to finish. ctx bounds both steps; afterwards
-// upstream connections and registered closers are closed.
+// Shutdown takes the server out of service in three steps. For
+// server.drain_grace the listener stays open: /readyz answers 503 "draining", so
+// that load balancers stop sending traffic, and every other new request gets 503
+// shutting_down (/healthz and /metrics still answer). Then it stops accepting
+// connections and waits for in-flight requests to finish. Then it waits for
+// what the answered requests left to write in the background — each stage's
+// (interceptors.Cleaner: A/B counters, fact indexes) and its own (traces) — so
+// that a deploy loses none of it. ctx bounds all three; afterwards upstream
+// connections and registered closers (the cache among them) are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	// A second Shutdown (the first one timed out) does not wait the grace again.
 	if grace := s.cfg.Server.DrainGraceDuration(); !s.draining.Swap(true) && grace > 0 {
@@ -470,6 +490,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.log.Info("factgate closing the listener and draining in-flight requests")
 	err := s.srv.ShutdownWithContext(ctx)
+	// Before the cache closes: a write cut off here is a lost count or trace.
+	if cerr := s.cleanupStages(ctx); cerr != nil {
+		s.log.Warn("a stage's background writes did not finish before the shutdown deadline; some are lost", "error", cerr)
+		if err == nil {
+			err = cerr
+		}
+	}
+	if werr := interceptors.Wait(ctx, &s.background); werr != nil {
+		s.log.Warn("trace saves did not finish before the shutdown deadline; some traces are lost", "error", werr)
+		if err == nil {
+			err = werr
+		}
+	}
 	for _, up := range s.upstreams {
 		up.closeIdle()
 	}

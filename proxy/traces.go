@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 )
 
@@ -91,7 +92,7 @@ func shrinkTrace(tr *interceptors.Trace, b []byte, maxBytes int) ([]byte, error)
 	room := maxBytes - len(bare) - noteRoom
 	encoded := original - len(bare) // the texts as JSON, escapes included
 	if room <= 0 || encoded <= 0 {
-		tr.Note(fmt.Sprintf("trace: answer texts (%d bytes) dropped to fit traces.max_bytes (%s); the trace was %d bytes", raw, cache.ByteSize(maxBytes), original))
+		tr.Note(fmt.Sprintf("trace: answer texts (%d bytes) dropped to fit traces.max_bytes (%s); the trace was %d bytes", raw, units.ByteSize(maxBytes), original))
 		return tr.MarshalJSON()
 	}
 	kept := 0
@@ -101,7 +102,7 @@ func shrinkTrace(tr *interceptors.Trace, b []byte, maxBytes int) ([]byte, error)
 			tr.Attempts[i].Content = c
 			kept += len(c)
 		}
-		tr.Notes = append(tr.Notes, fmt.Sprintf("trace: answer texts cut from %d to %d bytes to fit traces.max_bytes (%s); the trace was %d bytes", raw, kept, cache.ByteSize(maxBytes), original))
+		tr.Notes = append(tr.Notes, fmt.Sprintf("trace: answer texts cut from %d to %d bytes to fit traces.max_bytes (%s); the trace was %d bytes", raw, kept, units.ByteSize(maxBytes), original))
 	})
 	out, err := tr.MarshalJSON()
 	if err != nil || len(out) <= maxBytes {
@@ -112,7 +113,7 @@ func shrinkTrace(tr *interceptors.Trace, b []byte, maxBytes int) ([]byte, error)
 		for i := range tr.Attempts {
 			tr.Attempts[i].Content = ""
 		}
-		tr.Notes[len(tr.Notes)-1] = fmt.Sprintf("trace: answer texts (%d bytes) dropped to fit traces.max_bytes (%s); the trace was %d bytes", raw, cache.ByteSize(maxBytes), original)
+		tr.Notes[len(tr.Notes)-1] = fmt.Sprintf("trace: answer texts (%d bytes) dropped to fit traces.max_bytes (%s); the trace was %d bytes", raw, units.ByteSize(maxBytes), original)
 	})
 	return tr.MarshalJSON()
 }

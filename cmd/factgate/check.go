@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/knowledge"
@@ -88,7 +88,7 @@ Flags:
 	}
 	var cfg validate.Config
 	if *tolerance != "" {
-		d, err := cache.ParseDuration(*tolerance)
+		d, err := units.ParseDuration(*tolerance)
 		if err != nil {
 			return fail("--tolerance: %v", err)
 		}

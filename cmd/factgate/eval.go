@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"strings"
@@ -131,7 +132,7 @@ Flags:
 		}
 		route = "eval"
 	}
-	rc, err := evalRoute(cfg, route)
+	rc, sem, err := evalRoute(cfg, route)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -148,11 +149,11 @@ Flags:
 	if err != nil {
 		return fail("knowledge: %v", err)
 	}
-	pack := reg.Pack(rc.Interceptors.Pack)
+	pack := reg.Pack(rc.Pack)
 	if pack == nil {
-		return fail("route %s: no pack %q", rc.Name, rc.Interceptors.Pack)
+		return fail("route %s: no pack %q", rc.Name, rc.Pack)
 	}
-	spec, err := eval.Spec(pack, rc.Interceptors.Semantic.Validators[0])
+	spec, err := eval.Spec(pack, sem.Validators[0])
 	if err != nil {
 		return fail("route %s: %v", rc.Name, err)
 	}
@@ -179,8 +180,8 @@ Flags:
 		clientModel = rc.Models[0]
 	}
 	rep, err := eval.Run(ctx, eval.Options{
-		Pack: pack, Validators: rc.Interceptors.Semantic.Validators, Route: rc.Name, Model: clientModel,
-		Judge: describeProfile(rc, rc.Interceptors.Semantic.Settings()), Producer: describeProfile(rc, semantic.Settings{}),
+		Pack: pack, Validators: sem.Validators, Route: rc.Name, Model: clientModel,
+		Judge: describeProfile(rc, sem.Settings()), Producer: describeProfile(rc, semantic.Settings{}),
 		Chunks: chunks, Set: setName, Concurrency: *concurrency, Timeout: *timeout,
 		Start: evalProxy(cfg, rc, clientModel),
 	})
@@ -240,8 +241,8 @@ func baseURLConfig(base, model, keyEnv, pack string, validators []string) (*prox
 }
 
 // evalRoute returns the route named name, which must have semantic validators to
-// evaluate and the validate block that runs them.
-func evalRoute(cfg *proxy.Config, name string) (*proxy.RouteConfig, error) {
+// evaluate and the validate block that runs them, with its semantic block.
+func evalRoute(cfg *proxy.Config, name string) (*proxy.RouteConfig, semantic.Config, error) {
 	var names []string
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
@@ -249,15 +250,19 @@ func evalRoute(cfg *proxy.Config, name string) (*proxy.RouteConfig, error) {
 		if rc.Name != name {
 			continue
 		}
+		var sem semantic.Config
+		has, err := rc.DecodeBlock("semantic", &sem)
 		switch {
-		case rc.Interceptors.Semantic == nil || len(rc.Interceptors.Semantic.Validators) == 0:
-			return nil, fmt.Errorf("route %s has no semantic block: nothing to evaluate", rc.Name)
-		case rc.Interceptors.Validate == nil:
-			return nil, fmt.Errorf("route %s has no validate block: its semantic validators never run", rc.Name)
+		case err != nil:
+			return nil, sem, fmt.Errorf("route %s: semantic: %w", rc.Name, err)
+		case !has || len(sem.Validators) == 0:
+			return nil, sem, fmt.Errorf("route %s has no semantic block: nothing to evaluate", rc.Name)
+		case !rc.HasBlock("validate"):
+			return nil, sem, fmt.Errorf("route %s has no validate block: its semantic validators never run", rc.Name)
 		}
-		return rc, nil
+		return rc, sem, nil
 	}
-	return nil, fmt.Errorf("--route: no route named %q in %s (have %s)", name, cfg.File, strings.Join(names, ", "))
+	return nil, semantic.Config{}, fmt.Errorf("--route: no route named %q in %s (have %s)", name, cfg.File, strings.Join(names, ", "))
 }
 
 // evalProxy returns how eval.Run starts its proxy: the real one, serving the route
@@ -269,7 +274,8 @@ func evalProxy(cfg *proxy.Config, rc *proxy.RouteConfig, model string) func(inte
 		ecfg := *cfg
 		erc := *rc
 		erc.Models, erc.Default = []string{model}, false
-		erc.Interceptors.Experiment = nil
+		erc.Blocks = maps.Clone(rc.Blocks)
+		delete(erc.Blocks, "experiment")
 		ecfg.Routes = []proxy.RouteConfig{erc}
 		ecfg.Auth = proxy.AuthConfig{Mode: "passthrough"}
 		ecfg.Cache.Redis = nil

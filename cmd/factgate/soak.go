@@ -17,7 +17,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/proxy"
 	"github.com/factgate/factgate/proxy/mockupstream"
 )
@@ -102,7 +102,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	for name, v := range map[string]string{"--facts-memory": *factsMemory, "--cache-memory": *cacheMemory, "--traces-memory": *tracesMemory} {
 		if v != "" {
-			if _, err := cache.ParseByteSize(v); err != nil {
+			if _, err := units.ParseByteSize(v); err != nil {
 				fmt.Fprintf(stderr, "factgate soak: %s: %v\n", name, err)
 				return 2
 			}
@@ -367,10 +367,10 @@ func (b soakBudget) String() string {
 	var parts []string
 	for _, p := range []string{"facts", "cache", "traces", "pending"} {
 		if v := b.parts[p]; v > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", p, cache.ByteSize(v)))
+			parts = append(parts, fmt.Sprintf("%s %s", p, units.ByteSize(v)))
 		}
 	}
-	return fmt.Sprintf("%s = %s configured (+ %s runtime allowance)", strings.Join(parts, " + "), cache.ByteSize(b.budgets), cache.ByteSize(b.parts["runtime"]))
+	return fmt.Sprintf("%s = %s configured (+ %s runtime allowance)", strings.Join(parts, " + "), units.ByteSize(b.budgets), units.ByteSize(b.parts["runtime"]))
 }
 
 // scrapeMemoryBudget reads factgate_memory_budget_bytes from the proxy's /metrics.

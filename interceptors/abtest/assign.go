@@ -10,7 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 )
 
 // The request headers the experiment reads. Like every X-Factgate-* header, they
@@ -47,8 +47,8 @@ type SubjectSource string
 const (
 	SubjectHeader    SubjectSource = "header " + HeaderSubject
 	SubjectUser      SubjectSource = "the body's user"
-	SubjectSession   SubjectSource = "header " + scope.HeaderSession
-	SubjectMetadata  SubjectSource = "metadata " + scope.MetadataSession
+	SubjectSession   SubjectSource = "header " + reqcontext.HeaderSession
+	SubjectMetadata  SubjectSource = "metadata " + reqcontext.MetadataSession
 	SubjectClientKey SubjectSource = "the client key"
 )
 
@@ -64,7 +64,7 @@ func subjectOf(ex *interceptors.Exchange) (subject string, src SubjectSource, ok
 	if u := gjson.GetBytes(ex.Body, "user"); u.Type == gjson.String && strings.TrimSpace(u.Str) != "" {
 		return u.Str, SubjectUser, true
 	}
-	if v := headerText(ex.Header, scope.HeaderSession); v != "" {
+	if v := headerText(ex.Header, reqcontext.HeaderSession); v != "" {
 		return v, SubjectSession, true
 	}
 	if v := metadataSession(ex.Body); v != "" {
@@ -105,7 +105,7 @@ func metadataSession(body []byte) string {
 	}
 	session := ""
 	md.ForEach(func(k, v gjson.Result) bool {
-		if strings.EqualFold(k.Str, scope.MetadataSession) && v.Type == gjson.String {
+		if strings.EqualFold(k.Str, reqcontext.MetadataSession) && v.Type == gjson.String {
 			session = strings.TrimSpace(v.Str)
 		}
 		return true

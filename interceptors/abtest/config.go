@@ -11,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/revise"
 )
 
 // DefaultCountersTTL is how long an experiment's counters live after its last
@@ -52,7 +51,7 @@ type Config struct {
 	Control string `yaml:"control"`
 	// CountersTTL is how long the counters live after the experiment's last
 	// request (every request renews it). Zero means 30 days (720h).
-	CountersTTL cache.Duration `yaml:"counters_ttl"`
+	CountersTTL units.Duration `yaml:"counters_ttl"`
 	// Variants are the experiment's arms; at least two.
 	Variants []VariantConfig `yaml:"variants"`
 }
@@ -114,15 +113,23 @@ type VariantConfig struct {
 	Notice *string `yaml:"notice"`
 }
 
-// Stages says which stages the route's chain has, so that a variant override no
-// stage would honour fails at start-up instead of silently doing nothing.
-type Stages struct {
-	// Inject: the route injects a system prompt (custom prompt, additional rules).
-	Inject bool
-	// Validate: the route has a validate block (the validate override).
-	Validate bool
-	// Revise: the route has the hidden revision (max_revisions, threshold).
-	Revise bool
+// routeStages says which stages the route's chain has, so that a variant
+// override no stage would honour fails at start-up instead of silently doing
+// nothing.
+type routeStages struct {
+	// inject: the route injects a system prompt (custom prompt, additional rules).
+	inject bool
+	// validate: the route has a validate block (the validate override).
+	validate bool
+	// revise: the route has the hidden revision (max_revisions, threshold).
+	revise bool
+}
+
+// stagesOf reads which stages the route has from the view of its chain; the
+// experiment is the outermost stage, so every other stage is built already.
+func stagesOf(route interceptors.StageView) routeStages {
+	on := func(name string) bool { return route != nil && route.Stage(name) != nil }
+	return routeStages{inject: on("inject"), validate: on("validate"), revise: on("revise")}
 }
 
 var (
@@ -240,14 +247,14 @@ func (v *VariantConfig) validate(where string) []error {
 			add("%s.sampling.%s: the value cannot be sent as JSON: %v", where, k, err)
 		}
 	}
-	if m := v.MaxRevisions; m != nil && (*m < 0 || *m > revise.MaxRevisionsLimit) {
-		add("%s.max_revisions: %d is out of range (want 0 to %d)", where, *m, revise.MaxRevisionsLimit)
+	if m := v.MaxRevisions; m != nil && (*m < 0 || *m > interceptors.MaxRevisionsLimit) {
+		add("%s.max_revisions: %d is out of range (want 0 to %d)", where, *m, interceptors.MaxRevisionsLimit)
 	}
 	if s := v.RevisionThreshold; s != nil && (*s < interceptors.Info || *s > interceptors.Fatal) {
 		add("%s.revision_threshold: %v is not a severity", where, *s)
 	}
 	if n := v.Notice; n != nil {
-		if _, err := revise.ParseNoticeMode(*n); err != nil {
+		if _, err := interceptors.ParseNoticeMode(*n); err != nil {
 			add("%s.notice: %v", where, err)
 		}
 	}
@@ -255,10 +262,10 @@ func (v *VariantConfig) validate(where string) []error {
 }
 
 // checkStages reports the overrides of v that no stage of the route would honour.
-func (v *VariantConfig) checkStages(where string, st Stages, hasPack bool) []error {
+func (v *VariantConfig) checkStages(where string, st routeStages, hasPack bool) []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !st.Inject {
+	if !st.inject {
 		for _, k := range v.promptKeys() {
 			add("%s.%s: the route has no inject block, so no prompt is composed and the override would do nothing", where, k)
 		}
@@ -266,10 +273,10 @@ func (v *VariantConfig) checkStages(where string, st Stages, hasPack bool) []err
 	if v.KnowledgeSet != "" && !hasPack {
 		add("%s.knowledge_set: the route has no pack, so no knowledge set is resolved (set the route's pack)", where)
 	}
-	if v.Validate != nil && !st.Validate {
+	if v.Validate != nil && !st.validate {
 		add("%s.validate: the route has no validate block, so there is no validation to turn on or off", where)
 	}
-	if !st.Revise {
+	if !st.revise {
 		if v.MaxRevisions != nil {
 			add("%s.max_revisions: the route has no hidden revision (add a validate block)", where)
 		}

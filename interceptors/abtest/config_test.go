@@ -24,7 +24,7 @@ func TestABrokenExperimentFailsAtStartUp(t *testing.T) {
 	tests := []struct {
 		name   string
 		yaml   string
-		stages *Stages // nil: every stage
+		stages stagesOn // nil: every stage
 		want   []string
 	}{
 		{name: "no name", yaml: "control: a\nvariants: [{name: a, weight: 1}, {name: b, weight: 1}]", want: []string{"name: missing"}},
@@ -49,11 +49,11 @@ func TestABrokenExperimentFailsAtStartUp(t *testing.T) {
 		{name: "top_p above 1", yaml: two("top_p: 1.5"), want: []string{"variants[1] (b).top_p: 1.5 must be between 0 and 1"}},
 		{name: "max_tokens 0", yaml: two("max_tokens: 0"), want: []string{"variants[1] (b).max_tokens: 0 must be greater than 0"}},
 		{name: "max_revisions out of range", yaml: two("max_revisions: 11"), want: []string{"variants[1] (b).max_revisions: 11 is out of range (want 0 to 10)"}},
-		{name: "a prompt override on a route that does not inject", yaml: two("additional_rules: x"), stages: &Stages{Validate: true, Revise: true}, want: []string{"variants[1] (b).additional_rules: the route has no inject block"}},
-		{name: "validate on a route without validation", yaml: two("validate: true"), stages: &Stages{Inject: true}, want: []string{"variants[1] (b).validate: the route has no validate block"}},
-		{name: "revision settings on a route without revision", yaml: two("max_revisions: 1, revision_threshold: warning"), stages: &Stages{Inject: true}, want: []string{"variants[1] (b).max_revisions: the route has no hidden revision", "variants[1] (b).revision_threshold: the route has no hidden revision"}},
+		{name: "a prompt override on a route that does not inject", yaml: two("additional_rules: x"), stages: stagesOn{"validate", "revise"}, want: []string{"variants[1] (b).additional_rules: the route has no inject block"}},
+		{name: "validate on a route without validation", yaml: two("validate: true"), stages: stagesOn{"inject"}, want: []string{"variants[1] (b).validate: the route has no validate block"}},
+		{name: "revision settings on a route without revision", yaml: two("max_revisions: 1, revision_threshold: warning"), stages: stagesOn{"inject"}, want: []string{"variants[1] (b).max_revisions: the route has no hidden revision", "variants[1] (b).revision_threshold: the route has no hidden revision"}},
 		{name: "an unknown notice mode", yaml: two("notice: footer"), want: []string{`variants[1] (b).notice: unknown notice mode "footer" (want none, append or header)`}},
-		{name: "a notice on a route without revision", yaml: two("notice: none"), stages: &Stages{Inject: true}, want: []string{"variants[1] (b).notice: the route has no hidden revision"}},
+		{name: "a notice on a route without revision", yaml: two("notice: none"), stages: stagesOn{"inject"}, want: []string{"variants[1] (b).notice: the route has no hidden revision"}},
 		{name: "several problems are all reported", yaml: "name: e\ncontrol: z\nvariants: [{name: a, weight: 0}, {name: b, weight: 1, top_p: 2}]", want: []string{"variants[0] (a).weight", "variants[1] (b).top_p", `control: no variant named "z"`}},
 	}
 	for _, tc := range tests {
@@ -63,7 +63,7 @@ func TestABrokenExperimentFailsAtStartUp(t *testing.T) {
 			deps.Resolve = func(p string) string { return filepath.Join(dir, p) }
 			st := allStages
 			if tc.stages != nil {
-				st = *tc.stages
+				st = tc.stages
 			}
 			e, err := New(decodeConfig(t, tc.yaml), deps, st)
 			if err == nil {

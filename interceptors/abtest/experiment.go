@@ -16,7 +16,6 @@ import (
 
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/revise"
 )
 
 // Experiment is a route's A/B experiment: the "experiment" stage, the outermost
@@ -81,11 +80,12 @@ type bodyEdit struct {
 
 // New builds a route's experiment from its config: it validates it, reads the
 // variants' prompt files, checks their knowledge sets against deps.Library (they
-// must belong to the route's pack, deps.Pack) and that the route's chain (stages)
-// has a stage for every override. Every config problem is returned here, each
-// naming its key. Counters go to deps.Cache (nil: none are kept, the report is
-// empty); metrics are registered on deps.Metrics (nil: none).
-func New(cfg Config, deps interceptors.Deps, stages Stages) (*Experiment, error) {
+// must belong to the route's pack, deps.Pack) and that the route's chain (route:
+// the other stages, built already; nil: none) has a stage for every override.
+// Every config problem is returned here, each naming its key. Counters go to
+// deps.Cache (nil: none are kept, the report is empty); metrics are registered
+// on deps.Metrics (nil: none).
+func New(cfg Config, deps interceptors.Deps, route interceptors.StageView) (*Experiment, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -110,6 +110,7 @@ func New(cfg Config, deps interceptors.Deps, stages Stages) (*Experiment, error)
 		e.log = slog.New(slog.DiscardHandler)
 	}
 	e.metrics = newMetrics(deps.Metrics)
+	stages := stagesOf(route)
 	var errs []error
 	for i := range cfg.Variants {
 		vc := &cfg.Variants[i]
@@ -135,7 +136,7 @@ func New(cfg Config, deps interceptors.Deps, stages Stages) (*Experiment, error)
 
 // buildVariant resolves one variant: its overrides, body edits, files, keys and
 // metrics. It returns the variant (nil when it cannot be built) and every problem.
-func (e *Experiment) buildVariant(vc *VariantConfig, where string, deps interceptors.Deps, stages Stages) (*variant, []error) {
+func (e *Experiment) buildVariant(vc *VariantConfig, where string, deps interceptors.Deps, stages routeStages) (*variant, []error) {
 	errs := vc.checkStages(where, stages, deps.Pack != nil)
 	v := &variant{
 		name:   vc.Name,
@@ -152,7 +153,7 @@ func (e *Experiment) buildVariant(vc *VariantConfig, where string, deps intercep
 		key:       counterKey(e.route, e.name, vc.Name, false),
 		forcedKey: counterKey(e.route, e.name, vc.Name, true),
 	}
-	if n := vc.Notice; n != nil && *n != string(revise.NoticeNone) && stages.Revise && deps.Pack != nil &&
+	if n := vc.Notice; n != nil && *n != string(interceptors.NoticeNone) && stages.revise && deps.Pack != nil &&
 		(deps.Pack.Revision == nil || deps.Pack.Revision.NoticeTmpl == nil) {
 		errs = append(errs, fmt.Errorf("%s.notice: %s needs a notice template, and pack %s has none (revision.notice_template in its pack.yaml)", where, *n, deps.Pack.Name))
 	}
@@ -252,7 +253,7 @@ func (e *Experiment) Variants() []string {
 func (e *Experiment) Control() string { return e.control.name }
 
 // Wait blocks until the counter writes of the requests finished so far are done
-// (a test reading the report, a shutdown that wants them stored).
+// (a test reading the report; a shutdown uses Cleanup, bounded by its context).
 func (e *Experiment) Wait() { e.writes.Wait() }
 
 // assignmentKey stores a request's *assignment in its exchange.
@@ -456,8 +457,16 @@ func counterKey(route, experiment, variant string, forced bool) string {
 	return k
 }
 
+// Cleanup implements interceptors.Cleaner: it waits for the counter writes in
+// flight, so that a shutdown right after the last answer still counts it, or
+// for ctx to end.
+func (e *Experiment) Cleanup(ctx context.Context) error {
+	return interceptors.Wait(ctx, &e.writes)
+}
+
 var (
 	_ interceptors.RequestPhase  = (*Experiment)(nil)
 	_ interceptors.ResponsePhase = (*Experiment)(nil)
 	_ interceptors.FailurePhase  = (*Experiment)(nil)
+	_ interceptors.Cleaner       = (*Experiment)(nil)
 )

@@ -3,6 +3,7 @@ package abtest
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,8 +38,23 @@ func decodeConfig(t testing.TB, y string) Config {
 	return cfg
 }
 
+// stagesOn is the view of a route whose chain has the named stages.
+type stagesOn []string
+
+func (s stagesOn) Stage(name string) interceptors.Interceptor {
+	if slices.Contains(s, name) {
+		return namedStage(name)
+	}
+	return nil
+}
+
+// namedStage is a stage that is only its name.
+type namedStage string
+
+func (n namedStage) Name() string { return string(n) }
+
 // allStages is a route that injects, validates and revises.
-var allStages = Stages{Inject: true, Validate: true, Revise: true}
+var allStages = stagesOn{"inject", "validate", "revise"}
 
 // newExperiment builds an experiment on route "ra3" with a memory cache.
 func newExperiment(t testing.TB, y string) *Experiment {

@@ -8,21 +8,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/revise"
 )
 
 // The outcomes of a request, as counted per variant (the report's outcomes and the
 // outcome label of factgate_experiment_requests_total). The first five are the
 // hidden revision's (Trace.Final.Outcome).
 const (
-	OutcomeAccepted      = revise.OutcomeAccepted   // validated; nothing at or above the threshold
-	OutcomeResolved      = revise.OutcomeResolved   // a revision or repair fixed every flag
-	OutcomeImproved      = revise.OutcomeImproved   // a revision was better, flags remain (downgraded)
-	OutcomeDowngraded    = revise.OutcomeDowngraded // no attempt beat the draft; flags downgraded
-	OutcomeFailed        = revise.OutcomeFailed     // a hidden call failed; best attempt returned
-	OutcomeUnvalidated   = "unvalidated"            // the answer was not validated (validation off)
-	OutcomeUpstreamError = "upstream_error"         // the first upstream call failed or answered non-2xx
-	OutcomeError         = "error"                  // factgate ended the request with a 5xx (a fail-closed validator)
+	OutcomeAccepted      = interceptors.OutcomeAccepted   // validated; nothing at or above the threshold
+	OutcomeResolved      = interceptors.OutcomeResolved   // a revision or repair fixed every flag
+	OutcomeImproved      = interceptors.OutcomeImproved   // a revision was better, flags remain (downgraded)
+	OutcomeDowngraded    = interceptors.OutcomeDowngraded // no attempt beat the draft; flags downgraded
+	OutcomeFailed        = interceptors.OutcomeFailed     // a hidden call failed; best attempt returned
+	OutcomeUnvalidated   = "unvalidated"                  // the answer was not validated (validation off)
+	OutcomeUpstreamError = "upstream_error"               // the first upstream call failed or answered non-2xx
+	OutcomeError         = "error"                        // factgate ended the request with a 5xx (a fail-closed validator)
 )
 
 // Outcomes lists every outcome in report order.
@@ -124,11 +123,11 @@ func observe(ex *interceptors.Exchange, latency time.Duration) observation {
 		}
 		for _, a := range t.Attempts {
 			switch a.Kind {
-			case revise.KindDraft:
+			case interceptors.KindDraft:
 				if !sawDraft {
 					o.tokens.draft, sawDraft = int64(a.Usage.TotalTokens), true
 				}
-			case revise.KindRevision, revise.KindRepair:
+			case interceptors.KindRevision, interceptors.KindRepair:
 				o.tokens.revision += int64(a.Usage.TotalTokens)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 )
 
 // Defaults of Config.
@@ -14,7 +14,7 @@ const (
 	// route. With the cache's and the traces' default budgets it keeps a default
 	// install within 128 MB of RSS; a route that sees many different large logs
 	// wants more.
-	DefaultMemoryBytes cache.ByteSize = 32 << 20
+	DefaultMemoryBytes units.ByteSize = 32 << 20
 	// DefaultTTL is how long an encoded index stays in the shared cache.
 	DefaultTTL = 24 * time.Hour
 	// DefaultSessionTTL is how long a session's list of fact keys lives after its
@@ -24,7 +24,7 @@ const (
 	DefaultMaxSessionSegments = 32
 	// MaxMaxBytes is the largest max_bytes accepted: one extraction reads at most
 	// this much of the request's user text.
-	MaxMaxBytes cache.ByteSize = 1 << 30
+	MaxMaxBytes units.ByteSize = 1 << 30
 )
 
 // Config is a route's `facts:` block, decoded strictly with the route config (an
@@ -43,19 +43,19 @@ type Config struct {
 	// session indexes, session records), charged an estimate of their heap size.
 	// Zero is 32MiB. The bound is per route: each route with a facts stage has its
 	// own tier.
-	MemoryBytes cache.ByteSize `yaml:"memory_bytes"`
+	MemoryBytes units.ByteSize `yaml:"memory_bytes"`
 	// TTL is how long an encoded index stays in the shared cache (key "facts:" +
 	// the fact key) and in the in-process tier. Zero is 24h.
-	TTL cache.Duration `yaml:"ttl"`
+	TTL units.Duration `yaml:"ttl"`
 	// SessionTTL is how long a session's set of fact keys (key "session:{id}:facts")
 	// lives; every segment resets it. Zero is 24h, or ttl when that is shorter; it
 	// may not be longer than ttl, since a segment's index lives ttl from its build.
-	SessionTTL cache.Duration `yaml:"session_ttl"`
+	SessionTTL units.Duration `yaml:"session_ttl"`
 	// MaxBytes bounds how much of the user text one extraction reads (the trimmed
 	// lines plus one byte each). Lines past the bound are ignored and the index
 	// reports Truncated; the trace says so. Zero is DefaultMaxBytes (16MiB); at most
 	// 1GiB.
-	MaxBytes cache.ByteSize `yaml:"max_bytes"`
+	MaxBytes units.ByteSize `yaml:"max_bytes"`
 	// MaxSessionSegments bounds how many segments of a session are merged for one
 	// request: the request's own and those closest before it in game time (then
 	// after it). Zero is 32.
@@ -93,7 +93,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_session_segments: %d is negative", c.MaxSessionSegments))
 	}
 	if st := c.settings(); c.SessionTTL > 0 && st.sessionTTL > st.ttl {
-		errs = append(errs, fmt.Errorf("session_ttl: %s is longer than ttl %s: a session would outlive its segments' indexes", c.SessionTTL, cache.Duration(st.ttl)))
+		errs = append(errs, fmt.Errorf("session_ttl: %s is longer than ttl %s: a session would outlive its segments' indexes", c.SessionTTL, units.Duration(st.ttl)))
 	}
 	return errors.Join(errs...)
 }

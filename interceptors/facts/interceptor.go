@@ -11,8 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 )
 
 // ErrNoFacts is what FromExchange reports for an exchange whose chain has no facts
@@ -44,6 +45,9 @@ type Interceptor struct {
 	sources     map[string]prometheus.Counter
 	// memory reports the memory tier's bytes and entries after each request.
 	memory, entries prometheus.Gauge
+	// jobs tracks the requests' resolving jobs still running: they outlive a
+	// request whose answer is not validated, and write to the shared cache.
+	jobs sync.WaitGroup
 }
 
 // New builds the facts stage of the route deps.Route from cfg: it compiles the
@@ -149,7 +153,7 @@ type pendingKey struct{}
 // index and returns at once. It never fails.
 func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) error {
 	var session string
-	if c, ok := scope.FromExchange(ex); ok {
+	if c, ok := reqcontext.FromExchange(ex); ok {
 		session = c.Session
 	}
 	if session != "" && ex.ClientKey != "" {
@@ -167,7 +171,9 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 	// The job outlives a client that goes away: what it builds is cached for the
 	// next request.
 	jobCtx := context.WithoutCancel(ctx)
+	f.jobs.Add(1)
 	go func() {
+		defer f.jobs.Done()
 		defer close(p.done)
 		defer func() {
 			if r := recover(); r != nil {
@@ -243,7 +249,7 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, 
 	}
 	if ix.Truncated() {
 		info.Truncated = true
-		trace.Note(fmt.Sprintf("facts: the user text exceeds the extraction bound (max_bytes %s or the rules' max_lines); lines after it were ignored", cache.ByteSize(f.maxBytes)))
+		trace.Note(fmt.Sprintf("facts: the user text exceeds the extraction bound (max_bytes %s or the rules' max_lines); lines after it were ignored", units.ByteSize(f.maxBytes)))
 	}
 	return ix, info, nil
 }
@@ -297,4 +303,17 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	}
 }
 
-var _ interceptors.RequestPhase = (*Interceptor)(nil)
+// Cleanup implements interceptors.Cleaner: it waits for the resolving jobs
+// still running and then for the write-backs to the shared cache, so that a
+// shutdown loses no index or session segment it built, or for ctx to end.
+func (f *Interceptor) Cleanup(ctx context.Context) error {
+	if err := interceptors.Wait(ctx, &f.jobs); err != nil {
+		return err
+	}
+	return interceptors.Wait(ctx, &f.store.writes)
+}
+
+var (
+	_ interceptors.RequestPhase = (*Interceptor)(nil)
+	_ interceptors.Cleaner      = (*Interceptor)(nil)
+)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge"
 )
@@ -21,14 +21,14 @@ func TestConfigValidate(t *testing.T) {
 		want string // substring of the error; "" = valid
 	}{
 		{name: "zero is the default", cfg: Config{}},
-		{name: "every field set", cfg: Config{MemoryBytes: 1 << 20, TTL: cache.Duration(time.Hour), SessionTTL: cache.Duration(time.Minute), MaxBytes: 1 << 20, MaxSessionSegments: 4}},
+		{name: "every field set", cfg: Config{MemoryBytes: 1 << 20, TTL: units.Duration(time.Hour), SessionTTL: units.Duration(time.Minute), MaxBytes: 1 << 20, MaxSessionSegments: 4}},
 		{name: "negative memory", cfg: Config{MemoryBytes: -1}, want: "memory_bytes: -1 is negative"},
 		{name: "negative ttl", cfg: Config{TTL: -1}, want: "ttl:"},
 		{name: "negative session ttl", cfg: Config{SessionTTL: -1}, want: "session_ttl:"},
 		{name: "max_bytes over the limit", cfg: Config{MaxBytes: 2 << 30}, want: "max_bytes: 2GiB is more than the limit 1GiB"},
 		{name: "negative segments", cfg: Config{MaxSessionSegments: -2}, want: "max_session_segments: -2"},
-		{name: "short ttl shortens the default session ttl", cfg: Config{TTL: cache.Duration(time.Hour)}},
-		{name: "session outliving its indexes", cfg: Config{TTL: cache.Duration(time.Hour), SessionTTL: cache.Duration(2 * time.Hour)}, want: "session_ttl: 2h0m0s is longer than ttl 1h0m0s"},
+		{name: "short ttl shortens the default session ttl", cfg: Config{TTL: units.Duration(time.Hour)}},
+		{name: "session outliving its indexes", cfg: Config{TTL: units.Duration(time.Hour), SessionTTL: units.Duration(2 * time.Hour)}, want: "session_ttl: 2h0m0s is longer than ttl 1h0m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,8 +52,8 @@ func TestConfigDefaults(t *testing.T) {
 		want settings
 	}{
 		{name: "zero", cfg: Config{}, want: settings{memoryBytes: 32 << 20, ttl: 24 * time.Hour, sessionTTL: 24 * time.Hour, maxBytes: DefaultMaxBytes, maxSegments: 32}},
-		{name: "short ttl", cfg: Config{TTL: cache.Duration(time.Hour)}, want: settings{memoryBytes: 32 << 20, ttl: time.Hour, sessionTTL: time.Hour, maxBytes: DefaultMaxBytes, maxSegments: 32}},
-		{name: "all set", cfg: Config{MemoryBytes: 1 << 20, TTL: cache.Duration(2 * time.Hour), SessionTTL: cache.Duration(time.Hour), MaxBytes: 1 << 10, MaxSessionSegments: 3}, want: settings{memoryBytes: 1 << 20, ttl: 2 * time.Hour, sessionTTL: time.Hour, maxBytes: 1 << 10, maxSegments: 3}},
+		{name: "short ttl", cfg: Config{TTL: units.Duration(time.Hour)}, want: settings{memoryBytes: 32 << 20, ttl: time.Hour, sessionTTL: time.Hour, maxBytes: DefaultMaxBytes, maxSegments: 32}},
+		{name: "all set", cfg: Config{MemoryBytes: 1 << 20, TTL: units.Duration(2 * time.Hour), SessionTTL: units.Duration(time.Hour), MaxBytes: 1 << 10, MaxSessionSegments: 3}, want: settings{memoryBytes: 1 << 20, ttl: 2 * time.Hour, sessionTTL: time.Hour, maxBytes: 1 << 10, maxSegments: 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

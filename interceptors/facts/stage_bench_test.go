@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/factgate/factgate/cache"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 )
 
 // The request-phase benchmarks run on allied_vs_soviet.large.txt (17,797 lines,
@@ -43,13 +43,13 @@ func requestOn(ctx context.Context, s *testStage, body []byte) (*Index, Info, er
 }
 
 // BenchmarkUserTextsLarge is the first step of every request: the user texts out
-// of the JSON body (scope.UserTexts, unescaping the log).
+// of the JSON body (reqcontext.UserTexts, unescaping the log).
 func BenchmarkUserTextsLarge(b *testing.B) {
 	body := chatBody(b, replay(b, "allied_vs_soviet.large.txt"))
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if len(scope.UserTexts(body)) != 1 {
+		if len(reqcontext.UserTexts(body)) != 1 {
 			b.Fatal("no text")
 		}
 	}

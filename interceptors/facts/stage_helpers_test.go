@@ -12,7 +12,7 @@ import (
 
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -59,7 +59,7 @@ func chatBody(tb testing.TB, texts ...string) []byte {
 func newExchange(body []byte, session string) *interceptors.Exchange {
 	ex := &interceptors.Exchange{Route: "ra3", Original: body, Body: body, Trace: interceptors.NewTrace("ra3")}
 	if session != "" {
-		scope.Store(ex, &scope.Context{Session: session})
+		reqcontext.Store(ex, &reqcontext.Context{Session: session})
 	}
 	return ex
 }

@@ -12,7 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/factgate/factgate/cache"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 )
 
 // Where a request's fact index came from: Info.Source and the source label of
@@ -117,7 +117,7 @@ func (s *store) keyOf(body []byte) (string, func() []string) {
 	var texts []string
 	decode := func() []string {
 		if texts == nil {
-			texts = scope.UserTexts(body)
+			texts = reqcontext.UserTexts(body)
 		}
 		return texts
 	}
@@ -350,7 +350,7 @@ func newKeyMemo(entries int) *keyMemo {
 // are hashed again, so that the split between messages counts. It reports false
 // when body has no messages array (nothing worth remembering).
 func (m *keyMemo) digest(body []byte) (textDigest, bool) {
-	msgs, ok := scope.FindMessages(body)
+	msgs, ok := reqcontext.FindMessages(body)
 	if !ok {
 		return textDigest{}, false
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 )
 
 // benchInject measures the inject stage alone on a resolved request whose prompt is
@@ -16,12 +16,12 @@ func benchInject(b *testing.B, body []byte) {
 	in := newInjector(b, &Config{RouteValidates: true}, "ra3")
 	ex := resolved(b, "ra3", append([]byte(nil), body...))
 	body = ex.Body
-	c, _ := scope.FromExchange(ex)
+	c, _ := reqcontext.FromExchange(ex)
 	run(b, in, ex) // fills the cache
 	sys, _ := systemMessages(ex.Body)
 	b.ReportMetric(float64(len(sys[0])), "prompt-bytes")
 	ex = &interceptors.Exchange{Trace: interceptors.NewTrace("bench")}
-	scope.Store(ex, c)
+	reqcontext.Store(ex, c)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -59,12 +59,12 @@ func BenchmarkInjectCachedFullReplay(b *testing.B) {
 func BenchmarkInjectUncached(b *testing.B) {
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"Mod: corona\n玩家: 青龙 (神州); Blue (盟军)"}]}`)
 	ex := resolved(b, "ra3", body)
-	c, _ := scope.FromExchange(ex)
+	c, _ := reqcontext.FromExchange(ex)
 	b.ReportAllocs()
 	for b.Loop() {
 		in := newInjector(b, &Config{RouteValidates: true}, "ra3")
 		ex := &interceptors.Exchange{Body: body, Trace: interceptors.NewTrace("bench")}
-		scope.Store(ex, c)
+		reqcontext.Store(ex, c)
 		if err := in.OnRequest(context.Background(), ex); err != nil {
 			b.Fatal(err)
 		}

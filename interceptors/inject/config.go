@@ -98,12 +98,12 @@ type Config struct {
 	MergeHeading string `yaml:"merge_heading"`
 
 	// RouteValidates reports whether the route validates answers (it has a
-	// validate block that is not switched off); ContractAuto follows it. The proxy
-	// sets it when it builds the chain; it is not read from YAML.
+	// validate block that is not switched off); ContractAuto follows it. Stage's
+	// Build sets it from the validate stage; it is not read from YAML.
 	RouteValidates bool `yaml:"-"`
 	// RouteHasValidator reports whether the route has a validate block at all, even
 	// one switched off: an A/B variant may then turn validation — and with it the
-	// contract — on for its requests. Set by the proxy.
+	// contract — on for its requests. Set by Stage's Build.
 	RouteHasValidator bool `yaml:"-"`
 }
 

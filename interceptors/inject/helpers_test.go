@@ -11,7 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -51,7 +51,7 @@ func newInjector(t testing.TB, cfg *Config, pack string) *Injector {
 // exchange, ready for the inject stage.
 func resolved(t testing.TB, pack string, body []byte) *interceptors.Exchange {
 	t.Helper()
-	r, err := scope.New(nil, testDeps(t, pack))
+	r, err := reqcontext.New(nil, testDeps(t, pack))
 	if err != nil {
 		t.Fatal(err)
 	}

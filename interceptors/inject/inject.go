@@ -17,7 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -63,24 +63,12 @@ func New(cfg *Config, deps interceptors.Deps) (*Injector, error) {
 // Name implements interceptors.Interceptor.
 func (in *Injector) Name() string { return "inject" }
 
-type contractKey struct{}
-
-// ContractInjected reports whether the inject stage put the pack's contract into
-// this request's system prompt on the client's behalf — the client's own system
-// messages did not already ask for the claims block (they do not contain the pack's
-// marker). Only then is the claims block factgate's business, to strip from the
-// final answer. False when the route does not inject or injected no contract.
-func ContractInjected(ex *interceptors.Exchange) bool {
-	v, _ := ex.Value(contractKey{}).(bool)
-	return v
-}
-
 func isSystem(role string) bool { return role == "system" || role == "developer" }
 
 // OnRequest implements interceptors.RequestPhase.
 func (in *Injector) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
 	body := ex.Body
-	ml, ok := scope.FindMessages(body)
+	ml, ok := reqcontext.FindMessages(body)
 	if !ok {
 		ex.Trace.Note("inject: the request has no messages array; sent as is")
 		return nil
@@ -97,7 +85,7 @@ func (in *Injector) OnRequest(_ context.Context, ex *interceptors.Exchange) erro
 	}
 	applies := knowledge.Applicability{Domain: true, Contract: true}
 	if in.pack != nil {
-		applies = scope.Applies(ex, in.pack)
+		applies = reqcontext.Applies(ex, in.pack)
 	}
 	if !applies.Domain && in.s.when == WhenFacts {
 		ex.Trace.Note("inject: not a request pack " + in.pack.Name + " is about (inject.when: facts); nothing injected")
@@ -109,7 +97,7 @@ func (in *Injector) OnRequest(_ context.Context, ex *interceptors.Exchange) erro
 		pin.rules = *r
 	}
 	var set *knowledge.Set
-	sc, _ := scope.FromExchange(ex)
+	sc, _ := reqcontext.FromExchange(ex)
 	switch {
 	case ex.Overrides.CustomPrompt != nil:
 		pin.useCustom, pin.custom = true, *ex.Overrides.CustomPrompt
@@ -164,7 +152,7 @@ func (in *Injector) OnRequest(_ context.Context, ex *interceptors.Exchange) erro
 	out = append(out, body[ml.End:]...)
 
 	injected := pin.contract && in.contract != "" && !(in.marker != "" && clientAsks(body, ml, in.marker))
-	ex.SetValue(contractKey{}, injected)
+	ex.ContractInjected = injected
 	ex.Body = out
 	ex.Trace.Note(in.describe(sc, p, nsys, merged, injected))
 	return nil
@@ -191,7 +179,7 @@ func (in *Injector) contractOn(ex *interceptors.Exchange) bool {
 // the form Compose gives them (text parts of one message joined by a newline,
 // messages by a blank line), taken from the body's raw JSON without decoding, and
 // how many messages contributed.
-func clientTexts(body []byte, ml scope.MessageList) ([]byte, int) {
+func clientTexts(body []byte, ml reqcontext.MessageList) ([]byte, int) {
 	var out []byte
 	n := 0
 	for _, m := range ml.Items {
@@ -245,7 +233,7 @@ func eachTextRaw(content []byte, fn func(inner []byte)) {
 
 // clientAsks reports whether one of the client's system messages contains marker,
 // i.e. the client's own prompt asks for the claims block.
-func clientAsks(body []byte, ml scope.MessageList, marker string) bool {
+func clientAsks(body []byte, ml reqcontext.MessageList, marker string) bool {
 	for _, m := range ml.Items {
 		if !isSystem(m.Role) {
 			continue
@@ -271,7 +259,7 @@ func clientAsks(body []byte, ml scope.MessageList, marker string) bool {
 }
 
 // describe renders the trace note: what was injected and how.
-func (in *Injector) describe(sc *scope.Context, p *prompt, nsys, merged int, contract bool) string {
+func (in *Injector) describe(sc *reqcontext.Context, p *prompt, nsys, merged int, contract bool) string {
 	b := make([]byte, 0, 160)
 	b = append(b, "inject: "...)
 	if p.in.useCustom {

@@ -10,7 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -35,8 +35,8 @@ func TestInjectionKeepsEverythingElseByteIdentical(t *testing.T) {
 	ex := resolved(t, "ra3", append([]byte(nil), body...))
 	run(t, newInjector(t, &Config{RouteValidates: true}, "ra3"), ex)
 
-	before, _ := scope.FindMessages(body)
-	after, _ := scope.FindMessages(ex.Body)
+	before, _ := reqcontext.FindMessages(body)
+	after, _ := reqcontext.FindMessages(ex.Body)
 	if !bytes.Equal(ex.Body[:after.Start], body[:before.Start]) || !bytes.Equal(ex.Body[after.End:], body[before.End:]) {
 		t.Fatalf("bytes outside messages changed:\n got %s\nwant %s", ex.Body, body)
 	}
@@ -144,7 +144,7 @@ func TestContractAppearsIffTheRouteValidates(t *testing.T) {
 		variant   *bool // Overrides.Validate
 		system    string
 		want      bool // the contract is in the prompt
-		injected  bool // ContractInjected
+		injected  bool // Exchange.ContractInjected
 	}{
 		{"auto on a validating route", "ra3", "", true, true, nil, "", true, true},
 		{"auto on a route without validation", "ra3", ContractAuto, false, false, nil, "", false, false},
@@ -177,8 +177,8 @@ func TestContractAppearsIffTheRouteValidates(t *testing.T) {
 			if got := strings.Contains(sys[0], strings.TrimSpace(contract)); got != tc.want {
 				t.Fatalf("contract in prompt: %v, want %v", got, tc.want)
 			}
-			if got := ContractInjected(ex); got != tc.injected {
-				t.Fatalf("ContractInjected = %v, want %v", got, tc.injected)
+			if got := ex.ContractInjected; got != tc.injected {
+				t.Fatalf("Exchange.ContractInjected = %v, want %v", got, tc.injected)
 			}
 		})
 	}
@@ -256,8 +256,8 @@ func TestFailOpenLeavesTheRequestAsSent(t *testing.T) {
 			if !strings.Contains(strings.Join(ex.Trace.Notes, "\n"), tc.note) {
 				t.Fatalf("notes %q lack %q", ex.Trace.Notes, tc.note)
 			}
-			if ContractInjected(ex) {
-				t.Fatal("ContractInjected on a request that was not injected")
+			if ex.ContractInjected {
+				t.Fatal("Exchange.ContractInjected on a request that was not injected")
 			}
 		})
 	}
@@ -291,7 +291,7 @@ func TestComposedPromptsAreCachedPerEffectiveSet(t *testing.T) {
 	}
 	inject := func(set *knowledge.Set, factions ...string) string {
 		ex := &interceptors.Exchange{Body: []byte(`{"messages":[{"role":"user","content":"x"}]}`), Trace: interceptors.NewTrace("t")}
-		scope.Store(ex, &scope.Context{KnowledgeSet: set.Name, Set: set, Scopes: knowledge.Scopes{"factions": factions},
+		reqcontext.Store(ex, &reqcontext.Context{KnowledgeSet: set.Name, Set: set, Scopes: knowledge.Scopes{"factions": factions},
 			Applies: knowledge.Applicability{Domain: true, Contract: true, Reason: "the test says so"}})
 		run(t, in, ex)
 		sys, _ := systemMessages(ex.Body)
@@ -412,8 +412,8 @@ func TestOnlyRequestsThePackIsAboutGetItsKnowledge(t *testing.T) {
 				return
 			}
 			contract := strings.TrimSpace(contractOf(t, tc.pack))
-			if got := strings.Contains(sys[0], contract); got != tc.contract || ContractInjected(ex) != tc.contract {
-				t.Fatalf("contract in the prompt: %v (ContractInjected %v), want %v", got, ContractInjected(ex), tc.contract)
+			if got := strings.Contains(sys[0], contract); got != tc.contract || ex.ContractInjected != tc.contract {
+				t.Fatalf("contract in the prompt: %v (Exchange.ContractInjected %v), want %v", got, ex.ContractInjected, tc.contract)
 			}
 		})
 	}

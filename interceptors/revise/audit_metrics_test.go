@@ -25,11 +25,11 @@ func TestMetricsCountEveryOutcomeAndTheResidualIssues(t *testing.T) {
 		{name: "a clean draft is accepted: no outcome, no residual issue",
 			draft: answer("PlayerA 在 1:24 打包主基地。", base), calls: 0, residual: map[string]float64{}},
 		{name: "a revision that fixes everything: resolved, nothing left",
-			draft: storyDraft, replies: []reply{{content: storyFixed}}, outcome: OutcomeResolved, calls: 1, residual: map[string]float64{}},
+			draft: storyDraft, replies: []reply{{content: storyFixed}}, outcome: interceptors.OutcomeResolved, calls: 1, residual: map[string]float64{}},
 		{name: "a revision that repeats the draft: downgraded, nothing left in the claims as delivered",
-			draft: storyDraft, replies: []reply{{content: storyDraft}}, outcome: OutcomeDowngraded, calls: 1, residual: map[string]float64{}},
+			draft: storyDraft, replies: []reply{{content: storyDraft}}, outcome: interceptors.OutcomeDowngraded, calls: 1, residual: map[string]float64{}},
 		{name: "a revision call that fails: failed, nothing left in the claims as delivered",
-			draft: storyDraft, replies: []reply{{status: 500, raw: `{"error":{"message":"overloaded"}}`}}, outcome: OutcomeFailed, calls: 1,
+			draft: storyDraft, replies: []reply{{status: 500, raw: `{"error":{"message":"overloaded"}}`}}, outcome: interceptors.OutcomeFailed, calls: 1,
 			residual: map[string]float64{}},
 		{name: "a Warning no recommendation fixes: accepted, the Warning left",
 			draft: answer("900 可能是苏联步兵。", unit{id: 900, claim: "SovietAntiInfantryInfantry", level: "possible", evidence: []string{"select|1:06.39|900"}, alternatives: []string{"SovietEngineer"}}),
@@ -45,7 +45,7 @@ func TestMetricsCountEveryOutcomeAndTheResidualIssues(t *testing.T) {
 			}
 			f := newFixture(t, setup{draft: tc.draft, rules: rules, replies: tc.replies})
 			f.run(t)
-			for _, o := range []string{OutcomeResolved, OutcomeImproved, OutcomeDowngraded, OutcomeFailed, OutcomeAccepted} {
+			for _, o := range []string{interceptors.OutcomeResolved, interceptors.OutcomeImproved, interceptors.OutcomeDowngraded, interceptors.OutcomeFailed, interceptors.OutcomeAccepted} {
 				want := 0.0
 				if o == tc.outcome {
 					want = 1

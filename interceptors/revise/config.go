@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 )
 
@@ -30,7 +30,7 @@ type Config struct {
 	// Budget bounds the wall-clock time of all hidden calls of one request
 	// (revisions and the repair), counted from the moment the draft was
 	// validated. A call still running when it is spent is cancelled. Zero means 60s.
-	Budget cache.Duration `yaml:"budget"`
+	Budget units.Duration `yaml:"budget"`
 	// RelevantFactsLines bounds the fact lines a revision request quotes. Zero
 	// means 40.
 	RelevantFactsLines int `yaml:"relevant_facts_lines"`
@@ -47,30 +47,19 @@ type Config struct {
 }
 
 // NoticeMode says how the reader learns of the problems that survived in an
-// answer (revise.notice).
-type NoticeMode string
+// answer (revise.notice); the modes live in the base package, where an A/B
+// variant's override is checked too.
+type NoticeMode = interceptors.NoticeMode
 
-// The notice modes. The zero value means the pack's default (NoticeAppend when the
-// pack has a notice template, else NoticeNone).
+// The notice modes (see interceptors.NoticeMode).
 const (
-	// NoticeNone sends no notice; the trace still records it.
-	NoticeNone NoticeMode = "none"
-	// NoticeAppend adds the notice to the answer's content, after its text (before
-	// a claims block that is kept). An answer that must be JSON — a JSON-mode
-	// request, or a pack whose answer is a JSON object — gets it in the header.
-	NoticeAppend NoticeMode = "append"
-	// NoticeHeader sends it only in the X-Factgate-Notice response header.
-	NoticeHeader NoticeMode = "header"
+	NoticeNone   = interceptors.NoticeNone
+	NoticeAppend = interceptors.NoticeAppend
+	NoticeHeader = interceptors.NoticeHeader
 )
 
 // ParseNoticeMode reads a notice mode ("none", "append", "header").
-func ParseNoticeMode(s string) (NoticeMode, error) {
-	switch m := NoticeMode(s); m {
-	case NoticeNone, NoticeAppend, NoticeHeader:
-		return m, nil
-	}
-	return "", fmt.Errorf("unknown notice mode %q (want none, append or header)", s)
-}
+func ParseNoticeMode(s string) (NoticeMode, error) { return interceptors.ParseNoticeMode(s) }
 
 // DowngradeMode says which answers the deterministic downgrade edits
 // (revise.downgrade).
@@ -86,17 +75,13 @@ const (
 	DowngradeThresholdOnly DowngradeMode = "threshold_only"
 )
 
-// MaxRevisionsLimit is the highest max_revisions accepted: more revisions than
-// this do not converge, they only cost.
-const MaxRevisionsLimit = 10
-
 // Validate reports a config error, naming the key and the offending value.
 func (c *Config) Validate() error {
 	if c == nil {
 		return nil
 	}
-	if c.MaxRevisions != nil && (*c.MaxRevisions < 0 || *c.MaxRevisions > MaxRevisionsLimit) {
-		return fmt.Errorf("max_revisions: %d is out of range (want 0 to %d)", *c.MaxRevisions, MaxRevisionsLimit)
+	if c.MaxRevisions != nil && (*c.MaxRevisions < 0 || *c.MaxRevisions > interceptors.MaxRevisionsLimit) {
+		return fmt.Errorf("max_revisions: %d is out of range (want 0 to %d)", *c.MaxRevisions, interceptors.MaxRevisionsLimit)
 	}
 	if c.RelevantFactsLines < 0 {
 		return fmt.Errorf("relevant_facts_lines: %d is negative (want 0 for the default %d, or a positive bound)", c.RelevantFactsLines, DefaultRelevantFactsLines)

@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // observe records one validated answer.
 func (m *metrics) observe(route, variant, outcome string, calls int, tokens int64, final interceptors.SeverityCounts) {
-	if outcome != OutcomeAccepted {
+	if outcome != interceptors.OutcomeAccepted {
 		m.revisions.WithLabelValues(route, variant, outcome).Inc()
 	}
 	m.attempts.WithLabelValues(route, variant).Observe(float64(calls))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -46,7 +46,7 @@ func (ru *run) jsonAnswer() bool {
 	if body == nil {
 		body = ru.ex.Body
 	}
-	return scope.IsJSONMode(string(body))
+	return reqcontext.IsJSONMode(string(body))
 }
 
 // settle downgrades content by the issues of the returned attempt (best), then

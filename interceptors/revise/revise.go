@@ -11,36 +11,11 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
 	"github.com/factgate/factgate/knowledge"
 	"github.com/factgate/factgate/knowledge/rawjson"
-)
-
-// The attempt kinds recorded in the trace.
-const (
-	KindDraft    = "draft"
-	KindRevision = "revision"
-	KindRepair   = "repair"
-)
-
-// The final outcomes recorded in the trace (Final.Outcome) and in
-// factgate_revisions_total.
-const (
-	// OutcomeAccepted: the draft had no issue at or above the threshold; no hidden
-	// call was made and the draft was returned as it was (claims block aside).
-	OutcomeAccepted = "accepted"
-	// OutcomeResolved: a revision or repair left no issue at or above the threshold.
-	OutcomeResolved = "resolved"
-	// OutcomeImproved: the returned revision has fewer severe issues than the draft,
-	// but some remain; its flagged claims were downgraded.
-	OutcomeImproved = "improved"
-	// OutcomeDowngraded: no attempt beat the draft (or revisions are off); the
-	// draft's flagged claims were downgraded.
-	OutcomeDowngraded = "downgraded"
-	// OutcomeFailed: a hidden call failed (timeout, non-2xx, malformed or empty
-	// answer); the best attempt so far was returned, downgraded.
-	OutcomeFailed = "failed"
 )
 
 // CodeLeak is the issue a revised answer gets when it betrays the revision or
@@ -58,12 +33,12 @@ const (
 
 // Options wire the revision step to the rest of the route's chain.
 type Options struct {
-	// Strip is the route's strip_claims mode (from the validate block). "" means
-	// StripAuto.
+	// Strip is the route's strip_claims mode (the validate stage's, read through
+	// interceptors.ValidationPolicy). "" means StripAuto.
 	Strip StripMode
-	// ContractInjected reports whether the proxy injected the claims contract into
-	// the exchange's request (inject.ContractInjected). Nil means "never", so under
-	// StripAuto the claims block is always kept.
+	// ContractInjected reports whether the inject stage put the claims contract
+	// into the exchange's request (Exchange.ContractInjected). Nil means "never",
+	// so under StripAuto the claims block is always kept.
 	ContractInjected func(ex *interceptors.Exchange) bool
 }
 
@@ -212,7 +187,7 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 		cfg.threshold = *t
 	}
 	if m := ex.Overrides.MaxRevisions; m != nil {
-		cfg.maxRevisions = max(0, min(*m, MaxRevisionsLimit))
+		cfg.maxRevisions = max(0, min(*m, interceptors.MaxRevisionsLimit))
 	}
 	choices := ex.Choices
 	if choices == nil {
@@ -296,7 +271,7 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 
 // outcomeRank orders outcomes by how much they say about the answer, for the
 // trace's Final of an answer with several choices.
-var outcomeRank = map[string]int{OutcomeAccepted: 0, OutcomeResolved: 1, OutcomeImproved: 2, OutcomeDowngraded: 3, OutcomeFailed: 4}
+var outcomeRank = map[string]int{interceptors.OutcomeAccepted: 0, interceptors.OutcomeResolved: 1, interceptors.OutcomeImproved: 2, interceptors.OutcomeDowngraded: 3, interceptors.OutcomeFailed: 4}
 
 // choiceResult is what the revision of one choice ended with.
 type choiceResult struct {
@@ -382,23 +357,23 @@ func missingClaims(a *attempt) bool {
 
 // draft records the first answer.
 func (ru *run) draft(content string, issues []interceptors.Issue) *attempt {
-	a := &attempt{kind: KindDraft, content: content, issues: issues, counts: interceptors.CountSeverities(issues), trace: -1}
+	a := &attempt{kind: interceptors.KindDraft, content: content, issues: issues, counts: interceptors.CountSeverities(issues), trace: -1}
 	ex := ru.ex
 	ex.Trace.Do(func(t *interceptors.Trace) {
 		// The validator may have recorded the draft already.
 		for i, at := range t.Attempts {
-			if at.Kind == KindDraft && at.Choice == ru.choice {
+			if at.Kind == interceptors.KindDraft && at.Choice == ru.choice {
 				a.trace = i
 				return
 			}
 		}
 		t.Attempts = append(t.Attempts, interceptors.Attempt{
-			Kind:         KindDraft,
+			Kind:         interceptors.KindDraft,
 			Choice:       ru.choice,
 			Issues:       issues,
 			Counts:       a.counts.String(),
 			RequestBytes: len(ex.Body),
-			Duration:     interceptors.Duration(ex.Response.Duration),
+			Duration:     units.Millis(ex.Response.Duration),
 			Usage:        ex.Response.Usage(),
 			Content:      content,
 		})
@@ -473,11 +448,11 @@ func (ru *run) revise(ctx context.Context, basis *attempt) (*attempt, error) {
 		ru.fail(fmt.Sprintf("building the revision request: %v", err))
 		return nil, nil
 	}
-	content, resp, ok, err := ru.call(ctx, KindRevision, body)
+	content, resp, ok, err := ru.call(ctx, interceptors.KindRevision, body)
 	if !ok {
 		return nil, err
 	}
-	return ru.record(ctx, KindRevision, content, resp, len(body))
+	return ru.record(ctx, interceptors.KindRevision, content, resp, len(body))
 }
 
 // repair asks only for the missing claims block of basis and appends it.
@@ -492,7 +467,7 @@ func (ru *run) repair(ctx context.Context, basis *attempt) (*attempt, error) {
 		ru.fail(fmt.Sprintf("building the repair request: %v", err))
 		return nil, nil
 	}
-	reply, resp, ok, err := ru.call(ctx, KindRepair, body)
+	reply, resp, ok, err := ru.call(ctx, interceptors.KindRepair, body)
 	if !ok {
 		return nil, err
 	}
@@ -500,7 +475,7 @@ func (ru *run) repair(ctx context.Context, basis *attempt) (*attempt, error) {
 	if !found {
 		ru.ex.Trace.Note("revise: " + ru.prefix() + "the repair answer holds no claims block; the draft is kept")
 	}
-	return ru.record(ctx, KindRepair, combined, resp, len(body))
+	return ru.record(ctx, interceptors.KindRepair, combined, resp, len(body))
 }
 
 func (ru *run) marker() string {
@@ -522,7 +497,7 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 	resp, err = ex.Upstream.Complete(callCtx, body)
 	elapsed := time.Since(start)
 	failed := func(why string) (string, *interceptors.Response, bool, error) {
-		a := interceptors.Attempt{Kind: kind, Choice: ru.choice, RequestBytes: len(body), Duration: interceptors.Duration(elapsed), Error: why, Counts: "-"}
+		a := interceptors.Attempt{Kind: kind, Choice: ru.choice, RequestBytes: len(body), Duration: units.Millis(elapsed), Error: why, Counts: "-"}
 		if resp != nil && resp.OK() {
 			a.Usage = resp.Usage()
 		}
@@ -532,7 +507,7 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 	}
 	switch {
 	case ctx.Err() != nil:
-		ex.Trace.AddAttempt(interceptors.Attempt{Kind: kind, Choice: ru.choice, RequestBytes: len(body), Duration: interceptors.Duration(elapsed), Error: "the client went away", Counts: "-"})
+		ex.Trace.AddAttempt(interceptors.Attempt{Kind: kind, Choice: ru.choice, RequestBytes: len(body), Duration: units.Millis(elapsed), Error: "the client went away", Counts: "-"})
 		ex.Trace.Note("revise: " + ru.prefix() + "the client went away during the " + kind + "; every call was cancelled")
 		return "", nil, false, ctx.Err()
 	case err != nil && (errors.Is(err, context.DeadlineExceeded) || callCtx.Err() != nil):
@@ -591,7 +566,7 @@ func (ru *run) record(ctx context.Context, kind, content string, resp *intercept
 		}
 	}
 	a := &attempt{kind: kind, content: content, finish: gjson.GetBytes(resp.Body, "choices.0.finish_reason").Str}
-	if kind == KindRevision {
+	if kind == interceptors.KindRevision {
 		if phrase, ok := ru.r.leak(ru.attempts[0].content, content); ok {
 			a.leaked = true
 			issues = append(issues, ru.r.leakIssue(phrase))
@@ -606,7 +581,7 @@ func (ru *run) record(ctx context.Context, kind, content string, resp *intercept
 		Issues:       issues,
 		Counts:       a.counts.String(),
 		RequestBytes: requestBytes,
-		Duration:     interceptors.Duration(resp.Duration),
+		Duration:     units.Millis(resp.Duration),
 		Usage:        resp.Usage(),
 		Leaked:       a.leaked,
 		Content:      content,
@@ -619,7 +594,7 @@ func (ru *run) record(ctx context.Context, kind, content string, resp *intercept
 // exclusion says why a may not win: it introduced contradictions the reference
 // did not have, or dropped claims the reference had and nobody flagged.
 func (ru *run) exclusion(a *attempt) string {
-	if a.kind == KindRepair {
+	if a.kind == interceptors.KindRepair {
 		return ""
 	}
 	// A reference stopped by a Fatal issue (no claims block, a broken one) was never
@@ -679,21 +654,21 @@ func better(a, b *attempt) bool {
 func (ru *run) finish(ctx context.Context, draft *attempt) choiceResult {
 	ex := ru.ex
 	best := ru.best()
-	outcome := OutcomeAccepted
+	outcome := interceptors.OutcomeAccepted
 	switch {
 	case !ru.triggered(draft):
 	case !ru.triggered(best):
-		outcome = OutcomeResolved
+		outcome = interceptors.OutcomeResolved
 	case ru.failure != "":
-		outcome = OutcomeFailed
+		outcome = interceptors.OutcomeFailed
 	case best != draft && best.counts.Compare(draft.counts) < 0:
-		outcome = OutcomeImproved
+		outcome = interceptors.OutcomeImproved
 	default:
-		outcome = OutcomeDowngraded
+		outcome = interceptors.OutcomeDowngraded
 	}
 	content, delivered := best.content, best.issues
 	var downgrades []interceptors.Downgrade
-	if outcome != OutcomeAccepted || ru.cfg.downgrade == DowngradeBelowThreshold {
+	if outcome != interceptors.OutcomeAccepted || ru.cfg.downgrade == DowngradeBelowThreshold {
 		content, delivered, downgrades = ru.settle(ctx, best)
 		for i := range downgrades {
 			downgrades[i].Choice = ru.choice

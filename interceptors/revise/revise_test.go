@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
 	"github.com/factgate/factgate/knowledge"
@@ -60,13 +60,13 @@ func TestRevisionResolvesAContradiction(t *testing.T) {
 	if got, want := f.ex.Usage, usage(1000, 100).Add(storyFixedUs); got != want {
 		t.Errorf("usage = %+v, want the draft's plus the revision's %+v", got, want)
 	}
-	if f.outcome() != OutcomeResolved || len(f.ex.Issues) != 0 {
+	if f.outcome() != interceptors.OutcomeResolved || len(f.ex.Issues) != 0 {
 		t.Errorf("outcome %q with final issues %v, want resolved and none", f.outcome(), f.ex.Issues)
 	}
 	if n := len(f.up.requests()); n != 1 {
 		t.Errorf("%d hidden calls, want 1", n)
 	}
-	if got := f.metric("factgate_revisions_total", "outcome", OutcomeResolved); got != 1 {
+	if got := f.metric("factgate_revisions_total", "outcome", interceptors.OutcomeResolved); got != 1 {
 		t.Errorf("factgate_revisions_total{outcome=resolved} = %v, want 1", got)
 	}
 	if got := f.metric("factgate_revision_tokens_total", "route", "ra3"); got != float64(storyFixedUs.TotalTokens) {
@@ -74,7 +74,7 @@ func TestRevisionResolvesAContradiction(t *testing.T) {
 	}
 	var attempts []interceptors.Attempt
 	f.ex.Trace.Do(func(tr *interceptors.Trace) { attempts = tr.Attempts })
-	if len(attempts) != 2 || attempts[0].Kind != KindDraft || attempts[1].Kind != KindRevision || attempts[1].RequestBytes == 0 || attempts[1].Content != storyFixed {
+	if len(attempts) != 2 || attempts[0].Kind != interceptors.KindDraft || attempts[1].Kind != interceptors.KindRevision || attempts[1].RequestBytes == 0 || attempts[1].Content != storyFixed {
 		t.Errorf("trace attempts = %+v, want the draft then the revision with its request size and content", attempts)
 	}
 }
@@ -90,7 +90,7 @@ func TestCleanDraftMakesNoCall(t *testing.T) {
 	if got := f.ex.Response.Content(); got != draft {
 		t.Errorf("a clean draft changed:\n%s", got)
 	}
-	if f.header(HeaderRevisions) != "0" || f.header(HeaderIssues) != "draft=0;final=0;delivered=0" || f.outcome() != OutcomeAccepted {
+	if f.header(HeaderRevisions) != "0" || f.header(HeaderIssues) != "draft=0;final=0;delivered=0" || f.outcome() != interceptors.OutcomeAccepted {
 		t.Errorf("headers %v, outcome %q; want 0 revisions, draft=0;final=0;delivered=0, accepted", f.ex.ResponseHeaders, f.outcome())
 	}
 	if f.header(HeaderNotice) != "" || strings.Contains(f.ex.Response.Content(), "⚠") {
@@ -119,7 +119,7 @@ func TestWeakEvidenceAloneIsAccepted(t *testing.T) {
 			f := newFixture(t, setup{cfg: tc.cfg, draft: draft, rules: storyRules})
 			f.run(t)
 			got := f.ex.Response.Content()
-			if n := len(f.up.requests()); n != 0 || f.outcome() != OutcomeAccepted {
+			if n := len(f.up.requests()); n != 0 || f.outcome() != interceptors.OutcomeAccepted {
 				t.Errorf("%d calls, outcome %q; a WeakEvidence below the threshold is not revised", n, f.outcome())
 			}
 			if tc.unchanged && got != draft {
@@ -148,14 +148,14 @@ func TestUnresolvedClaimsAreDowngraded(t *testing.T) {
 		wantProse  string
 		downgrades []interceptors.Downgrade
 	}{
-		{name: "two revisions that do not fix it: the better one is downgraded", calls: 2, outcome: OutcomeImproved,
+		{name: "two revisions that do not fix it: the better one is downgraded", calls: 2, outcome: interceptors.OutcomeImproved,
 			replies: []reply{
 				{content: answer(improvedProse, bomber, miner, base)},
 				{content: answer("PlayerA 在 6:02 出动了一架轰炸机（很可能）。", bomber, mcv, base)},
 			},
 			wantProse:  improvedProse,
 			downgrades: []interceptors.Downgrade{{Path: "unitClaims[0]", From: "highly likely", To: "ruled out"}}},
-		{name: "the same issues repeat: the draft is downgraded", calls: 1, outcome: OutcomeDowngraded,
+		{name: "the same issues repeat: the draft is downgraded", calls: 1, outcome: interceptors.OutcomeDowngraded,
 			replies:   []reply{{content: answer("PlayerA 在 6:02 出动了一架轰炸机。", bomber, mcv, base)}},
 			wantProse: draftProse,
 			downgrades: []interceptors.Downgrade{
@@ -284,7 +284,7 @@ func TestLeakingRevisionLosesToACleanOne(t *testing.T) {
 		if strings.Contains(got, "抱歉") || !strings.HasPrefix(got, draftProse) {
 			t.Errorf("a leaking revision reached the client:\n%s", got)
 		}
-		if f.outcome() != OutcomeDowngraded {
+		if f.outcome() != interceptors.OutcomeDowngraded {
 			t.Errorf("outcome %q, want downgraded", f.outcome())
 		}
 	})
@@ -313,7 +313,7 @@ func TestFailedRevisionCallReturnsTheDowngradedDraft(t *testing.T) {
 		{name: "malformed JSON", reply: reply{raw: `{"choices":[{"message":{"content":"trunc`}, why: "not valid JSON"},
 		{name: "nested too deep", reply: reply{raw: `{"choices":[{"message":{"content":"x"}}],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}, why: "deeper than server.max_json_depth"},
 		{name: "empty content", reply: reply{content: "  "}, why: "no content"},
-		{name: "budget spent", reply: reply{hang: true}, cfg: &Config{Budget: cache.Duration(30 * time.Millisecond)}, why: "budget"},
+		{name: "budget spent", reply: reply{hang: true}, cfg: &Config{Budget: units.Duration(30 * time.Millisecond)}, why: "budget"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -327,7 +327,7 @@ func TestFailedRevisionCallReturnsTheDowngradedDraft(t *testing.T) {
 			if u := parseUnits(t, got); u[0].Level != claims.RuledOut {
 				t.Errorf("the contradicted claim is %v, want downgraded to ruled out", u[0].Level)
 			}
-			if f.outcome() != OutcomeFailed || f.header(HeaderRevisions) != "1" {
+			if f.outcome() != interceptors.OutcomeFailed || f.header(HeaderRevisions) != "1" {
 				t.Errorf("outcome %q, revisions %q; want failed and 1", f.outcome(), f.header(HeaderRevisions))
 			}
 			var notes []string
@@ -370,7 +370,7 @@ func TestRepairAppendsTheMissingClaimsBlock(t *testing.T) {
 		if !strings.HasPrefix(got, prose+"\n\n"+marker+"\n```json\n") || strings.Contains(got, "好的") {
 			t.Errorf("repaired answer:\n%s\nwant the draft's prose, then the marker and the block only", got)
 		}
-		if f.outcome() != OutcomeResolved || f.header(HeaderIssues) != "draft=F1;final=0;delivered=0" {
+		if f.outcome() != interceptors.OutcomeResolved || f.header(HeaderIssues) != "draft=F1;final=0;delivered=0" {
 			t.Errorf("outcome %q, issues %q; want resolved, draft=F1;final=0;delivered=0", f.outcome(), f.header(HeaderIssues))
 		}
 		reqs := f.up.requests()
@@ -379,7 +379,7 @@ func TestRepairAppendsTheMissingClaimsBlock(t *testing.T) {
 		}
 		var a []interceptors.Attempt
 		f.ex.Trace.Do(func(tr *interceptors.Trace) { a = tr.Attempts })
-		if len(a) != 2 || a[1].Kind != KindRepair {
+		if len(a) != 2 || a[1].Kind != interceptors.KindRepair {
 			t.Errorf("trace attempts %+v, want draft and repair", a)
 		}
 	})
@@ -449,10 +449,10 @@ func TestThresholdAndMaxRevisionsOverrides(t *testing.T) {
 		calls   int
 		outcome string
 	}{
-		{name: "route threshold WeakEvidence revises a weak claim", cfg: &Config{Threshold: &warning}, draft: weak, calls: 1, outcome: OutcomeResolved},
-		{name: "variant threshold WeakEvidence revises a weak claim", over: interceptors.Overrides{Threshold: &warning}, draft: weak, calls: 1, outcome: OutcomeResolved},
-		{name: "variant max_revisions 0 downgrades at once", over: interceptors.Overrides{MaxRevisions: intp(0)}, draft: storyDraft, calls: 0, outcome: OutcomeDowngraded},
-		{name: "route max_revisions 0 downgrades at once", cfg: &Config{MaxRevisions: intp(0)}, draft: storyDraft, calls: 0, outcome: OutcomeDowngraded},
+		{name: "route threshold WeakEvidence revises a weak claim", cfg: &Config{Threshold: &warning}, draft: weak, calls: 1, outcome: interceptors.OutcomeResolved},
+		{name: "variant threshold WeakEvidence revises a weak claim", over: interceptors.Overrides{Threshold: &warning}, draft: weak, calls: 1, outcome: interceptors.OutcomeResolved},
+		{name: "variant max_revisions 0 downgrades at once", over: interceptors.Overrides{MaxRevisions: intp(0)}, draft: storyDraft, calls: 0, outcome: interceptors.OutcomeDowngraded},
+		{name: "route max_revisions 0 downgrades at once", cfg: &Config{MaxRevisions: intp(0)}, draft: storyDraft, calls: 0, outcome: interceptors.OutcomeDowngraded},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -513,7 +513,7 @@ func TestNoUpstreamDowngradesOffline(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, setup{draft: storyDraft, rules: storyRules, noUp: true})
 	f.run(t)
-	if f.outcome() != OutcomeDowngraded || f.header(HeaderRevisions) != "0" {
+	if f.outcome() != interceptors.OutcomeDowngraded || f.header(HeaderRevisions) != "0" {
 		t.Errorf("outcome %q, revisions %q; want downgraded, 0", f.outcome(), f.header(HeaderRevisions))
 	}
 	assertDowngradeInvariant(t, f.ex.Response.Content(), f.ex.Issues, DefaultThreshold)
@@ -572,7 +572,7 @@ func TestIssuesAreComparedByClaimNotByPosition(t *testing.T) {
 	if got := f.ex.Response.Content(); !strings.HasPrefix(got, "PlayerA 的 690") {
 		t.Errorf("the draft (C2) beat the revision (C1):\n%s", got)
 	}
-	if f.outcome() != OutcomeImproved || f.header(HeaderIssues) != "draft=C2;final=C1;delivered=0" {
+	if f.outcome() != interceptors.OutcomeImproved || f.header(HeaderIssues) != "draft=C2;final=C1;delivered=0" {
 		t.Errorf("outcome %q, issues %q; want improved, draft=C2;final=C1;delivered=0", f.outcome(), f.header(HeaderIssues))
 	}
 }
@@ -593,7 +593,7 @@ func TestABrokenDraftDoesNotMakeLaterIssuesNew(t *testing.T) {
 	if len(reqs) != 2 || !strings.Contains(gjson.GetBytes(reqs[1], "messages.#(role==\"assistant\").content").Str, "AlliedBomberAircraft") {
 		t.Errorf("the second revision was not built from the first (well-formed) one")
 	}
-	if f.outcome() != OutcomeResolved {
+	if f.outcome() != interceptors.OutcomeResolved {
 		t.Errorf("outcome %q, want resolved", f.outcome())
 	}
 }
@@ -617,7 +617,7 @@ func (slowJudge) ValidateAnswer(ctx context.Context, _ *interceptors.Exchange, c
 
 func TestTheBudgetCoversValidatingARevision(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, setup{cfg: &Config{Budget: cache.Duration(300 * time.Millisecond)}, draft: storyDraft, rules: storyRules, replies: []reply{{content: storyFixed}}})
+	f := newFixture(t, setup{cfg: &Config{Budget: units.Duration(300 * time.Millisecond)}, draft: storyDraft, rules: storyRules, replies: []reply{{content: storyFixed}}})
 	f.ex.Validators = append(f.ex.Validators, slowJudge{})
 	start := time.Now()
 	f.run(t)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 )
 
 // Defaults and bounds of a route's semantic block.
@@ -83,7 +83,7 @@ type Config struct {
 	// Temperature is the judge's sampling temperature. Nil means 0.
 	Temperature *float64 `yaml:"temperature"`
 	// Timeout bounds each judge call (a retry gets its own). Zero means 20s.
-	Timeout cache.Duration `yaml:"timeout"`
+	Timeout units.Duration `yaml:"timeout"`
 	// MaxTokens is sent as max_tokens. Zero means not sent (the provider's default).
 	MaxTokens int `yaml:"max_tokens"`
 	// Retries is how many more calls an execution failure (malformed or
@@ -94,8 +94,8 @@ type Config struct {
 	FailurePolicy FailurePolicy `yaml:"failure_policy"`
 
 	// RouteValidates reports whether the route validates answers when no A/B
-	// variant says otherwise (its validate block is not switched off). The proxy
-	// sets it when it builds the chain; it is not read from YAML.
+	// variant says otherwise (its validate block is not switched off). Stage's
+	// Build sets it from the validate stage; it is not read from YAML.
 	RouteValidates bool `yaml:"-"`
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -92,7 +92,7 @@ func (s *Semantic) OnRequest(_ context.Context, ex *interceptors.Exchange) error
 	if o := ex.Overrides.Validate; o != nil {
 		on = *o
 	}
-	if !on || !scope.Applies(ex, s.pack).Contract {
+	if !on || !reqcontext.Applies(ex, s.pack).Contract {
 		return nil
 	}
 	for _, v := range s.validators {

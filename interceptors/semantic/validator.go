@@ -17,6 +17,7 @@ import (
 	"github.com/sashabaranov/go-openai/jsonschema"
 	"github.com/tidwall/gjson"
 
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/knowledge"
@@ -254,7 +255,7 @@ func (v *Validator) ValidateAnswer(ctx context.Context, ex *interceptors.Exchang
 		}
 		began := time.Now()
 		j, usage, err := v.call(ctx, up, body, proposed)
-		rec := interceptors.Call{Kind: "judge", Validator: v.name, Duration: interceptors.Duration(time.Since(began)), Usage: usage}
+		rec := interceptors.Call{Kind: "judge", Validator: v.name, Duration: units.Millis(time.Since(began)), Usage: usage}
 		ex.Usage = ex.Usage.Add(usage)
 		tokens += usage.TotalTokens
 		v.metrics.addTokens(v.route, ex.Overrides.Variant, v.spec.Name, usage.TotalTokens)

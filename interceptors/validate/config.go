@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 )
 
 // Defaults of Config.
@@ -62,7 +62,7 @@ type Config struct {
 	// TimeTolerance is how far (inclusive) an evidence time may be from the
 	// operation it cites, and how far past the end of the facts it may be before it
 	// is out of range. Nil means 500ms; 0 means exact times only. At most 10s.
-	TimeTolerance *cache.Duration `yaml:"time_tolerance"`
+	TimeTolerance *units.Duration `yaml:"time_tolerance"`
 	// MaxFactsPerIssue bounds the related facts (operation lines) attached to each
 	// issue. 0 means 8; at most 200.
 	MaxFactsPerIssue int `yaml:"max_facts_per_issue"`

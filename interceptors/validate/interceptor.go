@@ -13,9 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/facts"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -144,13 +145,13 @@ type requestState struct {
 
 // OnRequest implements interceptors.RequestPhase: it resolves the request context
 // and registers the validator — when validation is on for the request and the
-// pack's contract applies to it (scope.Applies: not a greeting, not a JSON-mode
+// pack's contract applies to it (reqcontext.Applies: not a greeting, not a JSON-mode
 // call of a claims pack); any other answer passes as the upstream sent it.
 func (v *Validate) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
 	if !v.enabled(ex) {
 		return nil
 	}
-	if a := scope.Applies(ex, v.pack); !a.Contract {
+	if a := reqcontext.Applies(ex, v.pack); !a.Contract {
 		ex.Trace.Note("validate: not validated: " + a.Reason)
 		return nil
 	}
@@ -204,7 +205,7 @@ func (v *Validate) OnResponse(ctx context.Context, ex *interceptors.Exchange) er
 			Issues:       issues,
 			Counts:       counts.String(),
 			RequestBytes: len(ex.Body),
-			Duration:     interceptors.Duration(ex.Response.Duration),
+			Duration:     units.Millis(ex.Response.Duration),
 			Usage:        ex.Response.Usage(),
 			Content:      content,
 		})
@@ -241,16 +242,16 @@ func skipChoice(r *interceptors.Response, i int) string {
 }
 
 // requestContext resolves the knowledge set, players and scopes: from the context
-// stage (scope.FromExchange), else with the pack's header rules on the user
+// stage (reqcontext.FromExchange), else with the pack's header rules on the user
 // messages.
 func (v *Validate) requestContext(ex *interceptors.Exchange) *requestState {
 	st := &requestState{}
 	in := &st.in
 	setName := ""
-	if rc, ok := scope.FromExchange(ex); ok {
+	if rc, ok := reqcontext.FromExchange(ex); ok {
 		in.Set, setName, in.Players, in.Scopes = rc.Set, rc.KnowledgeSet, rc.Players, rc.Scopes
 	} else {
-		x := knowledge.ExtractContextTexts(v.pack, scope.UserTexts(clientBody(ex)))
+		x := knowledge.ExtractContextTexts(v.pack, reqcontext.UserTexts(clientBody(ex)))
 		setName = firstNonEmpty(ex.Overrides.KnowledgeSet, x.KnowledgeSet, v.pack.DefaultSet)
 		in.Players, in.Scopes = x.Players, x.Scopes
 		ex.Trace.Do(func(t *interceptors.Trace) {
@@ -319,7 +320,7 @@ func (v *Validate) extract(ex *interceptors.Exchange) (*facts.Index, bool) {
 	if v.extractor == nil {
 		return nil, false
 	}
-	texts := scope.UserTexts(clientBody(ex))
+	texts := reqcontext.UserTexts(clientBody(ex))
 	start := time.Now()
 	ix, err := v.extractor.ExtractTexts(texts...)
 	ex.Trace.Time("facts", time.Since(start))

@@ -12,7 +12,7 @@ import (
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/facts"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
 )
 
@@ -232,7 +232,7 @@ func TestStageUsesTheChainsContextAndFacts(t *testing.T) {
 	ctx := context.Background()
 	ex := newExchange(testLog)
 	// The context stage says Alice plays 苏联 (a header overrode the log).
-	scope.Store(ex, &scope.Context{KnowledgeSet: "ra3", Set: pack.Set("ra3"),
+	reqcontext.Store(ex, &reqcontext.Context{KnowledgeSet: "ra3", Set: pack.Set("ra3"),
 		Players: []knowledge.Player{{Name: "Alice", Scope: "苏联"}, {Name: "Boris", Scope: "盟军"}}})
 	if err := fx.OnRequest(ctx, ex); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/facts"
 	"github.com/factgate/factgate/knowledge"
@@ -381,7 +381,7 @@ func TestTolerance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := cache.Duration(tc.tolerance)
+			d := units.Duration(tc.tolerance)
 			env := newEnv(t, Config{TimeTolerance: &d}, testLog)
 			if got := keys(env.checker.Check(claims, env.input), interceptors.Info); !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)

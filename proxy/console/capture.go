@@ -10,7 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 )
 
 // CaptureRequest returns the client's request for the trace page: the model the
@@ -23,7 +23,7 @@ func CaptureRequest(ex *interceptors.Exchange, limit int) *interceptors.TraceReq
 	body := ex.Original
 	tr := &interceptors.TraceRequest{Model: ex.Model, Stream: ex.Stream, Messages: []interceptors.TraceMessage{}}
 	// The raw scanner the inject stage uses: nothing is unescaped but what is kept.
-	ml, _ := scope.FindMessages(body)
+	ml, _ := reqcontext.FindMessages(body)
 	for _, m := range ml.Items {
 		msg := interceptors.TraceMessage{Role: m.Role}
 		content := m.Content(body)

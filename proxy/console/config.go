@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/units"
 )
 
 // Config is the `console` block.
@@ -23,14 +23,14 @@ type Config struct {
 	// then has no keys to log in with; see AdminKeyEnv).
 	Enabled *bool `yaml:"enabled"`
 	// SessionTTL is how long a browser session lasts after login. Default 12h.
-	SessionTTL cache.Duration `yaml:"session_ttl"`
+	SessionTTL units.Duration `yaml:"session_ttl"`
 	// RecentRequests bounds the list of recent intercepted requests each replica
 	// keeps in memory for the requests page. Default 1000.
 	RecentRequests int `yaml:"recent_requests"`
 	// RequestBytes bounds each message of the client's request that the trace
 	// keeps for the trace page (an operation log is cut there). Nil means 8KiB;
 	// 0 keeps none. traces.content: false keeps none either.
-	RequestBytes *cache.ByteSize `yaml:"request_bytes"`
+	RequestBytes *units.ByteSize `yaml:"request_bytes"`
 	// AdminKeyEnv names the environment variable holding the console's admin key
 	// in auth mode passthrough: whoever logs in with it may edit knowledge. Without
 	// it a passthrough console is read-only. In auth mode keys, flag a key with
@@ -53,13 +53,13 @@ func (c *Config) ApplyDefaults(authMode string) {
 		c.Enabled = &on
 	}
 	if c.SessionTTL == 0 {
-		c.SessionTTL = cache.Duration(DefaultSessionTTL)
+		c.SessionTTL = units.Duration(DefaultSessionTTL)
 	}
 	if c.RecentRequests == 0 {
 		c.RecentRequests = DefaultRecentRequests
 	}
 	if c.RequestBytes == nil {
-		n := cache.ByteSize(DefaultRequestBytes)
+		n := units.ByteSize(DefaultRequestBytes)
 		c.RequestBytes = &n
 	}
 }

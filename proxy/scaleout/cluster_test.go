@@ -16,6 +16,7 @@ import (
 
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/cache/redistest"
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors/facts"
 )
 
@@ -424,8 +425,8 @@ func (l keyLayout) check(t *testing.T, c *redistest.Cluster) {
 // to a minute.
 func TestRedisClusterCallsFollowAPromotion(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
-	r, err := cache.NewRedis(cache.RedisConfig{Addrs: c.Addrs(), DialTimeout: cache.Duration(time.Second),
-		ReadTimeout: cache.Duration(time.Second), WriteTimeout: cache.Duration(time.Second)}, nil)
+	r, err := cache.NewRedis(cache.RedisConfig{Addrs: c.Addrs(), DialTimeout: units.Duration(time.Second),
+		ReadTimeout: units.Duration(time.Second), WriteTimeout: units.Duration(time.Second)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

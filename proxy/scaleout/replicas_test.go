@@ -21,7 +21,7 @@ import (
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/interceptors/facts"
-	"github.com/factgate/factgate/interceptors/scope"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/proxy"
 	"github.com/factgate/factgate/proxy/mockupstream"
@@ -242,7 +242,7 @@ func (r *replica) chat(text, session string) (answer, error) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", clientAuth)
 	if session != "" {
-		req.Header.Set(scope.HeaderSession, session)
+		req.Header.Set(reqcontext.HeaderSession, session)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/semantic"
 	"github.com/factgate/factgate/knowledge"
@@ -148,7 +149,7 @@ func TestMeasureReadsTheTrace(t *testing.T) {
 	u := func(p, c int) interceptors.Usage {
 		return interceptors.Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: p + c}
 	}
-	d := func(ms int) interceptors.Duration { return interceptors.Duration(time.Duration(ms) * time.Millisecond) }
+	d := func(ms int) units.Millis { return units.Millis(time.Duration(ms) * time.Millisecond) }
 	tr := &interceptors.Trace{
 		Attempts: []interceptors.Attempt{
 			{Kind: "draft", Duration: d(900), Usage: u(1000, 50)},
@@ -258,7 +259,7 @@ func (f *fakeProxy) serve(w http.ResponseWriter, r *http.Request) {
 	c := f.script[r.Header.Get(CaseHeader)]
 	tr := interceptors.NewTrace("scenes")
 	tr.Attempts = []interceptors.Attempt{{Kind: "draft", Issues: c.draftIssues}}
-	tr.Calls = []interceptors.Call{{Kind: "judge", Result: semantic.ResultOK, Duration: interceptors.Duration(time.Millisecond)}}
+	tr.Calls = []interceptors.Call{{Kind: "judge", Result: semantic.ResultOK, Duration: units.Millis(time.Millisecond)}}
 	answer := ex.Response.Content()
 	if c.final != "" {
 		answer = `{"kind": "` + c.final + `", "title": "t", "summary": "s"}`

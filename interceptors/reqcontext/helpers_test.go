@@ -1,4 +1,4 @@
-package scope
+package reqcontext
 
 import (
 	"encoding/json"
@@ -35,7 +35,7 @@ func testDeps(t testing.TB, pack string) interceptors.Deps {
 	return interceptors.Deps{Route: "test", Pack: p, Library: lib}
 }
 
-func newResolver(t testing.TB, cfg *Config) *Resolver {
+func newResolver(t testing.TB, cfg *Config) *Interceptor {
 	t.Helper()
 	r, err := New(cfg, testDeps(t, "ra3"))
 	if err != nil {

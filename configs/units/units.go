@@ -1,6 +1,12 @@
-package cache
+// Package units holds the value types of factgate's configuration and API that
+// are not plain numbers: sizes that read as "64MiB" (ByteSize), durations that read
+// as "30s" (Duration), and durations that marshal as milliseconds in traces
+// (Millis). It is a leaf: it imports nothing from factgate, so every layer —
+// proxy, interceptors, cache — can use it.
+package units
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -175,4 +181,23 @@ func yamlKind(node *yaml.Node) string {
 	default:
 		return "document"
 	}
+}
+
+// Millis is a duration that marshals to JSON as milliseconds with a fraction
+// ("12.345"): the unit of every duration in a trace.
+type Millis time.Duration
+
+// MarshalJSON renders milliseconds ("12.345").
+func (d Millis) MarshalJSON() ([]byte, error) {
+	return json.Marshal(float64(d) / float64(time.Millisecond))
+}
+
+// UnmarshalJSON reads milliseconds.
+func (d *Millis) UnmarshalJSON(b []byte) error {
+	var ms float64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return err
+	}
+	*d = Millis(ms * float64(time.Millisecond))
+	return nil
 }

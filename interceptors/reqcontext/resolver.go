@@ -1,4 +1,4 @@
-package scope
+package reqcontext
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
-// Resolver is the context stage: one request phase that resolves the request
+// Interceptor is the context stage: one request phase that resolves the request
 // context (see the package doc), stores it in the exchange (FromExchange), records
 // it in the trace and strips factgate's metadata keys from the outgoing body.
 //
@@ -27,7 +27,7 @@ import (
 // the OpenAI error envelope that names the field and the known sets. Everything
 // else falls through to the next step: a request without an operation log gets the
 // default set, without error.
-type Resolver struct {
+type Interceptor struct {
 	pack   *knowledge.Pack
 	lib    *knowledge.Library
 	route  Config
@@ -38,14 +38,14 @@ type Resolver struct {
 
 // New builds the context stage for a route. cfg holds the route's defaults (nil:
 // none); deps.Pack and deps.Library are required. Errors name the offending key.
-func New(cfg *Config, deps interceptors.Deps) (*Resolver, error) {
+func New(cfg *Config, deps interceptors.Deps) (*Interceptor, error) {
 	if deps.Pack == nil {
 		return nil, errors.New("the context stage needs the route's pack (set pack)")
 	}
 	if deps.Library == nil {
 		return nil, errors.New("the context stage needs the knowledge library")
 	}
-	r := &Resolver{pack: deps.Pack, lib: deps.Library, header: map[string]string{}}
+	r := &Interceptor{pack: deps.Pack, lib: deps.Library, header: map[string]string{}}
 	r.dims = packDimensions(deps.Pack, deps.Library)
 	route, err := cfg.validate(deps.Pack, deps.Library, r.dims)
 	if err != nil {
@@ -64,7 +64,7 @@ func New(cfg *Config, deps interceptors.Deps) (*Resolver, error) {
 }
 
 // Name implements interceptors.Interceptor.
-func (r *Resolver) Name() string { return "context" }
+func (r *Interceptor) Name() string { return "context" }
 
 // metaItem is one factgate.* metadata member.
 type metaItem struct {
@@ -74,7 +74,7 @@ type metaItem struct {
 }
 
 // OnRequest implements interceptors.RequestPhase.
-func (r *Resolver) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
+func (r *Interceptor) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
 	c, meta, notes, err := r.resolve(ex)
 	if err != nil {
 		return err
@@ -96,7 +96,7 @@ func (r *Resolver) OnRequest(_ context.Context, ex *interceptors.Exchange) error
 // resolve reads the request context and returns it with the factgate.* metadata
 // members (to strip) and remarks for the trace. The context's strings are copies:
 // the body is edited afterwards.
-func (r *Resolver) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
+func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
 	body := bytesView(ex.Body)
 	meta := factgateMetadata(body)
 	heads := userTextHeads(body, r.limit)
@@ -225,7 +225,7 @@ func (r *Resolver) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []s
 }
 
 // checkSet fails with a 400 when name is not a knowledge set of the route's pack.
-func (r *Resolver) checkSet(name, param, where string) error {
+func (r *Interceptor) checkSet(name, param, where string) error {
 	if r.pack.Set(name) != nil {
 		return nil
 	}
@@ -408,4 +408,4 @@ func stripMetadata(body []byte, meta []metaItem) []byte {
 }
 
 // Interface guard.
-var _ interceptors.RequestPhase = (*Resolver)(nil)
+var _ interceptors.RequestPhase = (*Interceptor)(nil)

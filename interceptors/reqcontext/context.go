@@ -1,7 +1,8 @@
-// Package scope resolves a chat completion's request context — which knowledge set
-// applies, which scope values (factions in player order, the map), which players,
-// which session — before anything else reads the request. It is the "context" stage
-// of a route's chain; it runs on every route with a pack.
+// Package reqcontext resolves a chat completion's request context — which
+// knowledge set applies, which scope values (factions in player order, the map),
+// which players, which session — before anything else reads the request. It is
+// the "context" stage of a route's chain (Stage; the route's context block); it
+// runs on every route with a pack.
 //
 // Each item is resolved on its own, first hit wins (PRODUCT.md §5):
 //
@@ -16,7 +17,7 @@
 //
 // Players come from extraction only. Every factgate.* metadata key is stripped from
 // the request before it is forwarded.
-package scope
+package reqcontext
 
 import (
 	"github.com/factgate/factgate/interceptors"

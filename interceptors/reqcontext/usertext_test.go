@@ -1,4 +1,4 @@
-package scope
+package reqcontext
 
 import (
 	"encoding/json"
