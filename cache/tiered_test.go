@@ -91,6 +91,13 @@ func (f *fakeRedis) HashGetAll(ctx context.Context, key string) (map[string]int6
 	return counters, err
 }
 
+func (f *fakeRedis) HashIncrGetAll(ctx context.Context, key string, deltas map[string]int64, ttl time.Duration) (map[string]int64, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f.store.HashIncrGetAll(ctx, key, deltas, ttl)
+}
+
 func (f *fakeRedis) countersWithTTL(ctx context.Context, key string) (map[string]int64, time.Duration, error) {
 	if err := f.check(); err != nil {
 		return nil, 0, err
@@ -500,4 +507,37 @@ func BenchmarkTieredGetMemoryHit(b *testing.B) {
 			b.Fatal("miss")
 		}
 	}
+}
+
+// TestTieredIncrGetAllCountsAcrossReplicasAndFailsOpen: replicas counting against
+// one limit each read the aggregate their increment made; while Redis is down each
+// keeps counting from the last aggregate it saw plus its own increments, and those
+// reach Redis once it is back.
+func TestTieredIncrGetAllCountsAcrossReplicasAndFailsOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	shared := newFakeRedis()
+	a := newTieredFixture(t, shared, TieredConfig{ProbeInterval: Duration(5 * time.Millisecond)}).cache
+	b := newTieredFixture(t, shared, TieredConfig{ProbeInterval: noProbe}).cache
+	one := map[string]int64{"requests": 1}
+	var seen []int64
+	for _, c := range []*Tiered{a, b, a, b} {
+		got, err := c.HashIncrGetAll(ctx, "ratelimit:{k}:1", one, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, got["requests"])
+	}
+	if !slices.Equal(seen, []int64{1, 2, 3, 4}) {
+		t.Errorf("replicas alternating read %v, want 1 2 3 4", seen)
+	}
+	shared.down.Store(true)
+	if got, err := a.HashIncrGetAll(ctx, "ratelimit:{k}:1", one, time.Minute); err != nil || got["requests"] != 4 {
+		t.Errorf("during the outage replica a read %v, %v: want 4 (its last aggregate, 3, plus one)", got, err)
+	}
+	shared.down.Store(false)
+	waitFor(t, "the outage's increment replayed", func() bool {
+		counters, _ := shared.store.HashGetAll(ctx, "ratelimit:{k}:1")
+		return counters["requests"] == 5
+	})
 }
