@@ -245,7 +245,14 @@ func (cs *compiledScript) pick(q *chatRequest, h http.Header) (*compiledAnswer, 
 			continue
 		}
 		n := int(r.served.Add(1) - 1)
-		if n >= len(r.answers) {
+		if r.random != nil && r.random.fails(n) {
+			return r.randomAnswer, r.name
+		}
+		switch {
+		case n < len(r.answers):
+		case r.cycle:
+			n %= len(r.answers)
+		default:
 			n = len(r.answers) - 1
 		}
 		return r.answers[n], r.name
