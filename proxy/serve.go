@@ -115,6 +115,9 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 		s.fail(rc, s.passMetrics, start, aerr)
 		return
 	}
+	if !s.checkRateLimit(rc, client, start) {
+		return
+	}
 	body := rc.PostBody()
 	// The bounded check comes before anything recursive reads the body (gjson's
 	// own validity check overflowed the stack on 5.6 MB of "[").
@@ -143,7 +146,7 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 		if rt.upstreamModel != "" && rt.upstreamModel != model.Str {
 			out, _ = sjson.SetBytes(body, "model", rt.upstreamModel)
 		}
-		s.forward(rc, rt.up, rt.metrics, out, start, client)
+		s.forward(rc, rt.targets, rt.modelSwap(model.Str), rt.metrics, out, start, client)
 		return
 	}
 	s.intercept(rc, rt, body, model.Str, client, start)
@@ -163,10 +166,15 @@ func (s *Server) handlePassthrough(rc *fasthttp.RequestCtx) {
 		s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found", "no upstream for %s", rc.Path()))
 		return
 	}
+	if !s.checkRateLimit(rc, client, start) {
+		return
+	}
 	if s.serveModels(rc, client, start) {
 		return
 	}
-	s.forward(rc, s.passUp, s.passMetrics, rc.PostBody(), start, client)
+	// Other paths carry no model the route could swap: each upstream gets the
+	// request as the client sent it.
+	s.forward(rc, s.passTargets, nil, s.passMetrics, rc.PostBody(), start, client)
 }
 
 // handleReady serves /readyz: 200 "ready" or "degraded" (serving, with failing
