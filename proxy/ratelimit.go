@@ -66,10 +66,6 @@ const (
 // windowTTL keeps a window's counters a little past its end.
 const windowTTL = 2 * rateLimitWindow
 
-// rateLimitTimeout bounds the cache calls of the limiter: a Redis that hangs must
-// not hold requests (the memory tier answers once it is marked failing).
-const rateLimitTimeout = time.Second
-
 // newRateLimiter returns nil when no key has a limit.
 func newRateLimiter(cfg *Config, c cache.Cache, m *metrics, log *slog.Logger, now func() time.Time) *rateLimiter {
 	limits := map[string]clientLimit{}
@@ -109,9 +105,9 @@ func (l *rateLimiter) admit(client string) (*rateWindow, *interceptors.Error) {
 		key:   "ratelimit:" + cache.HashTag(client) + ":" + strconv.FormatInt(start.Unix(), 10),
 		reset: start.Add(rateLimitWindow).Sub(now),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), rateLimitTimeout)
-	counters, err := l.cache.HashIncrGetAll(ctx, w.key, map[string]int64{windowRequests: 1}, windowTTL)
-	cancel()
+	// The Redis client's own timeouts (cache.redis.read_timeout) bound the call;
+	// once Redis fails, the cache answers from memory without asking it.
+	counters, err := l.cache.HashIncrGetAll(context.Background(), w.key, map[string]int64{windowRequests: 1}, windowTTL)
 	if err != nil {
 		// Failing open: the request is not counted rather than refused.
 		l.log.Warn("rate limit: counting the request failed; admitting it", "client", client, "error", err)
@@ -139,9 +135,7 @@ func (w *rateWindow) spend(tokens int) {
 	if w == nil || w.limit.tokens == 0 || tokens <= 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), rateLimitTimeout)
-	defer cancel()
-	if err := w.l.cache.HashIncr(ctx, w.key, map[string]int64{windowTokens: int64(tokens)}, windowTTL); err != nil {
+	if err := w.l.cache.HashIncr(context.Background(), w.key, map[string]int64{windowTokens: int64(tokens)}, windowTTL); err != nil {
 		w.l.log.Warn("rate limit: counting an answer's tokens failed", "client", w.client, "tokens", tokens, "error", err)
 	}
 }

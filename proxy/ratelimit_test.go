@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -164,6 +165,27 @@ func TestRateLimitsFailOpenToEachReplicasOwnCount(t *testing.T) {
 			if status != want {
 				t.Fatalf("request %d on one replica with Redis down: %d %s, want %d", i+1, status, body, want)
 			}
+		}
+	}
+}
+
+// BenchmarkRateLimitAdmit measures counting one request of a limited key in the
+// memory cache (what every request of a limited key pays, plus a Redis round
+// trip when the cache has Redis).
+func BenchmarkRateLimitAdmit(b *testing.B) {
+	cfg, err := ParseConfig([]byte(strings.ReplaceAll(strings.ReplaceAll(rateLimitConfig, "%CACHE%", ""), "%MOCK%", "http://127.0.0.1:1/v1")), "bench.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Auth.Keys[0].RateLimit = &RateLimitConfig{RequestsPerMinute: new(int64(1 << 40))}
+	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if w, e := s.limiter.admit("app"); w == nil || e != nil {
+			b.Fatal(e)
 		}
 	}
 }
