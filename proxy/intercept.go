@@ -364,8 +364,10 @@ wait:
 				late = append(late, HeaderUpstream+": "+caller.upstreamName())
 			}
 			if sent == nil && o.ex.Response.OK() {
+				limited := rateWindowOf(rc) != nil
 				for _, h := range o.ex.Response.Header {
-					if !strings.EqualFold(h[0], "Content-Type") {
+					// A limited client's x-ratelimit-* are its own, in the headers.
+					if !strings.EqualFold(h[0], "Content-Type") && !(limited && isRateLimitHeader(h[0])) {
 						late = append(late, h[0]+": "+h[1])
 					}
 				}

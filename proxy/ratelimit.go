@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -146,6 +147,16 @@ func (w *rateWindow) spend(tokens int) {
 var rateLimitHeaders = [...]string{
 	"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
 	"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens",
+}
+
+// isRateLimitHeader reports one of rateLimitHeaders, in any case.
+func isRateLimitHeader(name string) bool {
+	for _, h := range rateLimitHeaders {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // setHeaders writes the window's state as OpenAI does: limit, remaining, and the
