@@ -69,18 +69,8 @@ type APIKeyRef struct {
 
 // UnmarshalYAML reads a bare environment variable name or {env, weight}.
 func (k *APIKeyRef) UnmarshalYAML(node *yaml.Node) error {
-	if node.Kind == yaml.ScalarNode {
-		k.Env = node.Value
-		return nil
-	}
-	if node.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: an api key is an environment variable name or {env, weight}", node.Line)
-	}
-	if err := checkKeys(node, "env", "weight"); err != nil {
-		return err
-	}
 	type plain APIKeyRef
-	return node.Decode((*plain)(k))
+	return nameOrMapping(node, &k.Env, (*plain)(k), "an api key is an environment variable name or {env, weight}", "env", "weight")
 }
 
 // RouteUpstream is one upstream of a route's ordered list: its name and the model
@@ -97,18 +87,24 @@ type RouteUpstream struct {
 
 // UnmarshalYAML reads a bare upstream name or {name, upstream_model}.
 func (r *RouteUpstream) UnmarshalYAML(node *yaml.Node) error {
-	if node.Kind == yaml.ScalarNode {
-		r.Name = node.Value
-		return nil
-	}
-	if node.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: a route's upstream is an upstream name or {name, upstream_model}", node.Line)
-	}
-	if err := checkKeys(node, "name", "upstream_model"); err != nil {
-		return err
-	}
 	type plain RouteUpstream
-	return node.Decode((*plain)(r))
+	return nameOrMapping(node, &r.Name, (*plain)(r), "a route's upstream is an upstream name or {name, upstream_model}", "name", "upstream_model")
+}
+
+// nameOrMapping decodes a scalar into name, or a mapping with only the known
+// keys into v (a type without this unmarshaler); shape says what is expected.
+func nameOrMapping(node *yaml.Node, name *string, v any, shape string, known ...string) error {
+	switch node.Kind {
+	case yaml.ScalarNode:
+		*name = node.Value
+		return nil
+	case yaml.MappingNode:
+		if err := checkKeys(node, known...); err != nil {
+			return err
+		}
+		return node.Decode(v)
+	}
+	return fmt.Errorf("line %d: %s", node.Line, shape)
 }
 
 // checkKeys refuses a mapping key outside known: a custom unmarshaler's
