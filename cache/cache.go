@@ -35,6 +35,10 @@ type Cache interface {
 	HashIncr(ctx context.Context, key string, deltas map[string]int64, ttl time.Duration) error
 	// HashGetAll returns every counter of the hash under key.
 	HashGetAll(ctx context.Context, key string) (map[string]int64, error)
+	// HashIncrGetAll is HashIncr and HashGetAll in one atomic step: it returns
+	// every counter of the hash after the deltas were added, so that replicas
+	// counting against one limit each see the others' increments (rate limits).
+	HashIncrGetAll(ctx context.Context, key string, deltas map[string]int64, ttl time.Duration) (map[string]int64, error)
 
 	// Status reports the backend's health for /readyz.
 	Status() Status

@@ -233,6 +233,28 @@ func (m *Memory) HashIncr(_ context.Context, key string, deltas map[string]int64
 	return err
 }
 
+// HashIncrGetAll adds each delta to its counter under key, resets the hash's ttl
+// and returns a copy of every counter, in one step under the cache's lock.
+func (m *Memory) HashIncrGetAll(_ context.Context, key string, deltas map[string]int64, ttl time.Duration) (map[string]int64, error) {
+	var out map[string]int64
+	_, err := m.lru.Update(key, cacheTTL(ttl), func(old memoryItem, found bool) (memoryItem, error) {
+		if found && old.kind != kindHash {
+			return memoryItem{}, wrongKind(key, old.kind, kindHash)
+		}
+		counters := make(map[string]int64, len(old.counters)+len(deltas))
+		maps.Copy(counters, old.counters)
+		for field, delta := range deltas {
+			counters[field] += delta
+		}
+		out = maps.Clone(counters)
+		return hashItem(counters), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // replaceHash stores counters as the hash under key; the cache owns counters.
 func (m *Memory) replaceHash(key string, counters map[string]int64, ttl time.Duration) {
 	m.lru.Put(key, hashItem(counters), cacheTTL(ttl))

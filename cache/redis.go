@@ -436,6 +436,26 @@ func (r *Redis) HashIncr(ctx context.Context, key string, deltas map[string]int6
 	return r.wrap("hash_incr", key, r.observe(ctx, err, "hash_incr"))
 }
 
+// HashIncrGetAll adds each delta with HINCRBY, resets the hash's ttl and reads
+// every counter with HGETALL, all in one MULTI/EXEC: no other client's increment
+// falls between the two.
+func (r *Redis) HashIncrGetAll(ctx context.Context, key string, deltas map[string]int64, ttl time.Duration) (map[string]int64, error) {
+	full := r.prefix + key
+	var all *redis.MapStringStringCmd
+	_, err := r.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		for field, delta := range deltas {
+			pipe.HIncrBy(ctx, full, field, delta)
+		}
+		pipe.PExpire(ctx, full, r.ttl(ttl))
+		all = pipe.HGetAll(ctx, full)
+		return nil
+	})
+	if err = r.observe(ctx, err, "hash_incr"); err != nil {
+		return nil, r.wrap("hash_incr", key, err)
+	}
+	return parseCounters(key, all.Val())
+}
+
 // HashGetAll returns every counter of the hash under key; an absent hash has none.
 func (r *Redis) HashGetAll(ctx context.Context, key string) (map[string]int64, error) {
 	cctx, cancel := r.bound(ctx)

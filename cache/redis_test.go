@@ -230,6 +230,46 @@ func TestRedisReplicasShareRedis(t *testing.T) {
 	}
 }
 
+// TestRedisIncrGetAllIsAtomic: concurrent increments on two clients each read a
+// distinct count — no two requests counting against one limit see the same total.
+func TestRedisIncrGetAllIsAtomic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, prefix := newTestRedis(t)
+	b, err := NewRedis(RedisConfig{URL: testRedisURL(t), KeyPrefix: prefix}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	const n = 40
+	counts := make(chan int64, 2*n)
+	errs := make(chan error, 2*n)
+	for _, r := range []*Redis{a, b} {
+		for range n {
+			go func() {
+				got, err := r.HashIncrGetAll(ctx, "ratelimit:{k}:1", map[string]int64{"requests": 1}, time.Minute)
+				errs <- err
+				counts <- got["requests"]
+			}()
+		}
+	}
+	seen := map[int64]bool{}
+	for range 2 * n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		seen[<-counts] = true
+	}
+	for i := int64(1); i <= 2*n; i++ {
+		if !seen[i] {
+			t.Fatalf("no increment read %d: the counts seen were %v", i, seen)
+		}
+	}
+	if ttl := a.client.PTTL(ctx, prefix+"ratelimit:{k}:1").Val(); ttl <= 0 || ttl > time.Minute {
+		t.Errorf("the hash's ttl is %s, want at most 1m", ttl)
+	}
+}
+
 // TestRedisKilledMidTest kills the cache's Redis while in use: every call still
 // succeeds from memory, Status says degraded, errors are counted; Redis restarted
 // on the same port brings the cache back, and what was written meanwhile reaches it.

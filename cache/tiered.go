@@ -428,6 +428,41 @@ func (t *Tiered) HashGetAll(ctx context.Context, key string) (map[string]int64, 
 	return t.memory.HashGetAll(ctx, key)
 }
 
+// HashIncrGetAll adds the deltas in Redis and returns the aggregate every replica
+// counted (plus this replica's deltas still waiting to be replayed), mirrored in
+// memory. While Redis fails it adds them in memory and returns the memory
+// mirror's counters — the last aggregate read plus this replica's increments
+// since — and replays the deltas when Redis is back.
+func (t *Tiered) HashIncrGetAll(ctx context.Context, key string, deltas map[string]int64, ttl time.Duration) (map[string]int64, error) {
+	local, err := t.memory.HashIncrGetAll(ctx, key, deltas, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if t.useRemote() {
+		counters, err := t.remote.HashIncrGetAll(ctx, key, deltas, ttl)
+		if err == nil {
+			t.succeeded()
+			t.mu.Lock()
+			waiting, _ := t.pending.deltas(key)
+			replaying, _ := t.inflight.deltas(key)
+			t.mu.Unlock()
+			for field, delta := range waiting {
+				counters[field] += delta
+			}
+			for field, delta := range replaying {
+				counters[field] += delta
+			}
+			t.memory.replaceHash(key, maps.Clone(counters), ttl)
+			return counters, nil
+		}
+		t.failed(ctx, "hash_incr", err)
+	}
+	if len(deltas) > 0 {
+		t.keepPending(func(p *pendingWrites, limit pendingLimits) bool { return p.addDeltas(key, deltas, ttl, limit) })
+	}
+	return local, nil
+}
+
 // Status reports "memory+redis", degraded while Redis fails.
 func (t *Tiered) Status() Status { return t.health.status("memory+redis") }
 

@@ -93,6 +93,13 @@ func (f *fakeRedis) HashGetAll(ctx context.Context, key string) (map[string]int6
 	return counters, err
 }
 
+func (f *fakeRedis) HashIncrGetAll(ctx context.Context, key string, deltas map[string]int64, ttl time.Duration) (map[string]int64, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f.store.HashIncrGetAll(ctx, key, deltas, ttl)
+}
+
 func (f *fakeRedis) countersWithTTL(ctx context.Context, key string) (map[string]int64, time.Duration, error) {
 	if err := f.check(); err != nil {
 		return nil, 0, err
@@ -709,4 +716,37 @@ func TestTieredSetMembersConfirmed(t *testing.T) {
 	if got, confirmed, err := SetMembersConfirmed(ctx, m, "k"); err != nil || !confirmed || !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("memory only: %q, confirmed %v, %v; want confirmed (one replica's whole truth)", got, confirmed, err)
 	}
+}
+
+// TestTieredIncrGetAllCountsAcrossReplicasAndFailsOpen: replicas counting against
+// one limit each read the aggregate their increment made; while Redis is down each
+// keeps counting from the last aggregate it saw plus its own increments, and those
+// reach Redis once it is back.
+func TestTieredIncrGetAllCountsAcrossReplicasAndFailsOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	shared := newFakeRedis()
+	a := newTieredFixture(t, shared, TieredConfig{ProbeInterval: units.Duration(5 * time.Millisecond)}).cache
+	b := newTieredFixture(t, shared, TieredConfig{ProbeInterval: noProbe}).cache
+	one := map[string]int64{"requests": 1}
+	var seen []int64
+	for _, c := range []*Tiered{a, b, a, b} {
+		got, err := c.HashIncrGetAll(ctx, "ratelimit:{k}:1", one, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, got["requests"])
+	}
+	if !slices.Equal(seen, []int64{1, 2, 3, 4}) {
+		t.Errorf("replicas alternating read %v, want 1 2 3 4", seen)
+	}
+	shared.down.Store(true)
+	if got, err := a.HashIncrGetAll(ctx, "ratelimit:{k}:1", one, time.Minute); err != nil || got["requests"] != 4 {
+		t.Errorf("during the outage replica a read %v, %v: want 4 (its last aggregate, 3, plus one)", got, err)
+	}
+	shared.down.Store(false)
+	waitFor(t, "the outage's increment replayed", func() bool {
+		counters, _ := shared.store.HashGetAll(ctx, "ratelimit:{k}:1")
+		return counters["requests"] == 5
+	})
 }

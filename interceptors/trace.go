@@ -36,6 +36,12 @@ type Trace struct {
 	// Calls are the hidden calls that produce no answer — the LLM-backed
 	// validators' judge calls — in the order they ended.
 	Calls []Call `json:"calls,omitempty"`
+	// Upstream names the upstream that served the first answer (the draft): the
+	// route's first, or a fallback when that one was exhausted.
+	Upstream string `json:"upstream,omitempty"`
+	// UpstreamAttempts are every try of every upstream call of the request, the
+	// draft's and the hidden calls', in order: retries and fallbacks included.
+	UpstreamAttempts []UpstreamAttempt `json:"upstream_attempts,omitempty"`
 	// Final says which attempt was returned and how ("accepted", "resolved",
 	// "downgraded", "failed"). With several validated choices it is the choice
 	// whose outcome says most (failed, downgraded, improved, resolved, accepted, in
@@ -154,6 +160,30 @@ type Call struct {
 	Error string `json:"error,omitempty"`
 }
 
+// UpstreamAttempt is one try of an upstream call.
+type UpstreamAttempt struct {
+	// Upstream names the upstream tried.
+	Upstream string `json:"upstream"`
+	// Key names the provider key used by its environment variable ("" when the
+	// client's own credentials went, or none). Never the key itself.
+	Key string `json:"key,omitempty"`
+	// Status is the upstream's HTTP status (0 when none came).
+	Status int `json:"status,omitempty"`
+	// Outcome is how the try ended: ok, client_error, unauthorized,
+	// rate_limited, server_error, connect_error, timeout, failed, saturated,
+	// cancelled — or circuit_open and keys_cooling for an upstream skipped
+	// without a call.
+	Outcome string `json:"outcome"`
+	// Error is the transport failure, when there was one.
+	Error string `json:"error,omitempty"`
+	// Wait is how long the proxy waited before this try (backoff, the provider's
+	// Retry-After, a key's cooldown).
+	Wait units.Millis `json:"wait,omitempty"`
+	// Duration is how long the try took, until the answer's headers (the whole
+	// answer when it is read at once).
+	Duration units.Millis `json:"duration"`
+}
+
 // FinalOutcome says which attempt was returned.
 type FinalOutcome struct {
 	// Choice is the index of the choice.
@@ -252,6 +282,11 @@ func (t *Trace) AddAttempt(a Attempt) int {
 		n = len(t.Attempts) - 1
 	})
 	return n
+}
+
+// AddUpstreamAttempt appends one try of an upstream call.
+func (t *Trace) AddUpstreamAttempt(a UpstreamAttempt) {
+	t.Do(func(t *Trace) { t.UpstreamAttempts = append(t.UpstreamAttempts, a) })
 }
 
 // AddCall appends a hidden call.

@@ -106,6 +106,9 @@ type AuthConfig struct {
 	Mode string `yaml:"mode"`
 	// Keys are the proxy-issued client keys (mode keys).
 	Keys []ClientKeyConfig `yaml:"keys"`
+	// RateLimit is every key's requests and tokens per minute unless the key
+	// sets its own (mode keys). Absent: no limit.
+	RateLimit RateLimitConfig `yaml:"rate_limit"`
 }
 
 // ClientKeyConfig is one proxy-issued client key. The key itself comes from the
@@ -120,6 +123,8 @@ type ClientKeyConfig struct {
 	// and requests in the console, and edit knowledge overlays there; other keys
 	// read only their own. Default false.
 	Admin bool `yaml:"admin"`
+	// RateLimit replaces the fields of auth.rate_limit it sets, for this key.
+	RateLimit *RateLimitConfig `yaml:"rate_limit"`
 }
 
 // UpstreamConfig is one OpenAI-compatible provider.
@@ -131,6 +136,18 @@ type UpstreamConfig struct {
 	// APIKeyEnv names the environment variable with the provider key, used in auth
 	// mode keys (and in passthrough mode when the client sends no Authorization).
 	APIKeyEnv string `yaml:"api_key_env"`
+	// APIKeyEnvs is a pool of provider keys, instead of APIKeyEnv: calls spread
+	// over them by weight, and a key the provider answers 401 or 429 cools down
+	// while the others carry on.
+	APIKeyEnvs []APIKeyRef `yaml:"api_key_envs"`
+	// KeyCooldown is how long a pool key the provider rejected (401) is left out;
+	// a 429 leaves it out for the provider's requested wait, at most this long.
+	// Default 60s.
+	KeyCooldown units.Duration `yaml:"key_cooldown"`
+	// Retry says how failed calls are retried. See RetryConfig.
+	Retry RetryConfig `yaml:"retry"`
+	// Breaker is the upstream's circuit breaker. See BreakerConfig.
+	Breaker BreakerConfig `yaml:"breaker"`
 	// ConnectTimeout bounds dialing (and waiting for a free slot under
 	// MaxConcurrent). Default 5s.
 	ConnectTimeout units.Duration `yaml:"connect_timeout"`
@@ -167,11 +184,18 @@ type RouteConfig struct {
 	Models []string `yaml:"models"`
 	// Default makes the route serve models no other route names. At most one.
 	Default bool `yaml:"default"`
-	// Upstream names an entry of upstreams.
+	// Upstream names an entry of upstreams. Exclusive with Upstreams.
 	Upstream string `yaml:"upstream"`
 	// UpstreamModel replaces the request's model before forwarding ("deepseek-chat").
-	// Empty keeps the client's model.
+	// Empty keeps the client's model. Only with Upstream.
 	UpstreamModel string `yaml:"upstream_model"`
+	// Upstreams lists the route's upstreams in order, each with its own model:
+	// when one is exhausted (its retries spent, its circuit open, unreachable) the
+	// next answers. UpstreamList reads either form.
+	Upstreams []RouteUpstream `yaml:"upstreams"`
+	// Retry, when set, replaces the fields it sets of each upstream's retry block
+	// for this route's calls.
+	Retry *RetryConfig `yaml:"retry"`
 	// StreamReasoning forwards upstream reasoning_content live to streaming clients
 	// while the content is held for validation.
 	StreamReasoning bool `yaml:"stream_reasoning"`
@@ -343,6 +367,12 @@ func (c *Config) applyDefaults() {
 		if u.API == "" {
 			u.API = APIChat
 		}
+		if u.KeyCooldown == 0 {
+			u.KeyCooldown = units.Duration(DefaultKeyCooldown)
+		}
+		if u.Breaker.Cooldown == 0 {
+			u.Breaker.Cooldown = units.Duration(DefaultBreakerCooldown)
+		}
 		c.Upstreams[name] = u
 	}
 	if c.Traces.TTL == 0 {
@@ -385,12 +415,17 @@ func (c *Config) Validate() error {
 		if len(c.Auth.Keys) > 0 {
 			add("auth.keys: keys are only used with auth.mode: keys")
 		}
+		if c.Auth.RateLimit.set() {
+			add("auth.rate_limit: rate limits are per client key: they need auth.mode: keys")
+		}
 	case "keys":
 		if len(c.Auth.Keys) == 0 {
 			add("auth.keys: auth.mode keys needs at least one key")
 		}
 		seen := map[string]bool{}
+		c.Auth.RateLimit.validate("auth.rate_limit", add)
 		for i, k := range c.Auth.Keys {
+			k.RateLimit.validate(fmt.Sprintf("auth.keys[%d].rate_limit", i), add)
 			if k.Name == "" {
 				add("auth.keys[%d].name: missing", i)
 			}
@@ -431,6 +466,7 @@ func (c *Config) Validate() error {
 		default:
 			add("upstreams.%s.api: %q is not chat or responses", name, u.API)
 		}
+		u.validateResilience(name, add)
 	}
 	if len(c.Routes) == 0 {
 		add("routes: at least one route is required")
@@ -449,11 +485,7 @@ func (c *Config) Validate() error {
 			add("%s.name: duplicate route name %q", where, r.Name)
 		}
 		names[r.Name] = true
-		if r.Upstream == "" {
-			add("%s.upstream: missing", where)
-		} else if _, ok := c.Upstreams[r.Upstream]; !ok {
-			add("%s.upstream: no upstream named %q", where, r.Upstream)
-		}
+		r.validateUpstreams(where, c.Upstreams, add)
 		if r.Default {
 			defaults++
 		}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -18,41 +20,49 @@ func isStreamed(h *fasthttp.ResponseHeader) bool {
 	return cl < 0 || cl > 1<<20
 }
 
-// forward relays one request to up and the answer back, streaming when the
-// answer is a stream or large.
-func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics, body []byte, start time.Time, client string) {
-	s.forwardEdited(rc, up, rm, body, start, client, nil)
+// forward relays one request to targets (a route's upstreams, in order, with
+// their retries) and the answer back, streaming when the answer is a stream or
+// large. models, when set, gives each upstream its model (a chat completion).
+func (s *Server) forward(rc *fasthttp.RequestCtx, targets []target, models *modelSwap, rm *routeMetrics, body []byte, start time.Time, client string) {
+	s.forwardEdited(rc, targets, models, rm, body, start, client, nil)
 }
 
 // forwardEdited is forward with an edit of the answer: when edit is not nil, an
 // answer that is not an event stream is read whole (bounded by
 // server.max_response_body), uncompressed, and edit returns the body the client
 // gets (edit must return its input when it has nothing to change).
-func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, up *upstream, rm *routeMetrics, body []byte, start time.Time, client string, edit func(status int, body []byte) []byte) {
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	req.Header.SetMethodBytes(rc.Method())
-	uri := up.targetURI(make([]byte, 0, 64), rc.Path(), rc.URI().QueryString())
-	req.Header.SetRequestURIBytes(uri)
-	s.copyRequestHeaders(&req.Header, &rc.Request.Header, up, false, false)
-	req.SetBodyRaw(body)
+func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models *modelSwap, rm *routeMetrics, body []byte, start time.Time, client string, edit func(status int, body []byte) []byte) {
 	streamed, maxBody := isStreamed, 0
 	if edit != nil {
-		// A compressed body could not be edited.
-		req.Header.Del("Accept-Encoding")
 		streamed = func(h *fasthttp.ResponseHeader) bool { return isEventStream(h.ContentType()) }
 		maxBody = int(s.cfg.Server.MaxResponseBody)
 	}
-
 	ctx, cancel := context.WithCancelCause(context.Background())
 	wc, _ := rc.Conn().(*watchConn)
 	if wc != nil {
 		wc.arm(cancel)
 	}
+	sp := &sendPlan{
+		targets: targets,
+		header:  &rc.Request.Header,
+		stream:  streamed,
+		maxBody: maxBody,
+		build: func(req *fasthttp.Request, t *target, key string) {
+			req.Header.SetMethodBytes(rc.Method())
+			req.Header.SetRequestURIBytes(t.up.targetURI(make([]byte, 0, 64), rc.Path(), rc.URI().QueryString()))
+			s.copyRequestHeaders(&req.Header, &rc.Request.Header, t.up, key, false, t.foreign)
+			if edit != nil {
+				// A compressed body could not be edited.
+				req.Header.Del("Accept-Encoding")
+			}
+			req.SetBodyRaw(models.bodyFor(t, body))
+		},
+	}
 	upStart := time.Now()
-	cl, err := up.do(ctx, req, resp, streamed, maxBody)
-	fasthttp.ReleaseRequest(req)
-	if err != nil {
+	res := s.send(ctx, sp)
+	served := targets[min(res.served, len(targets)-1)].up
+	if res.err != nil {
+		err := res.err
 		if wc != nil {
 			wc.disarm()
 		}
@@ -60,26 +70,33 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, up *upstream, rm *routeM
 			err = context.Canceled
 		}
 		cancel(nil)
-		fasthttp.ReleaseResponse(resp)
-		e := upstreamError(up.name, err)
+		e := upstreamError(served.name, err)
 		rm.error(e.Code)
 		total := time.Since(start)
 		rm.observe(e.Status, total, time.Since(upStart))
 		writeError(rc, e)
+		setRetryAfter(&rc.Response.Header, err)
+		rc.Response.Header.Set(HeaderUpstream, served.name)
 		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(total-time.Since(upStart)))
+		s.setRateLimitHeaders(rc)
 		s.logAccess(rm.name, rc, e.Status, total, time.Since(upStart), client, e.Code)
 		return
 	}
+	cl, resp := res.cl, res.resp
 	upHeaders := time.Since(upStart)
 	copyResponseHeaders(&rc.Response.Header, &resp.Header)
-	if !cl.stream {
+	rc.Response.Header.Set(HeaderUpstream, served.name)
+	s.setRateLimitHeaders(rc)
+	if cl == nil || !cl.stream {
 		out := resp.Body()
 		if edit != nil && len(resp.Header.ContentEncoding()) == 0 {
 			out = edit(resp.StatusCode(), out)
 		}
 		rc.Response.SetBody(out)
-		cl.Close(true)
-		fasthttp.ReleaseResponse(resp)
+		if s.countsTokens(rc) {
+			s.spendTokens(rc, answerTokens(resp))
+		}
+		res.close(true)
 		if wc != nil {
 			wc.disarm()
 		}
@@ -93,11 +110,14 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, up *upstream, rm *routeM
 	overhead := time.Since(start) - upHeaders
 	rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(overhead))
 	status := rc.Response.StatusCode()
+	var usage *usageScanner
+	if s.countsTokens(rc) {
+		usage = &usageScanner{spend: func(n int) { s.spendTokens(rc, n) }}
+	}
 	// fasthttp reads the body from relayBody on the connection's goroutine and writes
 	// each read as one flushed chunk, so events reach the client as they arrive.
-	rc.Response.SetBodyStream(&relayBody{cl: cl, r: cl.body(), done: func(complete, clientGone bool) {
-		cl.Close(complete)
-		fasthttp.ReleaseResponse(resp)
+	rc.Response.SetBodyStream(&relayBody{cl: cl, r: cl.body(), usage: usage, done: func(complete, clientGone bool) {
+		res.close(complete)
 		if wc != nil {
 			wc.disarm()
 		}
@@ -116,6 +136,9 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, up *upstream, rm *routeM
 			st, code = StatusClientClosed, "client_closed_request"
 		case !complete:
 			st, code = fasthttp.StatusBadGateway, "upstream_stream_broken"
+			// Too late to retry (the client has part of the answer), but the
+			// breaker hears of it.
+			served.breaker.record(false, verdictFailure, time.Now())
 		}
 		if code != "" {
 			rm.error(code)
@@ -125,6 +148,38 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, up *upstream, rm *routeM
 	}}, -1)
 }
 
+// HeaderUpstream names, on every proxied answer, the upstream that served it (or
+// whose failure the client gets).
+const HeaderUpstream = "X-Factgate-Upstream"
+
+// modelSwap gives each upstream of a route its model: a chat request asking for
+// the route's model (what its first upstream gets) is sent to another upstream
+// with that upstream's upstream_model, or the client's model when it has none. A
+// request for any other model (a judge's own) is left alone. A nil modelSwap
+// changes nothing (paths other than chat completions).
+type modelSwap struct {
+	route  string // the model the route's first upstream gets
+	client string // the model the client asked for
+}
+
+// bodyFor returns body with the model t gets.
+func (m *modelSwap) bodyFor(t *target, body []byte) []byte {
+	if m == nil {
+		return body
+	}
+	want := t.model
+	if want == "" {
+		want = m.client
+	}
+	if want == m.route || gjson.GetBytes(body, "model").Str != m.route {
+		return body
+	}
+	if b, err := sjson.SetBytes(body, "model", want); err == nil {
+		return b
+	}
+	return body
+}
+
 // relayBody is the client response body of a streamed pass-through: it reads the
 // upstream body. When the upstream breaks off, its Read returns the error and
 // fasthttp closes the client connection without the final chunk, so the client
@@ -132,6 +187,7 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, up *upstream, rm *routeM
 type relayBody struct {
 	cl     *call
 	r      io.Reader
+	usage  *usageScanner // reads the usage of the answer's events; nil: not counted
 	eof    bool
 	broken bool // the upstream read failed
 	closed bool
@@ -140,6 +196,9 @@ type relayBody struct {
 
 func (b *relayBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
+	if b.usage != nil {
+		b.usage.scan(p[:n])
+	}
 	if err == io.EOF {
 		b.eof = true
 	} else if err != nil {

@@ -88,10 +88,13 @@ func containsFold(list [][]byte, k []byte) bool {
 // copyRequestHeaders copies the client's end-to-end headers onto an upstream
 // request and sets the upstream's host and credentials.
 //
-// ownKey forces the upstream's own key (api_key_env) instead of the client's
-// Authorization: the client's credentials belong to the route's provider and never
-// go to another one (an LLM-backed validator's judge on a different upstream).
-func (s *Server) copyRequestHeaders(dst *fasthttp.RequestHeader, src *fasthttp.RequestHeader, up *upstream, buffered, ownKey bool) {
+// ownKey forces the upstream's own key instead of the client's Authorization: the
+// client's credentials belong to the route's first provider and never go to
+// another one (a fallback, an LLM-backed validator's judge on a different
+// upstream). key is the provider key picked for this attempt ("" for none); it is
+// sent when the upstream's own key is due (auth mode keys, ownKey, or a client
+// without an Authorization header).
+func (s *Server) copyRequestHeaders(dst *fasthttp.RequestHeader, src *fasthttp.RequestHeader, up *upstream, key string, buffered, ownKey bool) {
 	useOwn := len(s.keys) > 0 || ownKey
 	extra := connectionTokens(src)
 	for k, v := range src.All() {
@@ -101,9 +104,15 @@ func (s *Server) copyRequestHeaders(dst *fasthttp.RequestHeader, src *fasthttp.R
 		dst.AddBytesKV(k, v)
 	}
 	dst.SetHost(up.hostHeader)
-	if up.apiKey != "" && (useOwn || len(src.Peek("Authorization")) == 0) {
-		dst.Set("Authorization", "Bearer "+up.apiKey)
+	if key != "" && (useOwn || len(src.Peek("Authorization")) == 0) {
+		dst.Set("Authorization", "Bearer "+key)
 	}
+}
+
+// usesOwnKey reports whether a call to an upstream sends the upstream's own key
+// rather than the client's credentials (see copyRequestHeaders).
+func (s *Server) usesOwnKey(src *fasthttp.RequestHeader, ownKey bool) bool {
+	return len(s.keys) > 0 || ownKey || len(src.Peek("Authorization")) == 0
 }
 
 func copyResponseHeaders(dst *fasthttp.ResponseHeader, src *fasthttp.ResponseHeader) {

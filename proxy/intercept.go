@@ -22,14 +22,26 @@ import (
 )
 
 // routeCaller is the Exchange's Upstream: it sends chat completions to the route's
-// upstream with the client's end-to-end headers and credentials, and adds up the
-// time spent waiting so the proxy's own overhead can be told apart.
+// upstreams (with their retries and fallbacks, see send) with the client's
+// end-to-end headers and credentials, and adds up the time spent waiting so the
+// proxy's own overhead can be told apart.
 type routeCaller struct {
-	s        *Server
-	up       *upstream
-	header   *fasthttp.RequestHeader // the client's headers, copied
-	maxBody  int
-	waitedNs *atomic.Int64 // shared by every caller of one request
+	s *Server
+	// up is the route's first upstream. A caller with no targets calls it alone
+	// (with its own retries and circuit breaker).
+	up *upstream
+	// targets are the route's upstreams in order; nil means up alone.
+	targets []target
+	// models gives each target its model; nil leaves the body's model alone.
+	models *modelSwap
+	// served is the index of the target that served the request's first answer
+	// (-1 before), shared by the callers of one request: the hidden calls go to
+	// it first. failed is the index of the target whose failure a call returned.
+	served, failed *atomic.Int32
+	trace          *interceptors.Trace     // records every attempt; nil: none
+	header         *fasthttp.RequestHeader // the client's headers, copied
+	maxBody        int
+	waitedNs       *atomic.Int64 // shared by every caller of one request
 	// inflight is when the upstream call in flight started (Unix ns; 0: none),
 	// shared like waitedNs, so the overhead can be told while a call runs.
 	inflight *atomic.Int64
@@ -54,17 +66,56 @@ const (
 	responsesPath = "/v1/responses"
 )
 
-// prepare makes req a chat completion request to the caller's upstream.
-func (c *routeCaller) prepare(req *fasthttp.Request, body []byte) { c.prepareAt(req, chatPath, body) }
+// plan is the sendPlan of one call POSTing body to path (chatPath, responsesPath).
+func (c *routeCaller) plan(path string, body []byte, stream func(*fasthttp.ResponseHeader) bool) *sendPlan {
+	targets := c.targets
+	if targets == nil {
+		targets = []target{{up: c.up, foreign: c.foreign, retry: c.up.retry}}
+	}
+	sp := &sendPlan{targets: targets, header: c.header, stream: stream, maxBody: c.maxBody, trace: c.trace}
+	if c.served != nil {
+		sp.first = max(int(c.served.Load()), 0)
+	}
+	sp.build = func(req *fasthttp.Request, t *target, key string) {
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.Header.SetRequestURIBytes(t.up.targetURI(make([]byte, 0, 64), []byte(path), nil))
+		c.s.copyRequestHeaders(&req.Header, c.header, t.up, key, true, t.foreign || c.foreign)
+		req.Header.SetContentType("application/json")
+		req.SetBodyRaw(c.models.bodyFor(t, body))
+	}
+	return sp
+}
 
-// prepareAt makes req a POST of body to path (chatPath, responsesPath) on the
-// caller's upstream.
-func (c *routeCaller) prepareAt(req *fasthttp.Request, path string, body []byte) {
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.Header.SetRequestURIBytes(c.up.targetURI(make([]byte, 0, 64), []byte(path), nil))
-	c.s.copyRequestHeaders(&req.Header, c.header, c.up, true, c.foreign)
-	req.Header.SetContentType("application/json")
-	req.SetBodyRaw(body)
+// send makes one call and notes which upstream served it.
+func (c *routeCaller) send(ctx context.Context, sp *sendPlan) sendResult {
+	res := c.s.send(ctx, sp)
+	if c.served == nil {
+		return res
+	}
+	if res.err != nil || res.resp.StatusCode() >= 400 {
+		c.failed.Store(int32(res.served))
+	} else if c.served.CompareAndSwap(-1, int32(res.served)) && c.trace != nil {
+		name := sp.targets[res.served].up.name
+		c.trace.Do(func(t *interceptors.Trace) { t.Upstream = name })
+	}
+	return res
+}
+
+// upstreamName names the upstream whose answer or failure the client gets: the
+// one that served the first answer, else the one that failed last, else the
+// route's first.
+func (c *routeCaller) upstreamName() string {
+	targets := c.targets
+	if targets == nil || c.served == nil {
+		return c.up.name
+	}
+	if i := c.served.Load(); i >= 0 {
+		return targets[i].up.name
+	}
+	if i := c.failed.Load(); i >= 0 {
+		return targets[i].up.name
+	}
+	return c.up.name
 }
 
 // Complete implements interceptors.Upstream.
@@ -72,19 +123,16 @@ func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.
 	return c.completeAt(ctx, chatPath, body)
 }
 
-// completeAt POSTs body to path on the upstream and returns the whole answer.
+// completeAt POSTs body to path on the upstream (with retries and fallbacks) and
+// returns the whole answer.
 func (c *routeCaller) completeAt(ctx context.Context, path string, body []byte) (*interceptors.Response, error) {
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	c.prepareAt(req, path, body)
 	start := c.begin()
-	cl, err := c.up.do(ctx, req, resp, nil, c.maxBody)
+	res := c.send(ctx, c.plan(path, body, nil))
 	d := c.end(start)
-	if err != nil {
-		return nil, err
+	if res.err != nil {
+		return nil, res.err
 	}
+	resp := res.resp
 	out := &interceptors.Response{
 		Status:   resp.StatusCode(),
 		Body:     append([]byte(nil), resp.Body()...),
@@ -97,7 +145,7 @@ func (c *routeCaller) completeAt(ctx context.Context, path string, body []byte) 
 		}
 		out.Header = append(out.Header, [2]string{string(k), string(v)})
 	}
-	cl.Close(true)
+	res.close(true)
 	c.reportHeaders(out.Status, out.Header)
 	return out, nil
 }
@@ -168,7 +216,11 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	if wc != nil {
 		wc.arm(cancel)
 	}
-	caller := &routeCaller{s: s, up: rt.up, maxBody: int(s.cfg.Server.MaxResponseBody), header: &fasthttp.RequestHeader{}, waitedNs: &atomic.Int64{}, inflight: &atomic.Int64{}}
+	caller := &routeCaller{s: s, up: rt.up, targets: rt.targets, maxBody: int(s.cfg.Server.MaxResponseBody), header: &fasthttp.RequestHeader{},
+		waitedNs: &atomic.Int64{}, inflight: &atomic.Int64{}, served: &atomic.Int32{}, failed: &atomic.Int32{}}
+	caller.served.Store(-1)
+	caller.failed.Store(-1)
+	caller.models = rt.modelSwap(model)
 	if rt.responseAlias {
 		caller.model = model
 	}
@@ -177,6 +229,8 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	if rt.upstreamModel != "" && rt.upstreamModel != model {
 		out, _ = sjson.SetBytes(out, "model", rt.upstreamModel)
 	}
+	trace := s.newTrace(rc, rt.name, client)
+	caller.trace = trace
 	ex := &interceptors.Exchange{
 		Route:     rt.name,
 		Model:     model,
@@ -191,9 +245,10 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 			if up == nil {
 				return nil, false
 			}
-			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, inflight: caller.inflight, foreign: up != rt.up}, true
+			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, inflight: caller.inflight,
+				trace: trace, foreign: up != rt.up}, true
 		},
-		Trace: s.newTrace(rc, rt.name, client),
+		Trace: trace,
 	}
 	ex.Trace.ClientKey = client
 	if rx != nil {
@@ -231,6 +286,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 			rt.metrics.error(errCode)
 		}
 		rt.metrics.observe(status, total, caller.waited())
+		s.spendTokens(rc, ex.Usage.TotalTokens)
 		s.logAccess(rt.name, rc, status, total, caller.waited(), client, errCode)
 		s.recordRequest(ex, status, errCode, total)
 		saveTrace()
@@ -317,6 +373,10 @@ wait:
 	rc.Response.Header.Set("X-Accel-Buffering", "no")
 	rc.Response.Header.Set("X-Factgate-Trace-Id", ex.Trace.ID)
 	rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(caller.overhead(start)))
+	if sent != nil {
+		rc.Response.Header.Set(HeaderUpstream, caller.upstreamName())
+	}
+	s.setRateLimitHeaders(rc)
 	hs := &heldStream{
 		done:    done,
 		ticker:  time.NewTicker(interval),
@@ -325,9 +385,14 @@ wait:
 		render: func(o outcome) ([]byte, int, string) {
 			saveTrace()
 			late := []string{"X-Factgate-Overhead: " + formatOverhead(caller.overhead(start))}
+			if sent == nil {
+				late = append(late, HeaderUpstream+": "+caller.upstreamName())
+			}
 			if sent == nil && o.ex.Response.OK() {
+				limited := rateWindowOf(rc) != nil
 				for _, h := range o.ex.Response.Header {
-					if !strings.EqualFold(h[0], "Content-Type") {
+					// A limited client's x-ratelimit-* are its own, in the headers.
+					if !strings.EqualFold(h[0], "Content-Type") && !(limited && isRateLimitHeader(h[0])) {
 						late = append(late, h[0]+": "+h[1])
 					}
 				}
@@ -436,7 +501,7 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 		status, code = o.err.Status, o.err.Code
 		_ = writeStreamError(w, o.err.Envelope())
 	case o.ex.Response == nil || !o.ex.Response.OK():
-		e := upstreamFailure(rt.up.name, o.ex)
+		e := upstreamFailure(servedBy(rt, o.ex), o.ex)
 		status, code = e.Status, e.Code
 		env := e.Envelope()
 		if o.ex.Response != nil && gjson.GetBytes(o.ex.Response.Body, "error").Exists() {
@@ -578,9 +643,17 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 		}
 	}
 	if ctx.Err() != nil && ex.Response == nil {
-		o.err = upstreamError(rt.up.name, context.Canceled)
+		o.err = upstreamError(servedBy(rt, ex), context.Canceled)
 	}
 	return o
+}
+
+// servedBy names the upstream whose answer or failure an exchange of route rt got.
+func servedBy(rt *route, ex *interceptors.Exchange) string {
+	if c, ok := ex.Upstream.(*routeCaller); ok {
+		return c.upstreamName()
+	}
+	return rt.up.name
 }
 
 // notifyFailure tells the outer interceptors (outer is the chain before the one
@@ -654,6 +727,8 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 		}
 		rc.Response.Header.Set("X-Factgate-Trace-Id", ex.Trace.ID)
 		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(caller.overhead(start)))
+		rc.Response.Header.Set(HeaderUpstream, caller.upstreamName())
+		s.setRateLimitHeaders(rc)
 	}
 	switch {
 	case o.err != nil:
@@ -661,8 +736,9 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 		setFactgateHeaders()
 		return o.err.Status, o.err.Code
 	case ex.Response == nil:
-		e := upstreamFailure(caller.up.name, ex)
+		e := upstreamFailure(caller.upstreamName(), ex)
 		writeError(rc, e)
+		setRetryAfter(&rc.Response.Header, ex.UpstreamErr)
 		setFactgateHeaders()
 		return e.Status, e.Code
 	case !ex.Response.OK():

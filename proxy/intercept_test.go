@@ -144,10 +144,11 @@ default:
 
 func TestHeldRouteQuickErrorsKeepTheirStatus(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, `default: {fault: {status: 503, body: '{"error":{"message":"down","type":"x","param":null,"code":"down"}}'}}`, clientConfig, WithChain("held", holdChain{}))
+	// A 500 is not retried (a 503 would be, and would no longer be quick).
+	h := newHarness(t, `default: {fault: {status: 500, body: '{"error":{"message":"down","type":"x","param":null,"code":"down"}}'}}`, clientConfig, WithChain("held", holdChain{}))
 	for _, stream := range []string{"false", "true"} {
 		status, _, body := h.post(t, "/v1/chat/completions", `{"model":"held","stream":`+stream+`,"messages":[{"role":"user","content":"x"}]}`)
-		if status != 503 || gjson.GetBytes(body, "error.code").Str != "down" {
+		if status != 500 || gjson.GetBytes(body, "error.code").Str != "down" {
 			t.Fatalf("stream=%s: %d %s", stream, status, body)
 		}
 	}

@@ -19,6 +19,11 @@ type metrics struct {
 	overhead *prometheus.HistogramVec // route: time spent in the proxy
 	inFlight prometheus.Gauge
 	errors   *prometheus.CounterVec // route, kind
+
+	attempts     *prometheus.CounterVec // upstream, outcome: every try of an upstream call
+	circuitOpen  *prometheus.GaugeVec   // upstream: 1 while its circuit breaker is open
+	keyCooldowns *prometheus.CounterVec // upstream, key (the env var): pool keys left out
+	rateLimited  *prometheus.CounterVec // client, limit (requests, tokens): requests refused
 }
 
 // latencyBuckets span sub-millisecond proxy overhead to minute-long completions.
@@ -46,8 +51,21 @@ func newMetrics() *metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_errors_total", Help: "Errors by kind (invalid_json, unauthorized, upstream_timeout, client_closed_request, ...).",
 		}, []string{"route", "kind"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factgate_upstream_attempts_total", Help: "Tries of upstream calls, retries and fallbacks included, by upstream and outcome (ok, client_error, unauthorized, rate_limited, server_error, connect_error, timeout, failed, saturated, cancelled, circuit_open, keys_cooling).",
+		}, []string{"upstream", "outcome"}),
+		circuitOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "factgate_upstream_circuit_open", Help: "1 while the upstream's circuit breaker is open (no calls but one probe after the cooldown), else 0.",
+		}, []string{"upstream"}),
+		keyCooldowns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factgate_upstream_key_cooldowns_total", Help: "Times a pool key was left out after the provider answered 401 or 429, by upstream and key (its environment variable).",
+		}, []string{"upstream", "key"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factgate_rate_limited_total", Help: "Requests refused with 429 by a client key's rate limit, by client and limit (requests, tokens).",
+		}, []string{"client", "limit"}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.upstream, m.overhead, m.inFlight, m.errors,
+		m.attempts, m.circuitOpen, m.keyCooldowns, m.rateLimited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -29,7 +29,7 @@ func (s *Server) serveModels(rc *fasthttp.RequestCtx, client string, start time.
 	path := string(rc.Path())
 	switch {
 	case path == "/v1/models":
-		s.forwardEdited(rc, s.passUp, s.passMetrics, nil, start, client, s.withAliases)
+		s.forwardEdited(rc, s.passTargets, nil, s.passMetrics, nil, start, client, s.withAliases)
 		return true
 	case strings.HasPrefix(path, "/v1/models/"):
 		id := strings.TrimPrefix(path, "/v1/models/")

@@ -219,14 +219,19 @@ rules:
       fault:
         status: 429
         body: '{"error":{"message":"slow down","type":"requests","param":null,"code":"rate_limit_exceeded"}}'
-        headers: {Retry-After: "7"}
+        headers: {Retry-After: "60"}
   - match: {model: broken}
     answer:
       fault: {status: 500, body: "upstream exploded"}
 `, "")
+	// A 429 whose Retry-After is beyond retry.max_delay (8s) is not retried: the
+	// client gets it as the provider sent it, at once.
 	status, hdr, body := h.post(t, "/v1/chat/completions", `{"model":"rate-limited","messages":[{"role":"user","content":"q"}]}`)
-	if status != 429 || hdr.Get("Retry-After") != "7" || string(body) != `{"error":{"message":"slow down","type":"requests","param":null,"code":"rate_limit_exceeded"}}` {
+	if status != 429 || hdr.Get("Retry-After") != "60" || string(body) != `{"error":{"message":"slow down","type":"requests","param":null,"code":"rate_limit_exceeded"}}` {
 		t.Fatalf("429: %d %v %s", status, hdr, body)
+	}
+	if n := len(h.mock.Requests()); n != 1 {
+		t.Fatalf("the mock saw %d requests, want 1", n)
 	}
 	status, _, body = h.post(t, "/v1/chat/completions", `{"model":"broken","messages":[{"role":"user","content":"q"}]}`)
 	if status != 500 || string(body) != "upstream exploded" {

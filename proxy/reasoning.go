@@ -13,7 +13,6 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
-	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge/rawjson"
@@ -67,16 +66,27 @@ func (l *liveEvents) drain(dst []byte) []byte {
 func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []byte, live *liveEvents) (*interceptors.Response, error) {
 	body, _ = sjson.SetBytes(body, "stream", true)
 	body, _ = sjson.SetBytes(body, "stream_options.include_usage", true)
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	c.prepare(req, body)
 	start := c.begin()
-	cl, err := c.up.do(ctx, req, resp, isStreamed, c.maxBody)
-	if err != nil {
+	// Retries and fallbacks happen here, before any event reached the client;
+	// once the stream is read, a break is the answer's failure, never retried.
+	res := c.send(ctx, c.plan(chatPath, body, isStreamed))
+	if res.err != nil {
 		c.end(start)
-		return nil, err
+		return nil, res.err
+	}
+	cl, resp := res.cl, res.resp
+	defer res.close(false)
+	if cl == nil {
+		// The answer of a failed attempt, read whole: pass it on.
+		out := &interceptors.Response{Status: resp.StatusCode(), Body: append([]byte(nil), resp.Body()...)}
+		for k, v := range resp.Header.All() {
+			if !skipResponseHeader(k) {
+				out.Header = append(out.Header, [2]string{string(k), string(v)})
+			}
+		}
+		out.Duration = c.end(start)
+		c.reportHeaders(out.Status, out.Header)
+		return out, nil
 	}
 	out := &interceptors.Response{Status: resp.StatusCode()}
 	for k, v := range resp.Header.All() {
@@ -87,7 +97,7 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	}
 	if !cl.stream {
 		out.Body = append([]byte(nil), resp.Body()...)
-		cl.Close(true)
+		res.close(true)
 		out.Duration = c.end(start)
 		c.reportHeaders(out.Status, out.Header)
 		return out, nil
@@ -96,14 +106,14 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	c.reportHeaders(out.Status, out.Header)
 	asm := &streamAssembly{live: live, max: c.maxBody, model: c.model, maxDepth: c.s.cfg.Server.MaxJSONDepth}
 	stream := cl.body()
-	err = asm.read(stream)
+	err := asm.read(stream)
 	complete := false
 	if err == nil {
 		// Read past [DONE] to the body's end, so the connection can be reused.
 		n, derr := io.Copy(io.Discard, io.LimitReader(stream, 64<<10+1))
 		complete = derr == nil && n <= 64<<10
 	}
-	cl.Close(complete)
+	res.close(complete)
 	out.Duration = c.end(start)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -37,11 +37,11 @@ func (s *Server) handleResponses(rc *fasthttp.RequestCtx) {
 			s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found", "no upstream for %s", rc.Path()))
 			return
 		}
-		s.forward(rc, s.passUp, s.passMetrics, body, start, client)
+		s.forward(rc, s.passTargets, nil, s.passMetrics, body, start, client)
 		return
 	}
 	if len(rt.chain) == 0 && rt.up.responsesAPI {
-		s.forward(rc, rt.up, rt.metrics, rt.mapModel(body, model), start, client)
+		s.forward(rc, rt.targets, rt.modelSwap(model), rt.metrics, rt.mapModel(body, model), start, client)
 		return
 	}
 	chat, terr := translateResponsesRequest(body, !rt.up.responsesAPI, rt.up.name)

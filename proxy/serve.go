@@ -126,7 +126,7 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 		return
 	}
 	if len(rt.chain) == 0 {
-		s.forward(rc, rt.up, rt.metrics, rt.mapModel(body, model), start, client)
+		s.forward(rc, rt.targets, rt.modelSwap(model), rt.metrics, rt.mapModel(body, model), start, client)
 		return
 	}
 	s.intercept(rc, rt, body, model, client, start, nil)
@@ -148,6 +148,9 @@ func (s *Server) admit(rc *fasthttp.RequestCtx, start time.Time) (client string,
 	client, aerr := s.authenticate(rc)
 	if aerr != nil {
 		s.fail(rc, s.passMetrics, start, aerr)
+		return "", nil, "", false
+	}
+	if !s.checkRateLimit(rc, client, start) {
 		return "", nil, "", false
 	}
 	body = rc.PostBody()
@@ -194,10 +197,15 @@ func (s *Server) handlePassthrough(rc *fasthttp.RequestCtx) {
 		s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found", "no upstream for %s", rc.Path()))
 		return
 	}
+	if !s.checkRateLimit(rc, client, start) {
+		return
+	}
 	if s.serveModels(rc, client, start) {
 		return
 	}
-	s.forward(rc, s.passUp, s.passMetrics, rc.PostBody(), start, client)
+	// Other paths carry no model the route could swap: each upstream gets the
+	// request as the client sent it.
+	s.forward(rc, s.passTargets, nil, s.passMetrics, rc.PostBody(), start, client)
 }
 
 // handleReady serves /readyz: 200 "ready" or "degraded" (serving, with failing

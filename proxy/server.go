@@ -43,7 +43,11 @@ type Server struct {
 	routeByName  map[string]*route
 	defaultRoute *route
 	passUp       *upstream // where non-chat paths go: the default route's upstream, else the first route's
+	passTargets  []target  // passUp's route's upstreams, in order
 	passMetrics  *routeMetrics
+	limiter      *rateLimiter // nil: no client key has a rate limit
+	// now is the clock of the rate limit windows (tests fix it).
+	now func() time.Time
 
 	keys []clientKey
 
@@ -92,9 +96,11 @@ type TraceStore interface {
 
 // route is one configured route with its built chain.
 type route struct {
-	name          string
-	up            *upstream
-	upstreamModel string
+	name string
+	up   *upstream // the first of targets
+	// targets are the route's upstreams in order (fallbacks after the first).
+	targets       []target
+	upstreamModel string // the first upstream's model
 	chain         []interceptors.Interceptor
 	hasResponse   bool // at least one response phase: answers are buffered
 	streamReason  bool
@@ -233,13 +239,22 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if uc.APIKeyEnv != "" && up.apiKey == "" && cfg.Auth.Mode == "keys" {
+		for _, k := range uc.KeyEnvs() {
+			if os.Getenv(k.Env) != "" || cfg.Auth.Mode != "keys" {
+				continue
+			}
+			field := "api_key_env"
+			if len(uc.APIKeyEnvs) > 0 {
+				field = "api_key_envs"
+			}
 			if s.allowMissingSecrets {
-				s.warnings = append(s.warnings, fmt.Sprintf("upstreams.%s.api_key_env: %s is not set", name, uc.APIKeyEnv))
+				s.warnings = append(s.warnings, fmt.Sprintf("upstreams.%s.%s: %s is not set", name, field, k.Env))
 			} else {
-				return nil, fmt.Errorf("upstreams.%s.api_key_env: environment variable %s is not set (auth mode keys needs the upstream key)", name, uc.APIKeyEnv)
+				return nil, fmt.Errorf("upstreams.%s.%s: environment variable %s is not set (auth mode keys needs the upstream key)", name, field, k.Env)
 			}
 		}
+		up.breaker.changed = s.circuitChanged(up)
+		s.metrics.circuitOpen.WithLabelValues(name).Set(0)
 		s.upstreams[name] = up
 	}
 	for i, k := range cfg.Auth.Keys {
@@ -255,10 +270,22 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	}
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
+		var targets []target
+		for j, ru := range rc.UpstreamList() {
+			up := s.upstreams[ru.Name]
+			if up == nil {
+				return nil, fmt.Errorf("routes[%d] (%s): no upstream named %q", i, rc.Name, ru.Name)
+			}
+			targets = append(targets, target{up: up, model: ru.UpstreamModel, foreign: j > 0, retry: cfg.Upstreams[ru.Name].Retry.policy(rc.Retry)})
+		}
+		if len(targets) == 0 {
+			return nil, fmt.Errorf("routes[%d] (%s): no upstream", i, rc.Name)
+		}
 		rt := &route{
 			name:          rc.Name,
-			up:            s.upstreams[rc.Upstream],
-			upstreamModel: rc.UpstreamModel,
+			up:            targets[0].up,
+			targets:       targets,
+			upstreamModel: targets[0].model,
 			streamReason:  rc.StreamReasoning,
 			responseAlias: rc.ResponseModel == ResponseModelAlias,
 			metrics:       s.metrics.forRoute(rc.Name),
@@ -271,10 +298,12 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 			s.defaultRoute = rt
 		}
 	}
-	if s.defaultRoute != nil {
-		s.passUp = s.defaultRoute.up
-	} else if len(cfg.Routes) > 0 {
-		s.passUp = s.routeByName[cfg.Routes[0].Name].up
+	passRoute := s.defaultRoute
+	if passRoute == nil && len(cfg.Routes) > 0 {
+		passRoute = s.routeByName[cfg.Routes[0].Name]
+	}
+	if passRoute != nil {
+		s.passUp, s.passTargets = passRoute.up, passRoute.targets
 	}
 	s.passMetrics = s.metrics.forRoute("passthrough")
 	if s.cache == nil {
@@ -292,6 +321,10 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 		s.cache = c
 		s.closers = append(s.closers, c.Close)
 	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.limiter = newRateLimiter(cfg, s.cache, s.metrics, s.log, s.now)
 	s.readiness = append(s.readiness, func() (string, bool, string) {
 		st := s.cache.Status()
 		detail := st.Backend
@@ -372,6 +405,35 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 		Logger:                fasthttpLogger{s.log},
 	}
 	return s, nil
+}
+
+// modelSwap gives each of the route's upstreams its model, for a request that
+// asked for model; nil when the route has one upstream.
+func (rt *route) modelSwap(model string) *modelSwap {
+	if len(rt.targets) < 2 {
+		return nil
+	}
+	routeModel := rt.upstreamModel
+	if routeModel == "" {
+		routeModel = model
+	}
+	return &modelSwap{route: routeModel, client: model}
+}
+
+// circuitChanged reports an upstream's circuit opening or closing: the gauge and
+// a log line, the one thing an operator must hear of.
+func (s *Server) circuitChanged(up *upstream) func(open bool, failures int) {
+	gauge := s.metrics.circuitOpen.WithLabelValues(up.name)
+	return func(open bool, failures int) {
+		if open {
+			gauge.Set(1)
+			s.log.Warn("upstream circuit opened: no calls until the cooldown ends, then one probe", "upstream", up.name,
+				"consecutive_failures", failures, "cooldown", up.breaker.cooldown.String())
+			return
+		}
+		gauge.Set(0)
+		s.log.Info("upstream circuit closed: the upstream answers again", "upstream", up.name)
+	}
 }
 
 func (rt *route) setChain(chain []interceptors.Interceptor) {

@@ -34,10 +34,15 @@ type upstream struct {
 	hostHeader string
 	pathPrefix string // base URL path without trailing slash ("/v1")
 	tlsConfig  *tls.Config
-	apiKey     string
 	// responsesAPI: the upstream serves /v1/responses itself (api: responses);
 	// otherwise Responses requests are translated to chat completions.
 	responsesAPI bool
+	// keys are the provider keys (api_key_env, or the pool of api_key_envs); an
+	// empty pool sends no key of its own.
+	keys        *keyPool
+	keyCooldown time.Duration
+	retry       retryPolicy
+	breaker     *breaker
 
 	connectTimeout time.Duration
 	readTimeout    time.Duration
@@ -109,9 +114,29 @@ func newUpstream(name string, cfg UpstreamConfig) (*upstream, error) {
 	if cfg.MaxConcurrent > 0 {
 		up.sem = make(chan struct{}, cfg.MaxConcurrent)
 	}
-	if cfg.APIKeyEnv != "" {
-		up.apiKey = os.Getenv(cfg.APIKeyEnv)
+	up.keys = &keyPool{}
+	for _, k := range cfg.KeyEnvs() {
+		if v := os.Getenv(k.Env); v != "" {
+			up.keys.keys = append(up.keys.keys, &poolKey{env: k.Env, value: v, weight: max(k.Weight, defaultAPIKeyWeight)})
+		}
 	}
+	if len(up.keys.keys) > maxPoolKeys {
+		return nil, fmt.Errorf("upstream %q: %d keys: at most %d", name, len(up.keys.keys), maxPoolKeys)
+	}
+	up.keyCooldown = time.Duration(cfg.KeyCooldown)
+	if up.keyCooldown <= 0 {
+		up.keyCooldown = DefaultKeyCooldown
+	}
+	up.retry = cfg.Retry.policy(nil)
+	failures := DefaultBreakerFailures
+	if cfg.Breaker.Failures != nil {
+		failures = *cfg.Breaker.Failures
+	}
+	cooldown := time.Duration(cfg.Breaker.Cooldown)
+	if cooldown <= 0 {
+		cooldown = DefaultBreakerCooldown
+	}
+	up.breaker = &breaker{threshold: failures, cooldown: cooldown}
 	return up, nil
 }
 
@@ -410,6 +435,11 @@ func upstreamError(name string, err error) *interceptors.Error {
 	if errors.Is(err, errMalformedAnswer) || errors.Is(err, errEmptyAnswer) {
 		return &interceptors.Error{Status: fasthttp.StatusBadGateway, Type: "upstream_error", Code: "upstream_bad_response",
 			Message: fmt.Sprintf("upstream %q: %v", name, err), Err: err}
+	}
+	var ue *unavailableError
+	if errors.As(err, &ue) {
+		return &interceptors.Error{Status: fasthttp.StatusServiceUnavailable, Type: "server_error", Code: "upstream_unavailable",
+			Message: ue.Error(), Err: err}
 	}
 	var de *dialError
 	if errors.As(err, &de) {

@@ -137,12 +137,14 @@ Flags:
 		return fail("%v", err)
 	}
 	for name, u := range cfg.Upstreams {
-		switch {
-		case u.APIKeyEnv == "" || os.Getenv(u.APIKeyEnv) != "":
-		case *baseURL != "":
-			fmt.Fprintf(stderr, "factgate eval: warning: $%s is not set; the provider calls go without a key\n", u.APIKeyEnv)
-		default:
-			fmt.Fprintf(stderr, "factgate eval: warning: $%s (upstreams.%s.api_key_env) is not set; its calls go without a key\n", u.APIKeyEnv, name)
+		for _, k := range u.KeyEnvs() {
+			switch {
+			case os.Getenv(k.Env) != "":
+			case *baseURL != "":
+				fmt.Fprintf(stderr, "factgate eval: warning: $%s is not set; the provider calls go without a key\n", k.Env)
+			default:
+				fmt.Fprintf(stderr, "factgate eval: warning: $%s (upstreams.%s) is not set; its calls go without it\n", k.Env, name)
+			}
 		}
 	}
 	reg, err := knowledge.LoadRegistry(cfg.Resolve(cfg.Knowledge.PacksDir))
@@ -173,7 +175,7 @@ Flags:
 		return fail("--set %s: %v", setName, err)
 	}
 	clientModel := evalModel
-	if rc.UpstreamModel == "" {
+	if first := rc.UpstreamList(); len(first) == 0 || first[0].UpstreamModel == "" {
 		if len(rc.Models) == 0 {
 			return fail("route %s has neither upstream_model nor models: the evaluation cannot tell which model the producer is", rc.Name)
 		}
@@ -318,14 +320,18 @@ func (e evalServer) Close() error {
 // describeProfile names a model on an upstream ("gpt-4o-mini on upstream openai").
 func describeProfile(rc *proxy.RouteConfig, s semantic.Settings) string {
 	model, up := s.Model, s.Upstream
+	var first proxy.RouteUpstream
+	if list := rc.UpstreamList(); len(list) > 0 {
+		first = list[0]
+	}
 	if model == "" {
-		model = rc.UpstreamModel
+		model = first.UpstreamModel
 	}
 	if model == "" && len(rc.Models) > 0 {
 		model = rc.Models[0]
 	}
 	if up == "" {
-		up = rc.Upstream
+		up = first.Name
 	}
 	return model + " on upstream " + up
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -76,6 +77,41 @@ func TestBenchInProcess(t *testing.T) {
 	}
 	if strings.Contains(out, "first error") {
 		t.Fatalf("bench saw errors:\n%s", out)
+	}
+}
+
+// TestBenchFaults runs the fault scenarios small: a fault-free mock answers
+// everything, a 30% 429 rate without retries does not, and a fallback behind a
+// refused primary answers everything.
+func TestBenchFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench-faults drives real traffic")
+	}
+	code, out, errOut := runMain(t, "bench-faults", "--requests", "40", "--concurrency", "8")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	good := func(scenario string) float64 {
+		for _, line := range strings.Split(out, "\n") {
+			if rest, ok := strings.CutPrefix(line, scenario); ok {
+				var pct float64
+				if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f%%", &pct); err != nil {
+					t.Fatalf("%s: %q: %v", scenario, line, err)
+				}
+				return pct
+			}
+		}
+		t.Fatalf("no line for %q:\n%s", scenario, out)
+		return 0
+	}
+	if g := good("no faults (baseline)"); g != 100 {
+		t.Errorf("without faults %.1f%% good:\n%s", g, out)
+	}
+	if g := good("429 on a share, retries off"); g >= 100 {
+		t.Errorf("the 429s without retries reached no client:\n%s", out)
+	}
+	if g := good("primary refuses connections, breaker on (default)"); g != 100 {
+		t.Errorf("the fallback answered %.1f%%:\n%s", g, out)
 	}
 }
 

@@ -249,7 +249,14 @@ func (cs *compiledScript) pick(q *chatRequest, h http.Header) (*compiledAnswer, 
 			return r.generated(q), r.name
 		}
 		n := int(r.served.Add(1) - 1)
-		if n >= len(r.answers) {
+		if r.random != nil && r.random.fails(n) {
+			return r.randomAnswer, r.name
+		}
+		switch {
+		case n < len(r.answers):
+		case r.cycle:
+			n %= len(r.answers)
+		default:
 			n = len(r.answers) - 1
 		}
 		return r.answers[n], r.name

@@ -342,6 +342,66 @@ func indentFlow(m string) string {
 	return "{" + m + "}"
 }
 
+// TestCyclingSequencesAndSeededRandomFaults: cycle repeats a sequence from the
+// start; random_fault fails the same matches in every run (the draw is by match
+// index), at about its rate, and Reset restarts the draws.
+func TestCyclingSequencesAndSeededRandomFaults(t *testing.T) {
+	t.Parallel()
+	s := startMock(t, mustParse(t, `
+rules:
+  - name: cycle
+    match: {last_user: "^cycle"}
+    cycle: true
+    answers: [{content: a}, {content: b}, {fault: {status: 503, body: "every third"}}]
+  - name: flaky
+    match: {last_user: "^flaky"}
+    random_fault:
+      rate: 0.3
+      seed: 7
+      answer: {fault: {status: 429, body: "slow down", headers: {retry-after-ms: "5"}}}
+    answer: {content: fine}
+`), Options{})
+	ask := func(text string) string {
+		resp, raw := post(t, s, "/v1/chat/completions", chatBody("m", text, false), nil)
+		if resp.StatusCode != http.StatusOK {
+			return strings.TrimSpace(fmt.Sprintf("%d %s %s", resp.StatusCode, raw, resp.Header.Get("retry-after-ms")))
+		}
+		return completionContent(t, raw)
+	}
+	var got []string
+	for range 7 {
+		got = append(got, ask("cycle"))
+	}
+	if want := "a|b|503 every third|a|b|503 every third|a"; strings.Join(got, "|") != want {
+		t.Errorf("cycling answers %q, want %q", strings.Join(got, "|"), want)
+	}
+	run := func() string {
+		var b strings.Builder
+		for range 200 {
+			if ask("flaky") == "fine" {
+				b.WriteByte('.')
+			} else {
+				b.WriteByte('x')
+			}
+		}
+		return b.String()
+	}
+	first := run()
+	if n := strings.Count(first, "x"); n < 40 || n > 80 {
+		t.Errorf("random_fault rate 0.3 failed %d of 200 matches", n)
+	}
+	if got := ask("flaky"); got != "fine" && got != "429 slow down 5" {
+		t.Errorf("a failing match answers %q, want the scripted 429 with its header", got)
+	}
+	s.Reset()
+	if second := run(); second != first {
+		t.Errorf("the same seed failed other matches after Reset:\n%s\n%s", first, second)
+	}
+	if err := New(Options{Script: mustParse(t, "rules: [{answer: {}, random_fault: {rate: 1.5, answer: {}}}]")}).Start("127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "random_fault.rate 1.5") {
+		t.Errorf("rate 1.5: %v, want an error naming random_fault.rate", err)
+	}
+}
+
 func TestAnswerSequencesAndReset(t *testing.T) {
 	t.Parallel()
 	s := startMock(t, mustParse(t, `

@@ -51,7 +51,8 @@ type Rule struct {
 	// Answer is the rule's answer. Exactly one of Answer and Answers is set.
 	Answer *Answer `yaml:"answer"`
 	// Answers is a sequence: the rule's n-th match gets Answers[n-1], and once the
-	// sequence is used up the last answer repeats. [Server.Reset] restarts sequences.
+	// sequence is used up the last answer repeats (or, with Cycle, the sequence
+	// starts over). [Server.Reset] restarts sequences.
 	Answers []Answer `yaml:"answers"`
 	// Generate, when set, computes the answer of every request the rule matches —
 	// a scripted model written in Go, such as [Analyst]; Answer and Answers must
@@ -59,6 +60,12 @@ type Rule struct {
 	// valid (a negative chunk size, a missing content file...) is answered with a
 	// 500 error envelope naming the problem. A YAML script cannot set it.
 	Generate func(Request) Answer `yaml:"-"`
+	// Cycle makes Answers start over once used up: answers [ok, ok, fault] with
+	// cycle fails every third match.
+	Cycle bool `yaml:"cycle"`
+	// RandomFault, when set, answers a seeded random share of the rule's matches
+	// with its own answer instead. Nil means none.
+	RandomFault *RandomFault `yaml:"random_fault"`
 }
 
 // Request is a chat completion request as a rule's Generate sees it.
@@ -75,6 +82,29 @@ type Request struct {
 // the text parts of a content array joined with "\n").
 type Message struct {
 	Role, Text string
+}
+
+// RandomFault fails a share of a rule's matches, chosen by a seeded draw per match
+// index: the rule's n-th match fails when the draw for (Seed, n) is below Rate, so
+// the same script fails the same matches in every run, whatever the concurrency.
+type RandomFault struct {
+	// Rate is the share of matches that fail, from 0 to 1.
+	Rate float64 `yaml:"rate"`
+	// Seed chooses which matches fail.
+	Seed uint64 `yaml:"seed"`
+	// Answer is what a failing match gets, usually a fault (a 429 with
+	// Retry-After, a 503, a dropped connection).
+	Answer Answer `yaml:"answer"`
+}
+
+// fails reports whether the match of index n draws a fault: splitmix64 of the
+// seed and the index, as a fraction of 2⁶⁴, below the rate.
+func (f *RandomFault) fails(n int) bool {
+	z := f.Seed + uint64(n+1)*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11)/(1<<53) < f.Rate
 }
 
 // Match is a conjunction of predicates on a chat completion request: every field that
@@ -264,7 +294,7 @@ var yamlUnknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in 
 var sectionNames = map[string]string{
 	"Script": "the script", "Rule": "a rule", "Match": "match", "Answer": "an answer",
 	"Usage": "usage", "Fault": "fault", "ToolCall": "a tool call", "ToolFunction": "function",
-	"Choice": "a choice",
+	"Choice": "a choice", "RandomFault": "random_fault",
 }
 
 // describeYAMLError rewrites yaml's type errors into one line per problem that names
@@ -304,6 +334,10 @@ type compiledRule struct {
 	// content files are.
 	generate func(Request) Answer
 	dir      string
+	cycle    bool
+	// random and randomAnswer fail a seeded share of the matches; nil: none.
+	random       *RandomFault
+	randomAnswer *compiledAnswer
 	// served counts the rule's matches since the last Reset, for sequences.
 	served atomic.Int64
 }
@@ -375,6 +409,17 @@ func compileScript(s *Script) (*compiledScript, error) {
 			}
 		default:
 			return nil, fmt.Errorf("mock script %s: %s: has no answer; set answer or answers", src, where)
+		}
+		cr.cycle = r.Cycle
+		if rf := r.RandomFault; rf != nil {
+			if rf.Rate < 0 || rf.Rate > 1 {
+				return nil, fmt.Errorf("mock script %s: %s: random_fault.rate %g is not between 0 and 1", src, where, rf.Rate)
+			}
+			a, err := compileAnswer(&rf.Answer, s.Dir)
+			if err != nil {
+				return nil, fmt.Errorf("mock script %s: %s: random_fault.answer: %w", src, where, err)
+			}
+			cr.random, cr.randomAnswer = rf, a
 		}
 	}
 	def := s.Default
