@@ -89,7 +89,7 @@ routes:
 		b.Fatal(err)
 	}
 	benchPost(b, s, "/v1/responses", storyResponsesRequest(b), func(rc *fasthttp.RequestCtx) bool {
-		return rc.Response.StatusCode() == 200 && string(rc.Response.Header.Peek("X-Factgate-Issues")) == "draft=0;final=0" &&
+		return rc.Response.StatusCode() == 200 && string(rc.Response.Header.Peek("X-Factgate-Issues")) == "draft=0;final=0;delivered=0" &&
 			gjson.GetBytes(rc.Response.Body(), "object").Str == "response"
 	})
 }
