@@ -270,6 +270,7 @@ func (r *RouteConfig) validateUpstreams(where string, upstreams map[string]Upstr
 		return
 	}
 	seen := map[string]bool{}
+	dialect := ""
 	for i, u := range r.UpstreamList() {
 		key := "upstream"
 		if len(r.Upstreams) > 0 {
@@ -281,8 +282,21 @@ func (r *RouteConfig) validateUpstreams(where string, upstreams map[string]Upstr
 		case seen[u.Name]:
 			add("%s.%s: %q is listed twice", where, key, u.Name)
 		default:
-			if _, ok := upstreams[u.Name]; !ok {
+			up, ok := upstreams[u.Name]
+			if !ok {
 				add("%s.%s: no upstream named %q", where, key, u.Name)
+				break
+			}
+			// A request is translated once, for the dialect its route speaks: a
+			// fallback that speaks the other one would get a body it cannot read.
+			api := up.API
+			if api == "" {
+				api = APIChat
+			}
+			if dialect == "" {
+				dialect = api
+			} else if api != dialect {
+				add("%s.%s: upstream %q speaks api %s but the route's first upstream speaks %s: one route's upstreams must share one api", where, key, u.Name, api, dialect)
 			}
 		}
 		seen[u.Name] = true

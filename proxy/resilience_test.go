@@ -178,6 +178,7 @@ func TestResilienceConfigErrorsNameTheKey(t *testing.T) {
 		{"max_delay under base_delay", "upstreams: {a: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: a, retry: {base_delay: 2s, max_delay: 1s}}]", "routes[0] (r).retry.max_delay"},
 		{"a negative breaker", "upstreams: {a: {base_url: 'http://x/v1', breaker: {failures: -1}}}\nroutes: [{name: r, default: true, upstream: a}]", "breaker.failures"},
 		{"rate limits without keys", "auth: {rate_limit: {requests_per_minute: 10}}\nupstreams: {a: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: a}]", "need auth.mode: keys"},
+		{"fallbacks of two dialects", "upstreams: {a: {base_url: 'http://x/v1'}, b: {base_url: 'http://y/v1', api: responses}}\nroutes: [{name: r, default: true, upstreams: [a, b]}]", `upstreams[1]: upstream "b" speaks api responses but the route's first upstream speaks chat`},
 		{"a negative rate limit", "auth: {mode: keys, keys: [{name: k, key_env: FACTGATE_K, rate_limit: {tokens_per_minute: -5}}]}\nupstreams: {a: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: a}]", "auth.keys[0].rate_limit.tokens_per_minute"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
