@@ -245,7 +245,8 @@ type TracesConfig struct {
 	// traces are also kept there, so any replica serves them. Default 16MiB.
 	MemoryBytes units.ByteSize `yaml:"memory_bytes"`
 	// MaxBytes bounds one stored trace: a larger one keeps its structure but has
-	// its answer texts cut (then dropped), and a note says so. Default 64KiB.
+	// its texts (answers, the console's copy of the request) cut (then dropped),
+	// and a note says so. Default 64KiB.
 	MaxBytes units.ByteSize `yaml:"max_bytes"`
 }
 

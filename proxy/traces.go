@@ -65,20 +65,21 @@ func (t cacheTraces) SaveTrace(ctx context.Context, tr *interceptors.Trace) erro
 	return t.c.Set(ctx, traceKey(tr.ID), b, t.ttl)
 }
 
-// shrinkTrace cuts the answer texts of tr, whose encoding b is over maxBytes, so
-// that it fits: each attempt's text keeps a share of the room left beside the rest
-// of the trace, proportional to its length, cut at a character boundary; when there
-// is no room, the texts are dropped. Everything else — attempts, issues, timings,
-// notes — is kept, and a note says what was cut. A trace whose structure alone is
-// over the bound is stored without texts.
+// shrinkTrace cuts the texts of tr — its answers and the client's messages the
+// console keeps — whose encoding b is over maxBytes, so that it fits: each text
+// keeps a share of the room left beside the rest of the trace, proportional to its
+// length, cut at a character boundary; when there is no room, the texts are
+// dropped. Everything else — attempts, issues, timings, notes — is kept, and a
+// note says what was cut. A trace whose structure alone is over the bound is
+// stored without texts.
 func shrinkTrace(tr *interceptors.Trace, b []byte, maxBytes int) ([]byte, error) {
 	original := len(b)
 	var texts []string
 	tr.Do(func(tr *interceptors.Trace) {
-		for i := range tr.Attempts {
-			texts = append(texts, tr.Attempts[i].Content)
-			tr.Attempts[i].Content = ""
-		}
+		eachTraceText(tr, func(s *string, _ *bool) {
+			texts = append(texts, *s)
+			*s = ""
+		})
 	})
 	bare, err := tr.MarshalJSON()
 	if err != nil {
@@ -91,18 +92,31 @@ func shrinkTrace(tr *interceptors.Trace, b []byte, maxBytes int) ([]byte, error)
 	const noteRoom = 256 // the note itself
 	room := maxBytes - len(bare) - noteRoom
 	encoded := original - len(bare) // the texts as JSON, escapes included
+	dropped := fmt.Sprintf("trace: texts (%d bytes) dropped to fit traces.max_bytes (%s); the trace was %d bytes", raw, units.ByteSize(maxBytes), original)
 	if room <= 0 || encoded <= 0 {
-		tr.Note(fmt.Sprintf("trace: answer texts (%d bytes) dropped to fit traces.max_bytes (%s); the trace was %d bytes", raw, units.ByteSize(maxBytes), original))
+		tr.Do(func(tr *interceptors.Trace) {
+			eachTraceText(tr, func(_ *string, truncated *bool) {
+				if truncated != nil {
+					*truncated = true
+				}
+			})
+		})
+		tr.Note(dropped)
 		return tr.MarshalJSON()
 	}
 	kept := 0
 	tr.Do(func(tr *interceptors.Trace) {
-		for i := range tr.Attempts {
+		i := 0
+		eachTraceText(tr, func(s *string, truncated *bool) {
 			c := cutText(texts[i], int(int64(len(texts[i]))*int64(room)/int64(encoded)))
-			tr.Attempts[i].Content = c
+			*s = c
+			if truncated != nil && len(c) < len(texts[i]) {
+				*truncated = true
+			}
 			kept += len(c)
-		}
-		tr.Notes = append(tr.Notes, fmt.Sprintf("trace: answer texts cut from %d to %d bytes to fit traces.max_bytes (%s); the trace was %d bytes", raw, kept, units.ByteSize(maxBytes), original))
+			i++
+		})
+		tr.Notes = append(tr.Notes, fmt.Sprintf("trace: texts cut from %d to %d bytes to fit traces.max_bytes (%s); the trace was %d bytes", raw, kept, units.ByteSize(maxBytes), original))
 	})
 	out, err := tr.MarshalJSON()
 	if err != nil || len(out) <= maxBytes {
@@ -110,12 +124,25 @@ func shrinkTrace(tr *interceptors.Trace, b []byte, maxBytes int) ([]byte, error)
 	}
 	// Texts that escape more than the rest (quotes, HTML characters) overshot.
 	tr.Do(func(tr *interceptors.Trace) {
-		for i := range tr.Attempts {
-			tr.Attempts[i].Content = ""
-		}
-		tr.Notes[len(tr.Notes)-1] = fmt.Sprintf("trace: answer texts (%d bytes) dropped to fit traces.max_bytes (%s); the trace was %d bytes", raw, units.ByteSize(maxBytes), original)
+		eachTraceText(tr, func(s *string, _ *bool) { *s = "" })
+		tr.Notes[len(tr.Notes)-1] = dropped
 	})
 	return tr.MarshalJSON()
+}
+
+// eachTraceText calls f with each text of tr that shrinkTrace may cut, in a fixed
+// order: the attempts' answers, then the request's messages (whose Truncated flag
+// f may set; nil for an answer). Call it inside tr.Do.
+func eachTraceText(tr *interceptors.Trace, f func(text *string, truncated *bool)) {
+	for i := range tr.Attempts {
+		f(&tr.Attempts[i].Content, nil)
+	}
+	if tr.Request != nil {
+		for i := range tr.Request.Messages {
+			m := &tr.Request.Messages[i]
+			f(&m.Content, &m.Truncated)
+		}
+	}
 }
 
 // cutText returns at most n bytes of s, ending at a character boundary, with an

@@ -125,11 +125,13 @@ func TestShrinkTrace(t *testing.T) {
 		contents []string
 		notes    int // extra notes of 100 bytes each (structure)
 		max      int
-		want     string // "cut" or "dropped"
+		request  []string // the console's copy of the client's messages
+		want     string   // "cut" or "dropped"
 	}{
 		{name: "one long text is cut", contents: []string{long}, max: 4096, want: "cut"},
 		{name: "texts share the room", contents: []string{long, long[:len(long)/4], "short"}, max: 6000, want: "cut"},
 		{name: "structure over the bound drops the texts", contents: []string{long}, notes: 80, max: 4096, want: "dropped"},
+		{name: "the request's messages are cut too", contents: []string{"short"}, request: []string{long, long}, max: 6000, want: "cut"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +143,13 @@ func TestShrinkTrace(t *testing.T) {
 			}
 			for range tt.notes {
 				tr.Note(strings.Repeat("n", 100))
+			}
+			if tt.request != nil {
+				req := &interceptors.TraceRequest{Model: "m"}
+				for _, c := range tt.request {
+					req.Messages = append(req.Messages, interceptors.TraceMessage{Role: "user", Content: c, Bytes: len(c)})
+				}
+				tr.Do(func(tr *interceptors.Trace) { tr.Request = req })
 			}
 			b, _ := tr.MarshalJSON()
 			out, err := shrinkTrace(tr, b, tt.max)
@@ -166,6 +175,11 @@ func TestShrinkTrace(t *testing.T) {
 					t.Errorf("attempt %d: %d of %d bytes kept, want a cut", i, len(c), len(tt.contents[i]))
 				case tt.want == "cut" && len(tt.contents[i]) < 100 && c != "" && c != tt.contents[i] && !strings.HasSuffix(c, "…"):
 					t.Errorf("attempt %d: %q is not a clean cut of %q", i, c, tt.contents[i])
+				}
+			}
+			for i, m := range got.Get("request.messages").Array() {
+				if c := m.Get("content").String(); len(c) >= len(tt.request[i]) || !m.Get("truncated").Bool() || m.Get("bytes").Int() != int64(len(tt.request[i])) {
+					t.Errorf("request message %d: %d of %d bytes kept, truncated %v: want a marked cut", i, len(c), len(tt.request[i]), m.Get("truncated").Bool())
 				}
 			}
 			if notes := got.Get("notes").Raw; !strings.Contains(notes, tt.want) {
