@@ -175,8 +175,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	mem := benchMemory{proxyPid: proxyPid, mockPid: mock.cmd.Process.Pid}
 
-	fmt.Fprintf(stdout, "factgate bench: %d requests x %d rounds per target, concurrency %d, body %d bytes\n",
-		*requests, *rounds, *concurrency, *bodySize)
+	if len(selected) > 0 {
+		fmt.Fprintf(stdout, "factgate bench: %d requests x %d rounds per target, concurrency %d, body %d bytes\n",
+			*requests, *rounds, *concurrency, *bodySize)
+	} else {
+		fmt.Fprintf(stdout, "factgate bench: memory check only, concurrency %d\n", *concurrency)
+	}
 	fmt.Fprintf(stdout, "load driver pid %d, mock upstream %s (pid %d)", os.Getpid(), mockAddr, mock.cmd.Process.Pid)
 	if child != nil {
 		fmt.Fprintf(stdout, ", proxy %s (pid %d)\n", proxyAddr, proxyPid)
@@ -187,10 +191,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if haveBudget {
 		fmt.Fprintf(stdout, "proxy memory budget: %s\n", budget)
 	}
-	fmt.Fprintln(stdout, "figures are medians of the rounds [min–max]; rounds alternate which target goes first")
+	if len(selected) > 0 {
+		fmt.Fprintln(stdout, "figures are medians of the rounds [min–max]; rounds alternate which target goes first")
+	}
 	fmt.Fprintln(stdout)
 
 	validateBody := benchBody(benchModes["validate"], *bodySize)
+	proxyServed := 0 // requests the proxy answered before the memory check
 	for _, m := range selected {
 		if ctx.Err() != nil {
 			break
@@ -205,7 +212,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// Warm both paths (connections, pools, the fact index) unmeasured.
 		if n := min(*warmup, *requests); n > 0 {
 			for _, t := range targets {
-				_ = drive(ctx, t, body, n, *concurrency, *maxTime)
+				r := drive(ctx, t, body, n, *concurrency, *maxTime)
+				if t.name == "proxy" {
+					proxyServed += r.n
+				}
 			}
 		}
 		var results [2][]benchResult
@@ -215,7 +225,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				order = [2]int{1, 0}
 			}
 			for _, i := range order {
-				results[i] = append(results[i], drive(ctx, targets[i], body, *requests, *concurrency, *maxTime))
+				r := drive(ctx, targets[i], body, *requests, *concurrency, *maxTime)
+				results[i] = append(results[i], r)
+				if i == 1 {
+					proxyServed += r.n
+				}
 			}
 		}
 		printMode(stdout, m, targets, results)
@@ -223,12 +237,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 
 	if *rssRequests > 0 && ctx.Err() == nil {
-		runMemoryCheck(ctx, stdout, benchTarget{name: "proxy", addr: proxyAddr, check: checkValidated}, validateBody,
+		fmt.Fprintf(stdout, "memory check: %d validating requests, then %d more, concurrency %d (the proxy answered %d requests before)\n",
+			*rssRequests, *rssRequests, *concurrency, proxyServed)
+		proxyServed += runMemoryCheck(ctx, stdout, benchTarget{name: "proxy", addr: proxyAddr, check: checkValidated}, validateBody,
 			*rssRequests, *concurrency, *maxTime, mem, budget, haveBudget)
 	}
 	if child != nil && ctx.Err() == nil {
 		printProxyMemory(stdout, proxyPid, proxyAddr)
 	}
+	fmt.Fprintf(stdout, "the proxy answered %d requests, warm-up included (divide a --mem-profile's alloc_space by it for bytes per request)\n", proxyServed)
 	return 0
 }
 
@@ -311,25 +328,26 @@ func printMode(w io.Writer, m benchMode, targets [2]benchTarget, results [2][]be
 }
 
 // runMemoryCheck sends n validating requests twice and prints the proxy's RSS after
-// each against issue 16's target: ≤ 64 MB + the configured budgets, and flat.
+// each against issue 16's target: ≤ 64 MB + the configured budgets, and flat. It
+// returns how many requests it sent.
 func runMemoryCheck(ctx context.Context, w io.Writer, t benchTarget, body []byte, n, c int, maxTime time.Duration,
-	mem benchMemory, budget soakBudget, haveBudget bool) {
-	fmt.Fprintf(w, "memory check: %d validating requests, then %d more, concurrency %d\n", n, n, c)
+	mem benchMemory, budget soakBudget, haveBudget bool) (sent int) {
 	var rss [2]int64
 	for i := range rss {
 		r := drive(ctx, t, body, n, c, maxTime)
+		sent += r.n
 		fmt.Fprintf(w, "%-12s after %d: %s; %d errors\n", "", (i+1)*n, mem.line(), r.errors)
 		if r.firstErr != "" {
 			fmt.Fprintf(w, "%-12s first error: %s\n", "", r.firstErr)
 		}
 		rss[i], _ = processRSSBytes(mem.proxyPid)
 		if ctx.Err() != nil {
-			return
+			return sent
 		}
 	}
 	if mem.proxyPid == 0 || rss[0] == 0 {
 		fmt.Fprintln(w, "no proxy RSS: the proxy runs in the load driver's process")
-		return
+		return sent
 	}
 	if !haveBudget {
 		fmt.Fprintln(w, "configured budgets: not reported by this proxy (factgate_memory_budget_bytes)")
@@ -341,6 +359,7 @@ func runMemoryCheck(ctx context.Context, w io.Writer, t benchTarget, body []byte
 	growth := float64(rss[1]-rss[0]) / float64(rss[0])
 	fmt.Fprintf(w, "target RSS flat over the second %d (≤ +%.0f%%): %+.1f MB (%+.1f%%) %s\n\n", n, targetRSSFlat*100,
 		float64(rss[1]-rss[0])/1e6, growth*100, passMiss(growth <= targetRSSFlat))
+	return sent
 }
 
 // padRight and padLeft pad s with spaces to width runes (fmt's widths count bytes,
