@@ -162,9 +162,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer func() {
 			c.stop()
 			for _, p := range []string{*cpuProfile, *memProfile} {
-				if p != "" {
-					fmt.Fprintf(stdout, "proxy profile written: %s\n", p)
+				if p == "" {
+					continue
 				}
+				if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+					fmt.Fprintf(stdout, "proxy profile missing: %s (the proxy did not shut down cleanly?)\n", p)
+					continue
+				}
+				fmt.Fprintf(stdout, "proxy profile written: %s\n", p)
 			}
 		}()
 		child, proxyAddr = c, addr
@@ -582,7 +587,9 @@ func fmtLatency(d time.Duration) string {
 	}
 }
 
-// benchChild is the proxy under test, running as "factgate serve".
+// benchChild is a child process of bench or soak: the proxy under test ("factgate
+// serve") or the mock upstream ("factgate mock-upstream"), with its temporary
+// directory (config or script).
 type benchChild struct {
 	cmd *exec.Cmd
 	dir string
