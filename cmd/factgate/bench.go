@@ -15,15 +15,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/proxy"
 	"github.com/factgate/factgate/proxy/mockupstream"
 )
@@ -45,23 +49,41 @@ var benchModes = map[string]benchMode{
 	"validate":    {name: "validate", model: "bench-validate"},
 }
 
+// Targets of issue 16 for the validating route, measured against a direct call that
+// carries the same request in the same run.
+const (
+	targetValidateRatio = 0.5  // validating req/s ≥ this × direct's
+	targetValidateP99   = 2.0  // validating p99 ≤ this × direct's
+	targetRSSBase       = 64e6 // RSS after the memory check ≤ this + the configured budgets
+	targetRSSFlat       = 0.05 // and grows by at most this share over the second run
+)
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	requests := fs.Int("requests", 20000, "requests per target per round")
 	concurrency := fs.Int("concurrency", 50, "concurrent client connections")
-	rounds := fs.Int("rounds", 3, "rounds; each round measures direct, then through the proxy")
-	bodySize := fs.Int("body-size", 2048, "request body size in bytes")
-	modes := fs.String("modes", "passthrough,stream", "comma-separated: passthrough, stream, validate")
+	rounds := fs.Int("rounds", 3, "rounds; each measures direct and proxy once, the order alternating between rounds")
+	bodySize := fs.Int("body-size", 2048, "request body size in bytes (passthrough and stream; validate sends the 24 KB sample replay)")
+	modes := fs.String("modes", "passthrough,stream", "comma-separated: passthrough, stream, validate (empty: only the memory check)")
+	warmup := fs.Int("warmup", 1000, "unmeasured requests per target before a mode's rounds (at most --requests)")
 	maxTime := fs.Duration("max-time", 2*time.Minute, "stop a measurement after this long")
 	accessLog := fs.Bool("access-log", false, "keep the proxy's per-request access log on")
-	inProcess := fs.Bool("in-process", false, "run the proxy in this process instead of as a child (no memory figure)")
+	inProcess := fs.Bool("in-process", false, "run the proxy in this process instead of as a child (no proxy memory figure, no profiles)")
+	proxyBin := fs.String("proxy-bin", "", "the factgate binary to run as the proxy (\"\": this one), e.g. an older build to compare")
+	cpuProfile := fs.String("cpu-profile", "", "write the proxy child's pprof CPU profile to `FILE` (passed to factgate serve)")
+	memProfile := fs.String("mem-profile", "", "write the proxy child's pprof heap/alloc profile to `FILE` when it stops")
+	rssRequests := fs.Int("rss-requests", 0, "memory check: after the modes, send N validating requests, record the proxy's RSS, send N more, record again (0: off)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: factgate bench [flags]")
-		fmt.Fprintln(stderr, "\nStarts the mock upstream in this process and the proxy as a child process")
-		fmt.Fprintln(stderr, "(factgate serve), then drives the same requests at the mock directly and through")
-		fmt.Fprintln(stderr, "the proxy, alternating, and prints requests/s, p50/p90/p99 and the ratio")
-		fmt.Fprintln(stderr, "proxy/direct. All traffic stays on 127.0.0.1 and is bounded in count and time.")
+		fmt.Fprintln(stderr, "\nStarts the mock upstream (factgate mock-upstream) and the proxy (factgate serve) as")
+		fmt.Fprintln(stderr, "child processes; this process is the load driver. For each mode it sends the same")
+		fmt.Fprintln(stderr, "requests at the mock directly and through the proxy, interleaved, for --rounds")
+		fmt.Fprintln(stderr, "rounds, and prints per target the median req/s, p50 and p99 of the rounds with")
+		fmt.Fprintln(stderr, "their min–max, the ratio proxy/direct, and the RSS of the proxy and of the mock.")
+		fmt.Fprintln(stderr, "The validate mode also prints issue 16's targets with PASS or MISS; --rss-requests")
+		fmt.Fprintln(stderr, "adds the memory check. All traffic stays on 127.0.0.1 and is bounded in count and time.")
+		fmt.Fprintln(stderr, "See docs/performance.md.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,29 +91,46 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	var selected []benchMode
 	for _, m := range strings.Split(*modes, ",") {
-		bm, ok := benchModes[strings.TrimSpace(m)]
+		if m = strings.TrimSpace(m); m == "" {
+			continue
+		}
+		bm, ok := benchModes[m]
 		if !ok {
 			fmt.Fprintf(stderr, "factgate bench: unknown mode %q (passthrough, stream, validate)\n", m)
 			return 2
 		}
 		selected = append(selected, bm)
 	}
-	if *requests <= 0 || *concurrency <= 0 || *rounds <= 0 || *bodySize < 64 {
-		fmt.Fprintln(stderr, "factgate bench: --requests, --concurrency and --rounds must be positive and --body-size at least 64")
+	if *requests <= 0 || *concurrency <= 0 || *rounds <= 0 || *bodySize < 64 || *warmup < 0 || *rssRequests < 0 {
+		fmt.Fprintln(stderr, "factgate bench: --requests, --concurrency and --rounds must be positive, --body-size at least 64")
 		return 2
 	}
-
-	mock := mockupstream.New(mockupstream.Options{Script: benchScript(), ChunkSize: 16})
-	if err := mock.Start("127.0.0.1:0"); err != nil {
-		fmt.Fprintln(stderr, "factgate bench: starting the mock upstream:", err)
+	if len(selected) == 0 && *rssRequests == 0 {
+		fmt.Fprintln(stderr, "factgate bench: nothing to measure: no --modes and no --rss-requests")
+		return 2
+	}
+	if *inProcess && (*cpuProfile != "" || *memProfile != "" || *proxyBin != "") {
+		fmt.Fprintln(stderr, "factgate bench: --cpu-profile, --mem-profile and --proxy-bin need the proxy child (not --in-process)")
+		return 2
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "factgate bench:", err)
 		return 1
 	}
-	defer mock.Close()
+
+	mock, mockURL, err := startChildMock(ctx, exe, benchScript(), 16)
+	if err != nil {
+		fmt.Fprintln(stderr, "factgate bench:", err)
+		return 1
+	}
+	defer mock.stop()
+	mockAddr := hostOf(mockURL)
 
 	var child *benchChild
 	var proxyAddr string
 	if *inProcess {
-		addr, stop, err := startInProcessProxy(mock.URL(), *accessLog)
+		addr, stop, err := startInProcessProxy(mockURL, *accessLog)
 		if err != nil {
 			fmt.Fprintln(stderr, "factgate bench:", err)
 			return 1
@@ -99,61 +138,312 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer stop()
 		proxyAddr = addr
 	} else {
-		c, addr, err := startBenchProxy(ctx, mock.URL(), *accessLog, stderr)
+		bin := *proxyBin
+		if bin == "" {
+			bin = exe
+		}
+		var serveArgs []string
+		for flagName, path := range map[string]string{"--cpu-profile": *cpuProfile, "--mem-profile": *memProfile} {
+			if path == "" {
+				continue
+			}
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				fmt.Fprintln(stderr, "factgate bench:", err)
+				return 2
+			}
+			serveArgs = append(serveArgs, flagName, abs)
+		}
+		c, addr, err := startBenchProxy(ctx, bin, mockURL, *accessLog, serveArgs)
 		if err != nil {
 			fmt.Fprintln(stderr, "factgate bench:", err)
 			return 1
 		}
-		defer c.stop()
+		defer func() {
+			c.stop()
+			for _, p := range []string{*cpuProfile, *memProfile} {
+				if p == "" {
+					continue
+				}
+				if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+					fmt.Fprintf(stdout, "proxy profile missing: %s (the proxy did not shut down cleanly?)\n", p)
+					continue
+				}
+				fmt.Fprintf(stdout, "proxy profile written: %s\n", p)
+			}
+		}()
 		child, proxyAddr = c, addr
 	}
-
-	fmt.Fprintf(stdout, "factgate bench: %d requests x %d rounds per target, concurrency %d, body %d bytes\n",
-		*requests, *rounds, *concurrency, *bodySize)
+	proxyPid := 0
 	if child != nil {
-		fmt.Fprintf(stdout, "mock upstream %s (in this process), proxy %s (pid %d)\n\n", mock.Addr(), proxyAddr, child.cmd.Process.Pid)
-	} else {
-		fmt.Fprintf(stdout, "mock upstream %s and proxy %s, both in this process\n\n", mock.Addr(), proxyAddr)
+		proxyPid = child.cmd.Process.Pid
 	}
-	fmt.Fprintf(stdout, "%-12s %-7s %10s %9s %9s %9s %8s\n", "mode", "target", "req/s", "p50", "p90", "p99", "errors")
+	mem := benchMemory{proxyPid: proxyPid, mockPid: mock.cmd.Process.Pid}
 
+	if len(selected) > 0 {
+		fmt.Fprintf(stdout, "factgate bench: %d requests x %d rounds per target, concurrency %d, body %d bytes\n",
+			*requests, *rounds, *concurrency, *bodySize)
+	} else {
+		fmt.Fprintf(stdout, "factgate bench: memory check only, concurrency %d\n", *concurrency)
+	}
+	fmt.Fprintf(stdout, "load driver pid %d, mock upstream %s (pid %d)", os.Getpid(), mockAddr, mock.cmd.Process.Pid)
+	if child != nil {
+		fmt.Fprintf(stdout, ", proxy %s (pid %d)\n", proxyAddr, proxyPid)
+	} else {
+		fmt.Fprintf(stdout, ", proxy %s (in the load driver's process)\n", proxyAddr)
+	}
+	budget, haveBudget := scrapeMemoryBudget(proxyAddr)
+	if haveBudget {
+		fmt.Fprintf(stdout, "proxy memory budget: %s\n", budget)
+	}
+	if len(selected) > 0 {
+		fmt.Fprintln(stdout, "figures are medians of the rounds [min–max]; rounds alternate which target goes first")
+	}
+	fmt.Fprintln(stdout)
+
+	validateBody := benchBody(benchModes["validate"], *bodySize)
+	proxyServed := 0 // requests the proxy answered before the memory check
 	for _, m := range selected {
-		body := benchBody(m, *bodySize)
-		directModel := body
-		targets := []struct{ name, addr, path string }{
-			{"direct", mock.Addr(), "/v1/chat/completions"},
-			{"proxy", proxyAddr, "/v1/chat/completions"},
+		if ctx.Err() != nil {
+			break
 		}
-		// Warm both paths (connections, pools, caches).
-		for _, t := range targets {
-			_ = drive(ctx, t.addr, t.path, directModel, 1000, *concurrency, *maxTime)
+		body := benchBody(m, *bodySize)
+		direct := benchTarget{name: "direct", addr: mockAddr}
+		proxied := benchTarget{name: "proxy", addr: proxyAddr}
+		if m.name == "validate" {
+			proxied.check = checkValidated
+		}
+		targets := [2]benchTarget{direct, proxied}
+		// Warm both paths (connections, pools, the fact index) unmeasured.
+		if n := min(*warmup, *requests); n > 0 {
+			for _, t := range targets {
+				r := drive(ctx, t, body, n, *concurrency, *maxTime)
+				if t.name == "proxy" {
+					proxyServed += r.n
+				}
+			}
 		}
 		var results [2][]benchResult
 		for r := 0; r < *rounds && ctx.Err() == nil; r++ {
-			for i, t := range targets {
-				res := drive(ctx, t.addr, t.path, body, *requests, *concurrency, *maxTime)
-				results[i] = append(results[i], res)
+			order := [2]int{0, 1}
+			if r%2 == 1 {
+				order = [2]int{1, 0}
+			}
+			for _, i := range order {
+				r := drive(ctx, targets[i], body, *requests, *concurrency, *maxTime)
+				results[i] = append(results[i], r)
+				if i == 1 {
+					proxyServed += r.n
+				}
 			}
 		}
-		var rps [2]float64
-		for i, t := range targets {
-			merged := mergeResults(results[i])
-			rps[i] = merged.rps()
-			fmt.Fprintf(stdout, "%-12s %-7s %10.0f %9s %9s %9s %8d\n", m.name, t.name, rps[i],
-				fmtLatency(merged.percentile(50)), fmtLatency(merged.percentile(90)), fmtLatency(merged.percentile(99)), merged.errors)
-			if merged.errors > 0 && merged.firstErr != "" {
-				fmt.Fprintf(stdout, "%-12s first error: %s\n", "", merged.firstErr)
+		printMode(stdout, m, targets, results)
+		fmt.Fprintf(stdout, "%-12s RSS after the mode: %s\n\n", m.name, mem.line())
+	}
+
+	if *rssRequests > 0 && ctx.Err() == nil {
+		fmt.Fprintf(stdout, "memory check: %d validating requests, then %d more, concurrency %d (the proxy answered %d requests before)\n",
+			*rssRequests, *rssRequests, *concurrency, proxyServed)
+		proxyServed += runMemoryCheck(ctx, stdout, benchTarget{name: "proxy", addr: proxyAddr, check: checkValidated}, validateBody,
+			*rssRequests, *concurrency, *maxTime, mem, budget, haveBudget)
+	}
+	if child != nil && ctx.Err() == nil {
+		printProxyMemory(stdout, proxyPid, proxyAddr)
+	}
+	fmt.Fprintf(stdout, "the proxy answered %d requests, warm-up included (divide a --mem-profile's alloc_space by it for bytes per request)\n", proxyServed)
+	return 0
+}
+
+// benchTarget is where a measurement sends its requests.
+type benchTarget struct {
+	name string
+	addr string
+	// check, when set, judges a 200 response; an error counts the request as failed.
+	check func(*fasthttp.Response) error
+}
+
+// checkValidated fails a response the proxy did not validate: the validating route
+// sets X-Factgate-Issues on every answer it checked (e.g. "0" for a clean one).
+func checkValidated(resp *fasthttp.Response) error {
+	if len(resp.Header.Peek(validate.HeaderIssues)) == 0 {
+		return errors.New("200 without " + validate.HeaderIssues + ": the proxy did not validate the answer")
+	}
+	return nil
+}
+
+// printMode prints one mode's table: a row per target, the ratio and, for the
+// validating route, the issue's targets.
+func printMode(w io.Writer, m benchMode, targets [2]benchTarget, results [2][]benchResult) {
+	fmt.Fprintf(w, "%-12s %-7s %s %s %s %7s\n", "mode", "target", padRight("req/s [min–max]", 22),
+		padLeft("p50", 9), padRight("   p99 [min–max]", 30), "errors")
+	var rps, p99 [2][]float64
+	for i, t := range targets {
+		var p50 []float64
+		errs, n := 0, 0
+		var firstErr, issues string
+		for _, r := range results[i] {
+			rps[i] = append(rps[i], r.rps())
+			p50 = append(p50, float64(r.percentile(50)))
+			p99[i] = append(p99[i], float64(r.percentile(99)))
+			errs += r.errors
+			n += r.n
+			if firstErr == "" {
+				firstErr = r.firstErr
+			}
+			if issues == "" {
+				issues = r.issues
 			}
 		}
-		if rps[0] > 0 {
-			fmt.Fprintf(stdout, "%-12s ratio proxy/direct: %.2fx\n\n", m.name, rps[1]/rps[0])
+		lo, hi := minMax(rps[i])
+		p99lo, p99hi := minMax(p99[i])
+		fmt.Fprintf(w, "%-12s %-7s %s %s %s %7d\n", m.name, t.name,
+			padRight(fmt.Sprintf("%.0f [%.0f–%.0f]", median(rps[i]), lo, hi), 22),
+			padLeft(fmtLatency(time.Duration(median(p50))), 9),
+			padRight(fmt.Sprintf("%9s [%s–%s]", fmtLatency(time.Duration(median(p99[i]))), fmtLatency(time.Duration(p99lo)), fmtLatency(time.Duration(p99hi))), 30),
+			errs)
+		if firstErr != "" {
+			fmt.Fprintf(w, "%-12s first error: %s\n", "", firstErr)
+		}
+		if t.check != nil {
+			fmt.Fprintf(w, "%-12s %d of %d proxy answers validated (%s: %q)\n", "", n-errs, n, validate.HeaderIssues, issues)
 		}
 	}
-	if child == nil {
+	// Per-round ratios: the two targets of a round ran back to back, so drift
+	// between rounds cancels out of each ratio.
+	var ratio, p99Ratio []float64
+	for r := range min(len(rps[0]), len(rps[1])) {
+		if rps[0][r] > 0 {
+			ratio = append(ratio, rps[1][r]/rps[0][r])
+		}
+		if p99[0][r] > 0 {
+			p99Ratio = append(p99Ratio, p99[1][r]/p99[0][r])
+		}
+	}
+	if len(ratio) == 0 {
+		return
+	}
+	lo, hi := minMax(ratio)
+	plo, phi := minMax(p99Ratio)
+	fmt.Fprintf(w, "%-12s ratio proxy/direct: req/s %.2fx [%.2f–%.2f], p99 %.2fx [%.2f–%.2f]\n",
+		m.name, median(ratio), lo, hi, median(p99Ratio), plo, phi)
+	if m.name == "validate" {
+		fmt.Fprintf(w, "%-12s target req/s ≥ %.1fx direct: %.2fx %s\n", m.name, targetValidateRatio, median(ratio), passMiss(median(ratio) >= targetValidateRatio))
+		fmt.Fprintf(w, "%-12s target p99 ≤ %.1fx direct's: %.2fx %s\n", m.name, targetValidateP99, median(p99Ratio), passMiss(median(p99Ratio) <= targetValidateP99))
+	}
+}
+
+// runMemoryCheck sends n validating requests twice and prints the proxy's RSS after
+// each against issue 16's target: ≤ 64 MB + the configured budgets, and flat. It
+// returns how many requests it sent.
+func runMemoryCheck(ctx context.Context, w io.Writer, t benchTarget, body []byte, n, c int, maxTime time.Duration,
+	mem benchMemory, budget soakBudget, haveBudget bool) (sent int) {
+	var rss [2]int64
+	for i := range rss {
+		r := drive(ctx, t, body, n, c, maxTime)
+		sent += r.n
+		fmt.Fprintf(w, "%-12s after %d: %s; %d errors\n", "", (i+1)*n, mem.line(), r.errors)
+		if r.firstErr != "" {
+			fmt.Fprintf(w, "%-12s first error: %s\n", "", r.firstErr)
+		}
+		rss[i], _ = processRSSBytes(mem.proxyPid)
+		if ctx.Err() != nil {
+			return sent
+		}
+	}
+	if mem.proxyPid == 0 || rss[0] == 0 {
+		fmt.Fprintln(w, "no proxy RSS: the proxy runs in the load driver's process")
+		return sent
+	}
+	if !haveBudget {
+		fmt.Fprintln(w, "configured budgets: not reported by this proxy (factgate_memory_budget_bytes)")
+	} else {
+		fmt.Fprintf(w, "configured budgets: %s\n", budget)
+		limit := targetRSSBase + float64(budget.budgets)
+		fmt.Fprintf(w, "target RSS ≤ 64 MB + budgets (%.1f MB): %.1f MB %s\n", limit/1e6, float64(rss[1])/1e6, passMiss(float64(rss[1]) <= limit))
+	}
+	growth := float64(rss[1]-rss[0]) / float64(rss[0])
+	fmt.Fprintf(w, "target RSS flat over the second %d (≤ +%.0f%%): %+.1f MB (%+.1f%%) %s\n\n", n, targetRSSFlat*100,
+		float64(rss[1]-rss[0])/1e6, growth*100, passMiss(growth <= targetRSSFlat))
+	return sent
+}
+
+// padRight and padLeft pad s with spaces to width runes (fmt's widths count bytes,
+// and the table has en dashes and µ).
+func padRight(s string, width int) string {
+	return s + strings.Repeat(" ", max(0, width-utf8.RuneCountInString(s)))
+}
+
+func padLeft(s string, width int) string {
+	return strings.Repeat(" ", max(0, width-utf8.RuneCountInString(s))) + s
+}
+
+func passMiss(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// benchMemory reads the RSS of the proxy and mock children.
+type benchMemory struct {
+	proxyPid, mockPid int // 0: not a child of this process
+}
+
+// line renders both processes' VmRSS and VmHWM (peak) in MB.
+func (m benchMemory) line() string {
+	one := func(name string, pid int) string {
+		if pid == 0 {
+			return name + " in this process"
+		}
+		rss, hwm, err := processRSS(pid)
+		if err != nil {
+			return name + " " + err.Error()
+		}
+		return fmt.Sprintf("%s %s (peak %s)", name, kBToMB(rss), kBToMB(hwm))
+	}
+	return one("proxy", m.proxyPid) + ", " + one("mock", m.mockPid)
+}
+
+// kBToMB turns /proc's "12345 kB" into "12.6 MB".
+func kBToMB(v string) string {
+	kb, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
+	if err != nil {
+		return v
+	}
+	return fmt.Sprintf("%.1f MB", float64(kb)*1024/1e6)
+}
+
+// processRSSBytes is a process's VmRSS in bytes.
+func processRSSBytes(pid int) (int64, error) {
+	if pid == 0 {
+		return 0, errors.New("no process")
+	}
+	rss, _, err := processRSS(pid)
+	if err != nil {
+		return 0, err
+	}
+	kb, err := strconv.ParseInt(strings.TrimSuffix(rss, " kB"), 10, 64)
+	return kb * 1024, err
+}
+
+// median of xs (the mean of the middle two for an even count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
 		return 0
 	}
-	printProxyMemory(stdout, child.cmd.Process.Pid, proxyAddr)
-	return 0
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func minMax(xs []float64) (lo, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	return slices.Min(xs), slices.Max(xs)
 }
 
 // benchCleanAnswer is a correct analysis of the sample replay with seven unit
@@ -211,6 +501,7 @@ type benchResult struct {
 	n        int
 	errors   int
 	firstErr string
+	issues   string // the first X-Factgate-Issues value seen
 	elapsed  time.Duration
 	lat      []time.Duration
 }
@@ -225,27 +516,13 @@ func (r benchResult) rps() float64 {
 // percentile is the p-th percentile of the latencies (nearest rank).
 func (r benchResult) percentile(p float64) time.Duration { return interceptors.Percentile(r.lat, p) }
 
-func mergeResults(rs []benchResult) benchResult {
-	var m benchResult
-	for _, r := range rs {
-		m.n += r.n
-		m.errors += r.errors
-		m.elapsed += r.elapsed
-		m.lat = append(m.lat, r.lat...)
-		if m.firstErr == "" {
-			m.firstErr = r.firstErr
-		}
-	}
-	return m
-}
-
-// drive sends n requests at concurrency c and measures them.
-func drive(ctx context.Context, addr, path string, body []byte, n, c int, maxTime time.Duration) benchResult {
-	client := &fasthttp.HostClient{Addr: addr, MaxConns: c, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second}
+// drive sends n requests to t at concurrency c and measures them.
+func drive(ctx context.Context, t benchTarget, body []byte, n, c int, maxTime time.Duration) benchResult {
+	client := &fasthttp.HostClient{Addr: t.addr, MaxConns: c, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	var next atomic.Int64
 	var errs atomic.Int64
-	var firstErr atomic.Value
+	var firstErr, issues atomic.Value
 	lat := make([]time.Duration, n)
 	deadline := time.Now().Add(maxTime)
 	var wg sync.WaitGroup
@@ -259,7 +536,7 @@ func drive(ctx context.Context, addr, path string, body []byte, n, c int, maxTim
 			defer fasthttp.ReleaseRequest(req)
 			defer fasthttp.ReleaseResponse(resp)
 			req.Header.SetMethod("POST")
-			req.SetRequestURI("http://" + addr + path)
+			req.SetRequestURI("http://" + t.addr + "/v1/chat/completions")
 			req.Header.SetContentType("application/json")
 			req.Header.Set("Authorization", "Bearer bench")
 			req.SetBodyRaw(body)
@@ -274,6 +551,12 @@ func drive(ctx context.Context, addr, path string, body []byte, n, c int, maxTim
 				if err == nil && resp.StatusCode() != 200 {
 					err = fmt.Errorf("status %d: %.200s", resp.StatusCode(), resp.Body())
 				}
+				if err == nil && t.check != nil {
+					err = t.check(resp)
+				}
+				if v := resp.Header.Peek(validate.HeaderIssues); err == nil && len(v) > 0 && issues.Load() == nil {
+					issues.CompareAndSwap(nil, string(v))
+				}
 				if err != nil {
 					errs.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
@@ -286,6 +569,9 @@ func drive(ctx context.Context, addr, path string, body []byte, n, c int, maxTim
 	r := benchResult{n: done, errors: int(errs.Load()), elapsed: time.Since(start), lat: lat[:done]}
 	if v, ok := firstErr.Load().(string); ok {
 		r.firstErr = v
+	}
+	if v, ok := issues.Load().(string); ok {
+		r.issues = v
 	}
 	return r
 }
@@ -301,7 +587,9 @@ func fmtLatency(d time.Duration) string {
 	}
 }
 
-// benchChild is the proxy under test, running as "factgate serve".
+// benchChild is a child process of bench or soak: the proxy under test ("factgate
+// serve") or the mock upstream ("factgate mock-upstream"), with its temporary
+// directory (config or script).
 type benchChild struct {
 	cmd *exec.Cmd
 	dir string
@@ -345,22 +633,20 @@ func startInProcessProxy(mockURL string, accessLog bool) (string, func(), error)
 	}, nil
 }
 
-// startBenchProxy writes a bench config and starts "factgate serve" on it.
-func startBenchProxy(ctx context.Context, mockURL string, accessLog bool, stderr io.Writer) (*benchChild, string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, "", err
-	}
+// startBenchProxy writes a bench config and starts "exe serve" on it with the extra
+// serve flags.
+func startBenchProxy(ctx context.Context, exe, mockURL string, accessLog bool, serveArgs []string) (*benchChild, string, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, "", err
 	}
-	child, err := startChildProxy(ctx, exe, addr, fmt.Sprintf(benchConfig, addr, accessLog, mockURL))
+	child, err := startChildProxy(ctx, exe, addr, fmt.Sprintf(benchConfig, addr, accessLog, mockURL), serveArgs...)
 	return child, addr, err
 }
 
-// startChildProxy writes cfg (listening on addr) and starts "exe serve" on it.
-func startChildProxy(ctx context.Context, exe, addr, cfg string) (*benchChild, error) {
+// startChildProxy writes cfg (listening on addr) and starts "exe serve" on it with
+// the extra serve flags.
+func startChildProxy(ctx context.Context, exe, addr, cfg string, serveArgs ...string) (*benchChild, error) {
 	dir, err := os.MkdirTemp("", "factgate-bench-")
 	if err != nil {
 		return nil, err
@@ -369,7 +655,7 @@ func startChildProxy(ctx context.Context, exe, addr, cfg string) (*benchChild, e
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "serve", "--config", path)
+	cmd := exec.Command(exe, append([]string{"serve", "--config", path}, serveArgs...)...)
 	var logs bytes.Buffer
 	cmd.Stdout = &logs
 	cmd.Stderr = &logs

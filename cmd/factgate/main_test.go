@@ -66,6 +66,7 @@ func TestBenchInProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("bench drives real traffic")
 	}
+	t.Setenv(envRunAsFactgate, "1") // the mock upstream is a child process
 	code, out, errOut := runMain(t, "bench", "--in-process", "--requests", "300", "--rounds", "1", "--concurrency", "8", "--modes", "passthrough,stream,validate")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)

@@ -21,6 +21,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	configPath := fs.String("config", "configs/factgate.yaml", "config file (YAML)")
 	listen := fs.String("listen", "", "listen address, overriding server.listen")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error, overriding log.level")
+	cpuProfile := fs.String("cpu-profile", "", "write a pprof CPU profile of the whole run to `FILE` (flushed on SIGTERM/SIGINT)")
+	memProfile := fs.String("mem-profile", "", "write a pprof heap profile to `FILE` on shutdown (in use, and allocated since start)")
 	var upstreamURLs []string
 	fs.Func("upstream", "NAME=URL: point upstream NAME at base URL URL, overriding its base_url (repeatable;\ne.g. main=http://127.0.0.1:9090/v1 for the mock upstream)", func(v string) error {
 		if name, u, ok := strings.Cut(v, "="); !ok || name == "" || u == "" {
@@ -31,6 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	})
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: factgate serve [--config FILE] [--listen ADDR] [--log-level LEVEL] [--upstream NAME=URL]...")
+		fmt.Fprintln(stderr, "                     [--cpu-profile FILE] [--mem-profile FILE]")
 		fmt.Fprintln(stderr, "\nRuns the proxy until SIGTERM or SIGINT, then drains in-flight requests.")
 		fmt.Fprintln(stderr, "Secrets come from the environment variables the config names (FACTGATE_*).")
 		fs.PrintDefaults()
@@ -67,11 +70,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	// The garbage collector keeps the heap within the configured budgets.
 	proxy.ApplyMemoryLimit(srv)
-	if err := srv.ListenAndServe(ctx); err != nil {
+	stopProfiles, err := startProfiles(*cpuProfile, *memProfile)
+	if err != nil {
 		fmt.Fprintln(stderr, "factgate serve:", err)
 		return 1
 	}
-	return 0
+	code := 0
+	if err := srv.ListenAndServe(ctx); err != nil {
+		fmt.Fprintln(stderr, "factgate serve:", err)
+		code = 1
+	}
+	// After the graceful shutdown, so the profiles cover every drained request.
+	if err := stopProfiles(); err != nil {
+		fmt.Fprintln(stderr, "factgate serve:", err)
+		code = 1
+	}
+	return code
 }
 
 func runConfigCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {

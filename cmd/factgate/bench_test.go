@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// envRunAsFactgate makes the test binary behave as the factgate binary.
+const envRunAsFactgate = "FACTGATE_TEST_RUN_AS_FACTGATE"
+
+// TestMain lets the test binary stand in for factgate: bench starts
+// "factgate mock-upstream" and "factgate serve" from os.Executable, which in a test
+// is this binary, so a child started with envRunAsFactgate=1 runs the command its
+// arguments name instead of the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunAsFactgate) == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// TestBenchChildren runs bench small with the mock and the proxy as children: it
+// prints medians, ratios and both processes' RSS per mode, the validating route
+// validated every answer, the memory check ran, and the proxy child flushed its
+// profiles when it was stopped.
+func TestBenchChildren(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench drives real traffic")
+	}
+	t.Setenv(envRunAsFactgate, "1")
+	dir := t.TempDir()
+	cpu, heap := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "heap.pprof")
+	code, out, errOut := runMain(t, "bench", "--requests", "200", "--rounds", "2", "--concurrency", "4", "--warmup", "20",
+		"--modes", "passthrough,validate", "--rss-requests", "50", "--cpu-profile", cpu, "--mem-profile", heap)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"mock upstream 127.0.0.1:", "proxy memory budget: ",
+		"passthrough  direct", "passthrough  proxy", "passthrough  ratio proxy/direct: req/s ",
+		"validate     direct", "validate     proxy", "validate     ratio proxy/direct: req/s ",
+		"400 of 400 proxy answers validated",
+		"validate     target req/s ≥ 0.5x direct: ", "validate     target p99 ≤ 2.0x direct's: ",
+		"passthrough  RSS after the mode: proxy ", "validate     RSS after the mode: proxy ", "MB), mock ",
+		"after 50: proxy ", "after 100: proxy ", "configured budgets: ", "target RSS ≤ 64 MB + budgets",
+		"target RSS flat over the second 50",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "first error") {
+		t.Errorf("bench saw errors")
+	}
+	// Every target row ends with its error count, and it is 0.
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if _, mode := benchModes[f0(f)]; !mode || len(f) < 3 || (f[1] != "direct" && f[1] != "proxy") {
+			continue
+		}
+		rows++
+		if f[len(f)-1] != "0" {
+			t.Errorf("errors in %q", line)
+		}
+	}
+	if rows != 4 {
+		t.Errorf("%d target rows, want 4", rows)
+	}
+	for _, p := range []string{cpu, heap} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("profile %s: %v", p, err)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s\n%s", out, errOut)
+	}
+}
+
+// f0 is the first field, or "".
+func f0(f []string) string {
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
