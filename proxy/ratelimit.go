@@ -242,20 +242,30 @@ func answerTokens(resp *fasthttp.Response) int {
 
 // usageScanner finds the usage of a streamed answer: the first data event that
 // carries usage.total_tokens (OpenAI sends it with stream_options.include_usage;
-// without it a stream tells no usage, and is not counted). It spends the tokens
+// without it a stream tells no usage, and is not counted), or, in a Responses API
+// stream, the terminal event's response.usage.total_tokens. It spends the tokens
 // as it reads the event, before the client gets it: a client that reads the
 // whole answer and asks again is counted with it.
 type usageScanner struct {
 	spend func(tokens int)
 	line  []byte
 	done  bool
-	// skipping: the current line outgrew maxUsageLine and is not kept.
+	// skipping: the current line outgrew maxUsageLine and is not kept whole.
 	skipping bool
+	// terminal: the skipped line is a Responses terminal event, whose response
+	// echoes the output and the instructions before its usage; tail keeps the
+	// line's last usageTail bytes, where the usage is.
+	terminal bool
+	tail     []byte
 }
 
 // maxUsageLine bounds the event line kept while it arrives: a usage chunk is
 // small, a content event that outgrows it is skipped.
 const maxUsageLine = 64 << 10
+
+// usageTail is how much of the end of an over-long Responses terminal event is
+// kept: its usage object and the few fields after it.
+const usageTail = 4 << 10
 
 func (u *usageScanner) scan(p []byte) {
 	for len(p) > 0 && !u.done {
@@ -264,22 +274,45 @@ func (u *usageScanner) scan(p []byte) {
 		if i >= 0 {
 			part = p[:i]
 		}
-		if !u.skipping {
-			if len(u.line)+len(part) > maxUsageLine {
-				u.skipping, u.line = true, u.line[:0]
-			} else {
-				u.line = append(u.line, part...)
+		switch {
+		case !u.skipping && len(u.line)+len(part) > maxUsageLine:
+			head := u.line
+			if len(head) < 256 {
+				head = append(head, part[:min(len(part), 256-len(head))]...)
 			}
+			u.skipping, u.terminal = true, responsesTerminal(head)
+			if u.terminal {
+				u.tail = keepTail(append(u.tail[:0], u.line...), part)
+			}
+			u.line = u.line[:0]
+		case !u.skipping:
+			u.line = append(u.line, part...)
+		case u.terminal:
+			u.tail = keepTail(u.tail, part)
 		}
 		if i < 0 {
 			return
 		}
 		if !u.skipping {
 			u.readLine(u.line)
+		} else if u.terminal {
+			u.readTail(u.tail)
 		}
-		u.line, u.skipping = u.line[:0], false
+		u.line, u.skipping, u.terminal, u.tail = u.line[:0], false, false, u.tail[:0]
 		p = p[i+1:]
 	}
+}
+
+// keepTail appends p to tail and keeps its last usageTail bytes.
+func keepTail(tail, p []byte) []byte {
+	if len(p) >= usageTail {
+		return append(tail[:0], p[len(p)-usageTail:]...)
+	}
+	tail = append(tail, p...)
+	if over := len(tail) - usageTail; over > 0 {
+		tail = append(tail[:0], tail[over:]...)
+	}
+	return tail
 }
 
 func (u *usageScanner) readLine(line []byte) {
@@ -287,8 +320,48 @@ func (u *usageScanner) readLine(line []byte) {
 	if !ok || !bytes.Contains(data, []byte(`"total_tokens"`)) {
 		return
 	}
-	if n := gjson.GetBytes(data, "usage.total_tokens"); n.Exists() {
+	n := gjson.GetBytes(data, "usage.total_tokens")
+	if !n.Exists() && responsesTerminal(line) {
+		n = gjson.GetBytes(data, "response.usage.total_tokens")
+	}
+	if n.Exists() {
 		u.done = true
 		u.spend(int(n.Int()))
 	}
+}
+
+// readTail reads the total_tokens at the end of an over-long Responses terminal
+// event: the last "total_tokens": followed by a number (a string that mentions
+// it is escaped, \"total_tokens\", and never matches).
+func (u *usageScanner) readTail(tail []byte) {
+	key := []byte(`"total_tokens":`)
+	for i := bytes.LastIndex(tail, key); i >= 0; i = bytes.LastIndex(tail[:i], key) {
+		rest := tail[i+len(key):]
+		j := 0
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			j++
+		}
+		if n, err := strconv.Atoi(string(rest[:j])); err == nil && j > 0 {
+			u.done = true
+			u.spend(n)
+			return
+		}
+	}
+}
+
+// responsesTerminal reports whether an SSE data line (or its beginning) is a
+// Responses API stream's terminal event, which carries the usage in its
+// response: response.completed, response.incomplete or response.failed.
+func responsesTerminal(line []byte) bool {
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return false
+	}
+	head := data[:min(len(data), 256)]
+	for _, t := range [...]string{`"response.completed"`, `"response.incomplete"`, `"response.failed"`} {
+		if bytes.Contains(head, []byte(t)) {
+			return true
+		}
+	}
+	return false
 }
