@@ -40,7 +40,7 @@ func (x *Extractor) ExtractTexts(texts ...string) (*Index, error) {
 	if x == nil || x.schema == nil {
 		return nil, errors.New("facts: extractor not made by NewExtractor")
 	}
-	st := extraction{x: x}
+	st := extraction{x: x, sub: make([]int, 2*x.maxCaps)}
 	st.presize(texts)
 	st.run(texts)
 	return st.finish(), nil
@@ -48,6 +48,7 @@ func (x *Extractor) ExtractTexts(texts ...string) (*Index, error) {
 
 type extraction struct {
 	x         *Extractor
+	sub       []int // scratch for line programs' submatches
 	arena     strings.Builder
 	raw       []opRec
 	units     []int64
@@ -104,10 +105,7 @@ func (st *extraction) line(line string) {
 	x := st.x
 	for k := range x.ops {
 		m := &x.ops[k]
-		if !m.mayMatch(line) {
-			continue
-		}
-		sub := m.re.FindStringSubmatchIndex(line)
+		sub := m.find(line, st.sub)
 		if sub == nil {
 			continue
 		}
@@ -116,8 +114,8 @@ func (st *extraction) line(line string) {
 		}
 		return
 	}
-	if d := x.duration; d != nil && d.mayMatch(line) {
-		sub := d.re.FindStringSubmatchIndex(line)
+	if d := x.duration; d != nil {
+		sub := d.find(line, st.sub)
 		if sub == nil {
 			return
 		}

@@ -96,6 +96,7 @@ func New(cfg Config, deps interceptors.Deps) (*Interceptor, error) {
 		f.sources[src] = m.indexes.WithLabelValues(deps.Route, src)
 	}
 	f.store = newStore(x, keyVersion, shared, st, func(d time.Duration) { m.builds.Observe(d.Seconds()) }, deps.Log)
+	f.store.observeEncoded = func(n int) { m.encoded.Observe(float64(n)) }
 	return f, nil
 }
 
@@ -278,6 +279,7 @@ func hasText(texts []string) bool {
 type metrics struct {
 	indexes         *prometheus.CounterVec
 	builds          prometheus.Histogram
+	encoded         prometheus.Histogram
 	memory, entries *prometheus.GaugeVec
 }
 
@@ -291,6 +293,11 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Name:    "factgate_fact_index_build_seconds",
 			Help:    "Time to extract a fact index from a request's text (cache misses only).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12), // 100µs .. ~2.4s
+		})),
+		encoded: interceptors.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "factgate_fact_index_encoded_bytes",
+			Help:    "Size of each fact index written to the shared cache (its encoding, MarshalBinary).",
+			Buckets: prometheus.ExponentialBuckets(1024, 4, 9), // 1 KiB .. 64 MiB
 		})),
 		memory: interceptors.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "factgate_fact_index_memory_bytes",

@@ -380,3 +380,32 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }
+
+// TestEncodedSizeIsReported checks that an index written to the shared cache
+// shows its size in factgate_fact_index_encoded_bytes: one observation of the
+// blob's length per write-back.
+func TestEncodedSizeIsReported(t *testing.T) {
+	t.Parallel()
+	s := newStage(t, nil, Config{})
+	text := replay(t, "allied_vs_soviet.txt")
+	if _, info, _ := requestOn(context.Background(), s, chatBody(t, text)); info.Source != SourceBuilt {
+		t.Fatalf("source %q, want built", info.Source)
+	}
+	s.settle()
+	blob, _ := extract(t, text).MarshalBinary()
+	families, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "factgate_fact_index_encoded_bytes" {
+			continue
+		}
+		h := f.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != 1 || h.GetSampleSum() != float64(len(blob)) {
+			t.Errorf("observed %d sizes summing to %v, want one of %d", h.GetSampleCount(), h.GetSampleSum(), len(blob))
+		}
+		return
+	}
+	t.Error("factgate_fact_index_encoded_bytes not registered")
+}

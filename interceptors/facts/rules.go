@@ -97,6 +97,8 @@ type Extractor struct {
 	schema   *schema
 	maxLines int
 	maxBytes int
+	// maxCaps is the most submatch slots (groups + 1) of a rule's line program.
+	maxCaps int
 }
 
 // lineMatcher is a compiled rule regex with its cheap prefilter.
@@ -106,6 +108,10 @@ type lineMatcher struct {
 	// line lacking one is skipped without running re.
 	literals []string
 	gTime    int
+	// prog matches without the regexp when the regex has the shape it handles
+	// (nil otherwise); the prefilter is then not needed, except for the rare line
+	// the program gives up on.
+	prog *lineProg
 }
 
 // opMatcher is one compiled OpRule: submatch group numbers (-1 = absent).
@@ -218,6 +224,14 @@ func NewExtractor(r *knowledge.FactRules, opts ...Option) (*Extractor, error) {
 		x.duration = lm
 	}
 
+	for i := range x.ops {
+		if p := x.ops[i].prog; p != nil {
+			x.maxCaps = max(x.maxCaps, p.ncap)
+		}
+	}
+	if x.duration != nil && x.duration.prog != nil {
+		x.maxCaps = max(x.maxCaps, x.duration.prog.ncap)
+	}
 	if err := applyRoles(sc, r.Roles, kindIDs, fills); err != nil {
 		return nil, err
 	}
@@ -282,6 +296,26 @@ func compileOp(i int, r *knowledge.OpRule) (opMatcher, error) {
 	return m, nil
 }
 
+// find returns the submatch indexes of line (as regexp.FindStringSubmatchIndex),
+// nil when it does not match. buf is scratch space for the program's result; the
+// result may be buf.
+func (m *lineMatcher) find(line string, buf []int) []int {
+	if m.prog != nil {
+		sub := buf[:2*m.prog.ncap]
+		matched, decided := m.prog.match(line, sub)
+		switch {
+		case matched:
+			return sub
+		case decided:
+			return nil
+		}
+	}
+	if !m.mayMatch(line) {
+		return nil
+	}
+	return m.re.FindStringSubmatchIndex(line)
+}
+
 // mayMatch reports whether line contains every prefilter literal.
 func (m *lineMatcher) mayMatch(line string) bool {
 	for _, l := range m.literals {
@@ -302,7 +336,11 @@ func compileLine(src string, re *regexp.Regexp) (*lineMatcher, error) {
 			return nil, fmt.Errorf("regex: %w", err)
 		}
 	}
-	return &lineMatcher{re: re, literals: requiredLiterals(re.String()), gTime: re.SubexpIndex(fieldTime)}, nil
+	lm := &lineMatcher{re: re, literals: requiredLiterals(re.String()), gTime: re.SubexpIndex(fieldTime)}
+	if p := compileLineProg(re.String()); p != nil && p.ncap == re.NumSubexp()+1 {
+		lm.prog = p
+	}
+	return lm, nil
 }
 
 func applyRoles(sc *schema, roles map[string][]string, kindIDs map[string]int, fills map[string]map[string]bool) error {

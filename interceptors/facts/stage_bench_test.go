@@ -19,8 +19,19 @@ import (
 // BenchmarkRequestMemoryHit is one request whose index is in memory, end to end:
 // OnRequest (texts, key from the memo, lookup, in a goroutine) and FromExchange.
 func BenchmarkRequestMemoryHit(b *testing.B) {
+	benchmarkRequestMemoryHit(b, replay(b, "allied_vs_soviet.large.txt"))
+}
+
+// BenchmarkRequestMemoryHitSmall is BenchmarkRequestMemoryHit with a 19-line log:
+// beside it, it shows what grows with the log (time: two reads of the body) and
+// what does not (allocations).
+func BenchmarkRequestMemoryHitSmall(b *testing.B) {
+	benchmarkRequestMemoryHit(b, replay(b, "mcv_vs_miner.txt"))
+}
+
+func benchmarkRequestMemoryHit(b *testing.B, log string) {
 	s := newStage(b, nil, Config{})
-	body := chatBody(b, replay(b, "allied_vs_soviet.large.txt"))
+	body := chatBody(b, log)
 	ctx := context.Background()
 	if _, info, _ := requestOn(ctx, s, body); info.Source != SourceBuilt {
 		b.Fatalf("warm-up source %q", info.Source)
@@ -56,7 +67,7 @@ func BenchmarkUserTextsLarge(b *testing.B) {
 }
 
 // BenchmarkFactKeyRepeated is the fact key of a request body whose log was seen
-// before: locating the user contents and the maphash memo, instead of decoding
+// before: locating the user contents and the XXH3 memo, instead of decoding
 // them (BenchmarkUserTextsLarge) and SHA-256 (BenchmarkSourceKeyLarge).
 func BenchmarkFactKeyRepeated(b *testing.B) {
 	s := newStage(b, nil, Config{})

@@ -31,28 +31,46 @@ type MessageList struct {
 func FindMessages(body []byte) (MessageList, bool) { return findMessages(bytesView(body)) }
 
 func findMessages(s string) (MessageList, bool) {
-	arr, ok := rawjson.Find(s, "messages")
-	if !ok || arr.Raw[0] != '[' {
+	var ml MessageList
+	found := false
+	// One read of the body: the messages array is walked where it stands, so the
+	// log in a content is scanned once (to find its end), not once per level.
+	rawjson.ScanMembers(s, 0, func(key string, v int) int {
+		if !rawjson.KeyIs(key, "messages") {
+			return -1
+		}
+		// With a duplicate name the last one wins (rawjson.Find).
+		found = s[v] == '['
+		if !found {
+			return -1
+		}
+		ml = MessageList{Start: v}
+		ml.End = rawjson.ScanElements(s, v, func(e int) int {
+			m := Message{Start: e}
+			m.End = rawjson.ScanMembers(s, e, func(key string, v int) int {
+				end := rawjson.ValueEnd(s, v)
+				switch {
+				case end < 0:
+				case rawjson.KeyIs(key, "role"):
+					if r, ok := rawjson.StringValue(s[v:end]); ok {
+						m.Role = internRole(r)
+					}
+				case rawjson.KeyIs(key, "content"):
+					m.ContentStart, m.ContentEnd = v, end
+				}
+				return end
+			})
+			if m.End < 0 { // not an object: listed with an empty role
+				m = Message{Start: e, End: rawjson.ValueEnd(s, e)}
+			}
+			ml.Items = append(ml.Items, m)
+			return m.End
+		})
+		return ml.End
+	})
+	if !found || ml.End < 0 {
 		return MessageList{}, false
 	}
-	ml := MessageList{Start: arr.Off, End: arr.Off + len(arr.Raw)}
-	rawjson.EachElement(arr.Raw, func(el rawjson.Value) bool {
-		m := Message{Start: arr.Off + el.Off, End: arr.Off + el.Off + len(el.Raw)}
-		rawjson.EachMember(el.Raw, func(v rawjson.Member) bool {
-			switch {
-			case rawjson.KeyIs(v.Key, "role"):
-				if r, ok := rawjson.StringValue(v.Raw); ok {
-					m.Role = internRole(r)
-				}
-			case rawjson.KeyIs(v.Key, "content"):
-				m.ContentStart = m.Start + v.Off
-				m.ContentEnd = m.ContentStart + len(v.Raw)
-			}
-			return true
-		})
-		ml.Items = append(ml.Items, m)
-		return true
-	})
 	return ml, true
 }
 

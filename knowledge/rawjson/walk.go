@@ -358,3 +358,94 @@ func valueEnd(s string, i int) int {
 		return j
 	}
 }
+
+// ScanMembers walks the JSON object starting at s[i] like EachMember, but in one
+// read of the text: fn is called with each member's raw key and the offset of its
+// value in s, and returns the offset just past the value when it read the value
+// itself (to descend into it with ScanMembers or ScanElements, say), or -1 to have
+// the walker skip it. ScanMembers returns the offset just past the object, or -1
+// when s[i] does not start one or the text ends early or fn returned an offset
+// that is not followed by a member separator or the object's end.
+func ScanMembers(s string, i int, fn func(key string, value int) int) int {
+	i = skipSpace(s, i)
+	if i >= len(s) || s[i] != '{' {
+		return -1
+	}
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == '}' {
+		return i + 1
+	}
+	for {
+		if i >= len(s) || s[i] != '"' {
+			return -1
+		}
+		ke := stringEnd(s, i)
+		if ke < 0 {
+			return -1
+		}
+		key := s[i+1 : ke-1]
+		i = skipSpace(s, ke)
+		if i >= len(s) || s[i] != ':' {
+			return -1
+		}
+		i = skipSpace(s, i+1)
+		ve := fn(key, i)
+		if ve < 0 {
+			ve = valueEnd(s, i)
+		}
+		if ve < 0 {
+			return -1
+		}
+		i = skipSpace(s, ve)
+		if i >= len(s) {
+			return -1
+		}
+		switch s[i] {
+		case '}':
+			return i + 1
+		case ',':
+			i = skipSpace(s, i+1)
+		default:
+			return -1
+		}
+	}
+}
+
+// ScanElements walks the JSON array starting at s[i] in one read of the text, as
+// ScanMembers walks an object: fn gets each element's offset in s and returns the
+// offset just past it, or -1 to have it skipped. It returns the offset just past
+// the array, or -1.
+func ScanElements(s string, i int, fn func(value int) int) int {
+	i = skipSpace(s, i)
+	if i >= len(s) || s[i] != '[' {
+		return -1
+	}
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == ']' {
+		return i + 1
+	}
+	for {
+		ve := fn(i)
+		if ve < 0 {
+			ve = valueEnd(s, i)
+		}
+		if ve < 0 {
+			return -1
+		}
+		i = skipSpace(s, ve)
+		if i >= len(s) {
+			return -1
+		}
+		switch s[i] {
+		case ']':
+			return i + 1
+		case ',':
+			i = skipSpace(s, i+1)
+		default:
+			return -1
+		}
+	}
+}
+
+// ValueEnd returns the offset just past the JSON value starting at s[i], or -1.
+func ValueEnd(s string, i int) int { return valueEnd(s, i) }

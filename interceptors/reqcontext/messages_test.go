@@ -1,0 +1,96 @@
+package reqcontext
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
+)
+
+// findMessagesByLevels is the walker findMessages replaced, which read the
+// messages once per level (array, element, member): the reference of the
+// differential tests.
+func findMessagesByLevels(s string) (MessageList, bool) {
+	arr, ok := rawjson.Find(s, "messages")
+	if !ok || arr.Raw[0] != '[' {
+		return MessageList{}, false
+	}
+	ml := MessageList{Start: arr.Off, End: arr.Off + len(arr.Raw)}
+	rawjson.EachElement(arr.Raw, func(el rawjson.Value) bool {
+		m := Message{Start: arr.Off + el.Off, End: arr.Off + el.Off + len(el.Raw)}
+		rawjson.EachMember(el.Raw, func(v rawjson.Member) bool {
+			switch {
+			case rawjson.KeyIs(v.Key, "role"):
+				if r, ok := rawjson.StringValue(v.Raw); ok {
+					m.Role = internRole(r)
+				}
+			case rawjson.KeyIs(v.Key, "content"):
+				m.ContentStart = m.Start + v.Off
+				m.ContentEnd = m.ContentStart + len(v.Raw)
+			}
+			return true
+		})
+		ml.Items = append(ml.Items, m)
+		return true
+	})
+	return ml, true
+}
+
+var messageBodies = []string{
+	`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+	`{"messages":[]}`,
+	`{"messages":{}}`,
+	`{"messages":null,"x":1}`,
+	`{"model":"m"}`,
+	`{}`,
+	` { "messages" : [ { "role" : "system" , "content" : "a\"b" } , 3 , "s" , { } , null ] , "n" : [1,{"a":"]"}] } `,
+	`{"messages":[{"role":"user","content":"x"}],"messages":[{"role":"assistant","content":null}]}`,
+	`{"messages":[{"role":"user","content":"x"}],"messages":"no"}`,
+	`{"messages":[{"role":"us\u0065r","role":7,"content":[{"type":"text","text":"a"},{"type":"image_url"}],"content":"b"}]}`,
+	`{"mess\u0061ges":[{"role":"tool","content":"{\"k\":[1,2]}","name":"t"}],"stream":true}`,
+	`{"messages":[{"role":"user","content":"` + strings.Repeat(`line \"q\" \\ \n`, 50) + `"},{"role":"assistant"}]}`,
+}
+
+// TestFindMessagesMatchesTheLevelWalker compares the one-pass walker with the
+// walker it replaced on hand-made bodies and the test requests.
+func TestFindMessagesMatchesTheLevelWalker(t *testing.T) {
+	t.Parallel()
+	bodies := append([]string(nil), messageBodies...)
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.json"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, string(data))
+	}
+	for _, body := range bodies {
+		if !rawjson.ValidString(body, 64) {
+			t.Fatalf("test body is not valid JSON: %.80s", body)
+		}
+		got, gok := findMessages(body)
+		want, wok := findMessagesByLevels(body)
+		if gok != wok || !reflect.DeepEqual(got, want) {
+			t.Errorf("%.80s:\n got %v %+v\nwant %v %+v", body, gok, got, wok, want)
+		}
+	}
+}
+
+func FuzzFindMessages(f *testing.F) {
+	for _, b := range messageBodies {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		if !rawjson.ValidString(body, 64) {
+			return
+		}
+		got, gok := findMessages(body)
+		want, wok := findMessagesByLevels(body)
+		if gok != wok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("got %v %+v, want %v %+v", gok, got, wok, want)
+		}
+	})
+}
