@@ -173,7 +173,8 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		n := min(*reportEvery, *requests-sent)
 		d.run(ctx, sent, n, deadline)
 		sent += n
-		fmt.Fprintf(stdout, "%9d %8.0f %7d %s\n", sent, time.Since(start).Seconds(), d.errors.Load(), soakMemoryLine(pid, addr))
+		// The requests really sent: a run cut short by --max-time sent fewer than n.
+		fmt.Fprintf(stdout, "%9d %8.0f %7d %s\n", d.done.Load(), time.Since(start).Seconds(), d.errors.Load(), soakMemoryLine(pid, addr))
 	}
 	elapsed := time.Since(start)
 	done := d.done.Load()
@@ -347,13 +348,17 @@ func printProxyMemory(w io.Writer, pid int, addr string) {
 		return
 	}
 	fmt.Fprintf(w, "proxy memory budget: %s\n", b)
-	if kb, err := strconv.ParseInt(strings.TrimSuffix(rss, " kB"), 10, 64); err == nil {
-		limit := b.budgets + proxy.RSSAllowance
+	limit := b.budgets + proxy.RSSAllowance
+	for _, m := range []struct{ name, kB string }{{"RSS", rss}, {"peak RSS", hwm}} {
+		kb, err := strconv.ParseInt(strings.TrimSuffix(m.kB, " kB"), 10, 64)
+		if err != nil {
+			continue
+		}
 		verdict := "within"
 		if kb*1024 > limit {
 			verdict = "OVER"
 		}
-		fmt.Fprintf(w, "RSS %.1f MB is %s the budgets + 48 MB (%.1f MB)\n", float64(kb)*1024/1e6, verdict, float64(limit)/1e6)
+		fmt.Fprintf(w, "%s %.1f MB is %s the budgets + 48 MB (%.1f MB)\n", m.name, float64(kb)*1024/1e6, verdict, float64(limit)/1e6)
 	}
 }
 
