@@ -67,6 +67,7 @@ type extraction struct {
 	nameIDs   map[string]int32
 	nameCache [16]nameCacheEntry
 	lineOff   int // the offset of the current line in its text
+	expected  int // the lines the texts hold, within the bound
 	lines     int
 	bytes     int
 	unparsed  int
@@ -84,10 +85,11 @@ func (st *extraction) presize(texts []string) {
 		size += len(t)
 		lines += strings.Count(t, "\n") + 1
 	}
+	st.expected = min(lines, st.x.maxLines)
 	lines = min(lines, st.x.maxLines, 1<<16)
 	st.raw = make([]opRec, 0, lines)
-	st.units = make([]int64, 0, lines+lines/4)
-	st.pos = make([][3]float64, 0, lines/2)
+	st.units = make([]int64, 0, lines/2)
+	st.pos = make([][3]float64, 0, lines/4)
 	st.textOps = make([]int, len(texts)+1)
 	st.names = append(make([]string, 0, 64), "")
 	st.nameIDs = make(map[string]int32, 64)
@@ -241,7 +243,33 @@ func (st *extraction) addOp(m *opMatcher, line string, sub []int) bool {
 	r.unitsStart, r.unitsEnd = int32(unitsStart), int32(len(st.units))
 	st.opBytes += len(line)
 	st.raw = append(st.raw, r)
+	if len(st.raw) == projectAfter {
+		st.project()
+	}
 	return true
+}
+
+// projectAfter is the operation count after which the UnitIds' and positions'
+// buffers are sized for the whole text.
+const projectAfter = 512
+
+// project sizes the UnitIds' and positions' buffers for the rest of the text from
+// their rate so far, so that a log's buffers grow once, by about the right size,
+// rather than doubling into twice the room they need.
+func (st *extraction) project() {
+	if st.lines <= 0 || st.expected <= st.lines {
+		return
+	}
+	scale := func(n int) int {
+		n = int(int64(n) * int64(st.expected) / int64(st.lines))
+		return min(n+n/16+16, 1<<20)
+	}
+	if n := scale(len(st.units)); n > cap(st.units) {
+		st.units = slices.Grow(st.units, n-len(st.units))
+	}
+	if n := scale(len(st.pos)); n > cap(st.pos) {
+		st.pos = slices.Grow(st.pos, n-len(st.pos))
+	}
 }
 
 // splitUnits appends the UnitIds of a "units" group (group 1 of each match of the

@@ -84,13 +84,13 @@ type Index struct {
 	byKind    [][]int32 // kind id -> op indexes, time order
 	players   []string  // in order of first appearance (line order)
 	nameID    map[string]int32
-	playerOps [][]int32 // name id -> op indexes as player, time order
-	unitIDs   []int64   // slot -> UnitId, increasing
-	unitStart []int32   // slot -> start in unitOps; len = slots+1
-	unitOps   []int32   // op indexes per unit slot, time order
+	playerOps [][]int32                // name id -> op indexes as player, time order
+	unitIDs   []int64                  // slot -> UnitId, increasing
+	unitStart []int32                  // slot -> start in unitOps; len = slots+1
+	unitOps   []int32                  // op indexes per unit slot, time order
 	firstProd map[uint64]time.Duration // player id << 32 | asset id
-	byAsset   [][]int32 // name id -> op indexes as asset, time order
-	byPower   [][]int32 // name id -> op indexes as power, time order
+	byAsset   [][]int32                // name id -> op indexes as asset, time order
+	byPower   [][]int32                // name id -> op indexes as power, time order
 }
 
 // schema is what the rules say about operation kinds, carried by every index so
@@ -294,41 +294,40 @@ func (ix *Index) derive() {
 	ids = slices.Compact(ids)
 	ix.unitIDs = clip(ids)
 	nu := len(ix.unitIDs)
-	slots := make([]int32, 2*nu+1+mentions)
-	lastOp, mentionSlot := slots[:nu], slots[2*nu+1:]
-	ix.unitStart = slots[nu : 2*nu+1]
+	lastOp := make([]int32, nu)
 	for s := range lastOp {
 		lastOp[s] = -1
 	}
+	ix.unitStart = make([]int32, nu+1)
 	unitCount := ix.unitStart[1:]
 	for i := range ops {
 		r := &ops[i]
 		i32 := int32(i)
-		for k := r.unitsStart; k < r.unitsEnd; k++ {
-			slot := int32(ix.unitSlot(ix.units[k]))
+		for _, u := range ix.units[r.unitsStart:r.unitsEnd] {
+			slot := ix.unitSlot(u)
 			if lastOp[slot] == i32 { // a line naming a unit twice
-				mentionSlot[k] = -1
 				continue
 			}
 			lastOp[slot] = i32
 			unitCount[slot]++
-			mentionSlot[k] = slot
 		}
 	}
 	for s := range nu {
 		ix.unitStart[s+1] += ix.unitStart[s]
 	}
-	ix.unitStart = slices.Clone(ix.unitStart)
 	ix.unitOps = make([]int32, ix.unitStart[nu])
 	fill := lastOp // reused: the next free place per slot
 	copy(fill, ix.unitStart[:nu])
 	for i := range ops {
 		r := &ops[i]
-		for k := r.unitsStart; k < r.unitsEnd; k++ {
-			if s := mentionSlot[k]; s >= 0 {
-				ix.unitOps[fill[s]] = int32(i)
-				fill[s]++
+		i32 := int32(i)
+		for _, u := range ix.units[r.unitsStart:r.unitsEnd] {
+			s := ix.unitSlot(u)
+			if f := fill[s]; f > ix.unitStart[s] && ix.unitOps[f-1] == i32 {
+				continue // named twice on this line
 			}
+			ix.unitOps[fill[s]] = i32
+			fill[s]++
 		}
 	}
 }
