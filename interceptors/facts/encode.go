@@ -62,9 +62,9 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 	for i := range ix.recs {
 		r := &ix.recs[i]
 		textLen += int(r.text.end - r.text.start)
-		for _, s := range [...]span{r.player, r.asset, r.power} {
-			if s.end > s.start {
-				intern(ix.str(s))
+		for _, id := range [...]int32{r.player, r.asset, r.power} {
+			if id != 0 {
+				intern(ix.name(id))
 			}
 		}
 	}
@@ -109,14 +109,14 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 	for i := range ix.recs {
 		b = append(b, ix.str(ix.recs[i].text)...)
 	}
-	ref := func(s span) uint64 {
-		if s.end <= s.start {
+	ref := func(id int32) uint64 {
+		if id == 0 {
 			return 0
 		}
-		return strs[ix.str(s)] + 1
+		return strs[ix.name(id)] + 1
 	}
 	var prevAt time.Duration
-	prevLine := 0
+	var prevLine int32
 	for i := range ix.recs {
 		r := &ix.recs[i]
 		b = binary.AppendUvarint(b, uint64(r.kind))
@@ -134,12 +134,13 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 			b = binary.AppendVarint(b, u-prevUnit)
 			prevUnit = u
 		}
-		if !r.hasPos {
+		pos, hasPos := ix.recPos(r)
+		if !hasPos {
 			b = append(b, 0)
 			continue
 		}
 		b = append(b, 1)
-		for _, c := range r.pos {
+		for _, c := range pos {
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c))
 		}
 	}
@@ -381,12 +382,32 @@ func (d *decoder) index() (*Index, error) {
 	textOff := 0
 	var at time.Duration
 	line := 0
-	ref := func(what string) (span, error) {
+	// Names get ids in order of first reference; an empty string is no name, and
+	// a string the table holds twice is one name.
+	ix.names = []string{""}
+	nameOf := make([]int32, len(table)) // table index -> name id + 1 (0: none yet)
+	nameIDs := map[string]int32{}
+	ref := func(what string) (int32, error) {
 		id, err := d.uvarint()
 		if err != nil || id == 0 {
-			return span{}, err
+			return 0, err
 		}
-		return spanAt(id-1, what)
+		sp, err := spanAt(id-1, what)
+		if err != nil {
+			return 0, err
+		}
+		if n := nameOf[id-1]; n != 0 {
+			return n - 1, nil
+		}
+		v := d.s[sp.start:sp.end]
+		n, ok := nameIDs[v]
+		if !ok && v != "" {
+			n = int32(len(ix.names))
+			ix.names = append(ix.names, v)
+			nameIDs[v] = n
+		}
+		nameOf[id-1] = n + 1
+		return n, nil
 	}
 	for i := range ix.recs {
 		op := &ix.recs[i]
@@ -411,10 +432,10 @@ func (d *decoder) index() (*Index, error) {
 		if err != nil {
 			return nil, err
 		}
-		if line += int(dLine); line < 0 {
-			return nil, fmt.Errorf("op %d: negative line", i)
+		if line += int(dLine); line < 0 || line > math.MaxInt32 {
+			return nil, fmt.Errorf("op %d: line %d out of range", i, line)
 		}
-		op.line = line
+		op.line = int32(line)
 		tl, err := d.nonNeg("op text length")
 		if err != nil {
 			return nil, err
@@ -459,10 +480,12 @@ func (d *decoder) index() (*Index, error) {
 			if err != nil {
 				return nil, err
 			}
+			var pos [3]float64
 			for c := range 3 {
-				op.pos[c] = math.Float64frombits(le64(raw[8*c : 8*c+8]))
+				pos[c] = math.Float64frombits(le64(raw[8*c : 8*c+8]))
 			}
-			op.hasPos = true
+			ix.pos = append(ix.pos, pos)
+			op.pos = int32(len(ix.pos))
 		default:
 			return nil, fmt.Errorf("op %d: position flag %d", i, hasPos)
 		}

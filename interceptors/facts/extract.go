@@ -34,8 +34,12 @@ func (x *Extractor) Extract(text string) (*Index, error) {
 // first line past either bound and everything after it are ignored and the index
 // reports Truncated. Lines longer than MaxLineBytes are read but never operations.
 //
-// The index keeps one copy of the operation lines, never the texts. The error is
-// non-nil only when x was not made by NewExtractor.
+// The index keeps the operation lines: when they all come from one text and make up
+// most of it (a log), it refers to that text rather than copying it — texts are
+// Go strings, immutable, so this is safe unless a caller made one with unsafe from
+// memory it reuses (none does); otherwise it keeps one copy of the operation
+// lines, in one allocation, never the texts. The error is non-nil only when x was
+// not made by NewExtractor.
 func (x *Extractor) ExtractTexts(texts ...string) (*Index, error) {
 	if x == nil || x.schema == nil {
 		return nil, errors.New("facts: extractor not made by NewExtractor")
@@ -43,15 +47,27 @@ func (x *Extractor) ExtractTexts(texts ...string) (*Index, error) {
 	st := extraction{x: x, sub: make([]int, 2*x.maxCaps)}
 	st.presize(texts)
 	st.run(texts)
-	return st.finish(), nil
+	return st.finish(texts), nil
 }
 
 type extraction struct {
-	x         *Extractor
-	sub       []int // scratch for line programs' submatches
-	arena     strings.Builder
-	raw       []opRec
-	units     []int64
+	x   *Extractor
+	sub []int // scratch for line programs' submatches
+	// raw holds the operations in line order; their text spans are offsets in
+	// their own source text until finish. textOps[t] is the first of text t's.
+	raw     []opRec
+	textOps []int
+	opBytes int // the operation lines' total length
+	units   []int64
+	pos     [][3]float64
+	// names are the interned players, assets and powers (names[0] = ""), pieces
+	// of the texts until finish; nameIDs finds them, nameCache spares most
+	// lookups.
+	names     []string
+	nameIDs   map[string]int32
+	nameCache [16]nameCacheEntry
+	lineOff   int // the offset of the current line in its text
+	expected  int // the lines the texts hold, within the bound
 	lines     int
 	bytes     int
 	unparsed  int
@@ -69,23 +85,69 @@ func (st *extraction) presize(texts []string) {
 		size += len(t)
 		lines += strings.Count(t, "\n") + 1
 	}
+	st.expected = min(lines, st.x.maxLines)
 	lines = min(lines, st.x.maxLines, 1<<16)
 	st.raw = make([]opRec, 0, lines)
-	st.units = make([]int64, 0, lines)
-	st.arena.Grow(min(size, st.x.maxBytes, 1<<16*64))
+	st.units = make([]int64, 0, lines/2)
+	st.pos = make([][3]float64, 0, lines/4)
+	st.textOps = make([]int, len(texts)+1)
+	st.names = append(make([]string, 0, 64), "")
+	st.nameIDs = make(map[string]int32, 64)
+}
+
+type nameCacheEntry struct {
+	name string
+	id   int32
+}
+
+// intern returns the id of name (0 for "").
+func (st *extraction) intern(name string) int32 {
+	if name == "" {
+		return 0
+	}
+	c := &st.nameCache[(len(name)*7+int(name[0])+int(name[len(name)-1])*3)&15]
+	if c.id != 0 && c.name == name {
+		return c.id
+	}
+	id, ok := st.nameIDs[name]
+	if !ok {
+		id = int32(len(st.names))
+		st.names = append(st.names, name)
+		st.nameIDs[name] = id
+	}
+	c.name, c.id = name, id
+	return id
 }
 
 func (st *extraction) run(texts []string) {
 	x := st.x
-	for _, text := range texts {
-		for len(text) > 0 {
-			var line string
-			if i := strings.IndexByte(text, '\n'); i >= 0 {
-				line, text = text[:i], text[i+1:]
-			} else {
-				line, text = text, ""
+	defer func() {
+		for t := range st.textOps {
+			if st.textOps[t] < 0 {
+				st.textOps[t] = len(st.raw)
 			}
-			line = trimSpace(line)
+		}
+	}()
+	for t := range st.textOps {
+		st.textOps[t] = -1
+	}
+	for t, text := range texts {
+		st.textOps[t] = len(st.raw)
+		for off := 0; off < len(text); {
+			end := len(text)
+			next := end
+			if i := strings.IndexByte(text[off:], '\n'); i >= 0 {
+				end = off + i
+				next = end + 1
+			}
+			for off < end && isSpace(text[off]) {
+				off++
+			}
+			for end > off && isSpace(text[end-1]) {
+				end--
+			}
+			line := text[off:end]
+			st.lineOff, off = off, next
 			if st.lines >= x.maxLines || st.bytes+len(line)+1 > x.maxBytes {
 				st.truncated = true
 				return
@@ -158,25 +220,56 @@ func (st *extraction) addOp(m *opMatcher, line string, sub []int) bool {
 			return false
 		}
 	}
-	r := opRec{at: t, line: st.lines, kind: int32(m.kindID)}
+	r := opRec{at: t, line: int32(st.lines), kind: int32(m.kindID)}
 	if s, ok := group(line, sub, m.gPos); ok {
 		p, ok := parsePos(s)
 		if !ok {
 			st.units = st.units[:unitsStart]
 			return false
 		}
-		r.pos, r.hasPos = p, true
+		st.pos = append(st.pos, p)
+		r.pos = int32(len(st.pos))
 	}
-	base := int32(st.arena.Len())
-	r.text = span{base, base + int32(len(line))}
-	r.player = groupSpan(sub, m.gPlayer, base)
-	r.asset = groupSpan(sub, m.gAsset, base)
-	r.power = groupSpan(sub, m.gPower, base)
+	r.text = span{int32(st.lineOff), int32(st.lineOff + len(line))}
+	if s, ok := group(line, sub, m.gPlayer); ok {
+		r.player = st.intern(s)
+	}
+	if s, ok := group(line, sub, m.gAsset); ok {
+		r.asset = st.intern(s)
+	}
+	if s, ok := group(line, sub, m.gPower); ok {
+		r.power = st.intern(s)
+	}
 	r.unitsStart, r.unitsEnd = int32(unitsStart), int32(len(st.units))
-	st.arena.WriteString(line)
-	st.arena.WriteByte('\n')
+	st.opBytes += len(line)
 	st.raw = append(st.raw, r)
+	if len(st.raw) == projectAfter {
+		st.project()
+	}
 	return true
+}
+
+// projectAfter is the operation count after which the UnitIds' and positions'
+// buffers are sized for the whole text.
+const projectAfter = 512
+
+// project sizes the UnitIds' and positions' buffers for the rest of the text from
+// their rate so far, so that a log's buffers grow once, by about the right size,
+// rather than doubling into twice the room they need.
+func (st *extraction) project() {
+	if st.lines <= 0 || st.expected <= st.lines {
+		return
+	}
+	scale := func(n int) int {
+		n = int(int64(n) * int64(st.expected) / int64(st.lines))
+		return min(n+n/16+16, 1<<20)
+	}
+	if n := scale(len(st.units)); n > cap(st.units) {
+		st.units = slices.Grow(st.units, n-len(st.units))
+	}
+	if n := scale(len(st.pos)); n > cap(st.pos) {
+		st.pos = slices.Grow(st.pos, n-len(st.pos))
+	}
 }
 
 // splitUnits appends the UnitIds of a "units" group (group 1 of each match of the
@@ -219,17 +312,16 @@ func (m *opMatcher) splitUnits(units []int64, s string) ([]int64, bool) {
 	}
 }
 
-func (st *extraction) finish() *Index {
+func (st *extraction) finish(texts []string) *Index {
+	text, names := st.opText(texts)
 	// The buffers were sized for a text that is all log; a text that is mostly
 	// prose would keep the unused room alive in the memory tier.
-	arena := st.arena.String()
-	if st.arena.Cap() > len(arena)+len(arena)/4+64 {
-		arena = strings.Clone(arena)
-	}
 	ix := &Index{
 		recs:      clip(st.raw),
-		text:      arena,
+		text:      text,
 		units:     clip(st.units),
+		pos:       clip(st.pos),
+		names:     names,
 		schema:    st.x.schema,
 		stated:    st.stated,
 		hasStated: st.hasStated,
@@ -240,6 +332,54 @@ func (st *extraction) finish() *Index {
 	ix.sortOps()
 	ix.derive()
 	return ix
+}
+
+// opText returns the index's text and names and makes the operations' text spans
+// spans of it: the one text the operations come from when they make up at least
+// three quarters of it, else a copy of their lines and the names.
+func (st *extraction) opText(texts []string) (string, []string) {
+	from := -1
+	for t := range texts {
+		if st.textOps[t+1] > st.textOps[t] {
+			if from >= 0 {
+				from = -2
+				break
+			}
+			from = t
+		}
+	}
+	if from == -1 {
+		return "", st.names[:1:1]
+	}
+	if from >= 0 && int64(st.opBytes)*4 >= int64(len(texts[from]))*3 && len(texts[from]) <= math.MaxInt32 {
+		return texts[from], slices.Clip(st.names)
+	}
+	size := st.opBytes
+	for _, n := range st.names {
+		size += len(n)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for t := range texts {
+		for i := st.textOps[t]; i < st.textOps[t+1]; i++ {
+			r := &st.raw[i]
+			start := int32(b.Len())
+			b.WriteString(texts[t][r.text.start:r.text.end])
+			r.text = span{start, start + r.text.end - r.text.start}
+		}
+	}
+	nameSpans := make([]span, len(st.names))
+	for i, n := range st.names {
+		start := int32(b.Len())
+		b.WriteString(n)
+		nameSpans[i] = span{start, int32(b.Len())}
+	}
+	text := b.String()
+	names := make([]string, len(st.names))
+	for i, sp := range nameSpans {
+		names[i] = text[sp.start:sp.end]
+	}
+	return text, names
 }
 
 // clip returns s without room to spare beyond a quarter: a copy when it has more.
@@ -276,13 +416,6 @@ func group(line string, sub []int, g int) (string, bool) {
 		return "", false
 	}
 	return line[sub[2*g]:sub[2*g+1]], true
-}
-
-func groupSpan(sub []int, g int, base int32) span {
-	if g < 0 || sub[2*g] < 0 {
-		return span{}
-	}
-	return span{base + int32(sub[2*g]), base + int32(sub[2*g+1])}
 }
 
 // parsePos reads "x,y,z" (white space around numbers allowed, parentheses around

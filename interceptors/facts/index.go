@@ -38,19 +38,21 @@ type Op struct {
 // the line arena that becomes it).
 type span struct{ start, end int32 }
 
-// opRec is an operation as an index stores it. It holds no pointers — its strings
-// are spans of the index's text, its UnitIds a range of the index's units — so
-// that a memory tier full of indexes costs the garbage collector almost nothing to
-// scan: with Op values (five strings and a slice each) 256 MiB of indexes were
-// 160 MB of pointers to trace on every cycle.
+// opRec is an operation as an index stores it, in 48 bytes. It holds no pointers —
+// its line is a span of the index's text, its player, asset and power ids of the
+// index's names (0 = none), its UnitIds a range of the index's units, its position
+// an entry of the index's positions (1-based, 0 = none) — so that a memory tier
+// full of indexes costs the garbage collector almost nothing to scan: with Op
+// values (five strings and a slice each) 256 MiB of indexes were 160 MB of
+// pointers to trace on every cycle.
 type opRec struct {
-	at                         time.Duration
-	pos                        [3]float64
-	line                       int
-	text, player, asset, power span
-	unitsStart, unitsEnd       int32
-	kind                       int32
-	hasPos                     bool
+	at                   time.Duration
+	text                 span
+	line                 int32
+	kind                 int32
+	player, asset, power int32
+	unitsStart, unitsEnd int32
+	pos                  int32
 }
 
 // Index is the fact index of one request (or one session's merged segments): the
@@ -65,7 +67,12 @@ type Index struct {
 	// lines, or the decoded blob.
 	text string
 	// units holds every operation's UnitIds (the recs' ranges).
-	units     []int64
+	units []int64
+	// pos holds the positions of the operations that have one (the recs' pos - 1).
+	pos [][3]float64
+	// names holds the players, assets and powers the recs refer to by id; names[0]
+	// is "" (none). Each is a piece of text.
+	names     []string
 	schema    *schema
 	stated    time.Duration
 	hasStated bool
@@ -74,20 +81,17 @@ type Index struct {
 	truncated bool
 
 	// Derived by derive(), never encoded.
-	byKind     [][]int32 // kind id -> op indexes, time order
-	players    []string  // in order of first appearance (line order)
-	playerSlot map[string]int32
-	playerOps  [][]int32 // slot -> op indexes, time order
-	unitSlot   map[int64]int32
-	unitIDs    []int64 // slot -> UnitId
-	unitStart  []int32 // slot -> start in unitOps; len = slots+1
-	unitOps    []int32 // op indexes per unit slot, time order
-	firstProd  map[playerAsset]time.Duration
-	byAsset    map[string][]int32
-	byPower    map[string][]int32
+	byKind    [][]int32 // kind id -> op indexes, time order
+	players   []string  // in order of first appearance (line order)
+	nameID    map[string]int32
+	playerOps [][]int32                // name id -> op indexes as player, time order
+	unitIDs   []int64                  // slot -> UnitId, increasing
+	unitStart []int32                  // slot -> start in unitOps; len = slots+1
+	unitOps   []int32                  // op indexes per unit slot, time order
+	firstProd map[uint64]time.Duration // player id << 32 | asset id
+	byAsset   [][]int32                // name id -> op indexes as asset, time order
+	byPower   [][]int32                // name id -> op indexes as power, time order
 }
-
-type playerAsset struct{ player, asset string }
 
 // schema is what the rules say about operation kinds, carried by every index so
 // that a decoded or merged index answers role and evidence lookups on its own.
@@ -129,6 +133,35 @@ func (ix *Index) roles(r *opRec) roleSet { return ix.schema.kinds[r.kind].roles 
 // str returns the string a span of the index's text holds.
 func (ix *Index) str(s span) string { return ix.text[s.start:s.end] }
 
+// name returns the name with id (0: "").
+func (ix *Index) name(id int32) string { return ix.names[id] }
+
+// lookupName returns the id of a non-empty name, and false when no op names it.
+func (ix *Index) lookupName(name string) (int32, bool) {
+	if ix == nil || name == "" {
+		return 0, false
+	}
+	id, ok := ix.nameID[name]
+	return id, ok
+}
+
+// nameList returns table's entry for name (byAsset, byPower, playerOps).
+func (ix *Index) nameList(table [][]int32, name string) []int32 {
+	id, ok := ix.lookupName(name)
+	if !ok {
+		return nil
+	}
+	return table[id]
+}
+
+// recPos returns r's position and whether it has one.
+func (ix *Index) recPos(r *opRec) ([3]float64, bool) {
+	if r.pos == 0 {
+		return [3]float64{}, false
+	}
+	return ix.pos[r.pos-1], true
+}
+
 // recUnits returns the UnitIds of r (nil when it names none), shared with the index.
 func (ix *Index) recUnits(r *opRec) []int64 {
 	if r.unitsEnd <= r.unitsStart {
@@ -140,17 +173,18 @@ func (ix *Index) recUnits(r *opRec) []int64 {
 // op returns operation i as an Op; its strings and Units are shared with the index.
 func (ix *Index) op(i int32) Op {
 	r := &ix.recs[i]
+	pos, hasPos := ix.recPos(r)
 	return Op{
 		Kind:   ix.schema.kinds[r.kind].name,
 		At:     r.at,
-		Player: ix.str(r.player),
-		Asset:  ix.str(r.asset),
-		Power:  ix.str(r.power),
+		Player: ix.name(r.player),
+		Asset:  ix.name(r.asset),
+		Power:  ix.name(r.power),
 		Units:  ix.recUnits(r),
-		Pos:    r.pos,
-		Line:   r.line,
+		Pos:    pos,
+		Line:   int(r.line),
 		Text:   ix.str(r.text),
-		HasPos: r.hasPos,
+		HasPos: hasPos,
 		kind:   r.kind,
 	}
 }
@@ -175,115 +209,145 @@ func (ix *Index) opsAt(list []int32) []*Op {
 	return out
 }
 
-// derive builds the lookup structures from recs (sorted) and schema.
+// derive builds the lookup structures from recs (sorted), names and schema: every
+// table is a slice indexed by kind, name id or unit slot, carved from one backing
+// array per kind of entry after counting.
 func (ix *Index) derive() {
 	ops := ix.recs
-	nk := len(ix.schema.kinds)
-
-	// Per kind.
-	kindCount := make([]int, nk)
-	for i := range ops {
-		kindCount[ops[i].kind]++
+	nk, nn := len(ix.schema.kinds), len(ix.names)
+	if nn == 0 {
+		ix.names, nn = []string{""}, 1
 	}
-	kindBacking := make([]int32, len(ops))
-	ix.byKind = make([][]int32, nk)
-	off := 0
-	for k, c := range kindCount {
-		ix.byKind[k] = kindBacking[off : off : off+c]
-		off += c
+	ix.nameID = make(map[string]int32, nn-1)
+	for id, name := range ix.names[1:] {
+		ix.nameID[name] = int32(id + 1)
 	}
 
-	// Per unit, as one compressed table: count, then fill.
-	mentions := len(ix.units)
-	ix.unitSlot = make(map[int64]int32, mentions/2+1)
-	mentionSlot := make([]int32, 0, mentions)
-	var unitCount, lastOp []int32
-
-	// Per player and per name.
-	ix.playerSlot = map[string]int32{}
-	var firstLine []int
-	ix.firstProd = map[playerAsset]time.Duration{}
-	ix.byAsset = map[string][]int32{}
-	ix.byPower = map[string][]int32{}
-
+	// Count per kind, player, asset and power; then carve and fill.
+	counts := make([]int32, nk+3*nn)
+	kindCount, playerCount, assetCount, powerCount := counts[:nk], counts[nk:nk+nn], counts[nk+nn:nk+2*nn], counts[nk+2*nn:]
 	for i := range ops {
-		op := &ops[i]
+		r := &ops[i]
+		kindCount[r.kind]++
+		playerCount[r.player]++
+		assetCount[r.asset]++
+		powerCount[r.power]++
+	}
+	playerCount[0], assetCount[0], powerCount[0] = 0, 0, 0
+	total := len(ops)
+	for _, c := range counts[nk:] {
+		total += int(c)
+	}
+	backing := make([]int32, 0, total)
+	tables := make([][]int32, nk+3*nn)
+	for k, c := range counts {
+		if c > 0 {
+			tables[k] = backing[len(backing) : len(backing) : len(backing)+int(c)]
+			backing = backing[:len(backing)+int(c)]
+		}
+	}
+	ix.byKind, ix.playerOps, ix.byAsset, ix.byPower = tables[:nk], tables[nk:nk+nn], tables[nk+nn:nk+2*nn], tables[nk+2*nn:]
+	ix.firstProd = map[uint64]time.Duration{}
+	var firstLine []int32 // per player id, 0 = not seen
+	var order []int32     // player ids in order of first appearance in time
+	if nn > 1 {
+		firstLine = make([]int32, nn)
+	}
+	for i := range ops {
+		r := &ops[i]
 		i32 := int32(i)
-		ix.byKind[op.kind] = append(ix.byKind[op.kind], i32)
-		for _, u := range ix.recUnits(op) {
-			slot, ok := ix.unitSlot[u]
-			if !ok {
-				slot = int32(len(ix.unitIDs))
-				ix.unitSlot[u] = slot
-				ix.unitIDs = append(ix.unitIDs, u)
-				unitCount = append(unitCount, 0)
-				lastOp = append(lastOp, -1)
+		ix.byKind[r.kind] = append(ix.byKind[r.kind], i32)
+		if p := r.player; p != 0 {
+			if len(ix.playerOps[p]) == 0 {
+				order = append(order, p)
+				firstLine[p] = r.line
 			}
+			ix.playerOps[p] = append(ix.playerOps[p], i32)
+			firstLine[p] = min(firstLine[p], r.line)
+			if r.asset != 0 && ix.roles(r)&roleProducerBit != 0 {
+				key := uint64(p)<<32 | uint64(r.asset)
+				if _, seen := ix.firstProd[key]; !seen {
+					ix.firstProd[key] = r.at
+				}
+			}
+		}
+		if r.asset != 0 {
+			ix.byAsset[r.asset] = append(ix.byAsset[r.asset], i32)
+		}
+		if r.power != 0 {
+			ix.byPower[r.power] = append(ix.byPower[r.power], i32)
+		}
+	}
+	// Players in order of first appearance in the source, not in time.
+	slices.SortStableFunc(order, func(a, b int32) int { return int(firstLine[a]) - int(firstLine[b]) })
+	ix.players = make([]string, len(order))
+	for k, p := range order {
+		ix.players[k] = ix.names[p]
+	}
+
+	// Per unit, as one compressed table over the distinct UnitIds in increasing
+	// order: count, then fill.
+	mentions := len(ix.units)
+	ids := make([]int64, mentions)
+	copy(ids, ix.units)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	ix.unitIDs = clip(ids)
+	nu := len(ix.unitIDs)
+	lastOp := make([]int32, nu)
+	for s := range lastOp {
+		lastOp[s] = -1
+	}
+	ix.unitStart = make([]int32, nu+1)
+	unitCount := ix.unitStart[1:]
+	for i := range ops {
+		r := &ops[i]
+		i32 := int32(i)
+		for _, u := range ix.units[r.unitsStart:r.unitsEnd] {
+			slot := ix.unitSlot(u)
 			if lastOp[slot] == i32 { // a line naming a unit twice
-				mentionSlot = append(mentionSlot, -1)
 				continue
 			}
 			lastOp[slot] = i32
 			unitCount[slot]++
-			mentionSlot = append(mentionSlot, slot)
-		}
-		player, asset, power := ix.str(op.player), ix.str(op.asset), ix.str(op.power)
-		if player != "" {
-			slot, ok := ix.playerSlot[player]
-			if !ok {
-				slot = int32(len(ix.playerOps))
-				ix.playerSlot[player] = slot
-				ix.playerOps = append(ix.playerOps, nil)
-				firstLine = append(firstLine, op.line)
-			}
-			ix.playerOps[slot] = append(ix.playerOps[slot], i32)
-			firstLine[slot] = min(firstLine[slot], op.line)
-			if asset != "" && ix.roles(op)&roleProducerBit != 0 {
-				key := playerAsset{player, asset}
-				if _, seen := ix.firstProd[key]; !seen {
-					ix.firstProd[key] = op.at
-				}
-			}
-		}
-		if asset != "" {
-			ix.byAsset[asset] = append(ix.byAsset[asset], i32)
-		}
-		if power != "" {
-			ix.byPower[power] = append(ix.byPower[power], i32)
 		}
 	}
-
-	ix.unitStart = make([]int32, len(ix.unitIDs)+1)
-	for s, c := range unitCount {
-		ix.unitStart[s+1] = ix.unitStart[s] + c
+	for s := range nu {
+		ix.unitStart[s+1] += ix.unitStart[s]
 	}
-	ix.unitOps = make([]int32, ix.unitStart[len(ix.unitIDs)])
-	fill := slices.Clone(ix.unitStart[:len(ix.unitIDs)])
-	k := 0
+	ix.unitOps = make([]int32, ix.unitStart[nu])
+	fill := lastOp // reused: the next free place per slot
+	copy(fill, ix.unitStart[:nu])
 	for i := range ops {
-		for range ix.recUnits(&ops[i]) {
-			if s := mentionSlot[k]; s >= 0 {
-				ix.unitOps[fill[s]] = int32(i)
-				fill[s]++
+		r := &ops[i]
+		i32 := int32(i)
+		for _, u := range ix.units[r.unitsStart:r.unitsEnd] {
+			s := ix.unitSlot(u)
+			if f := fill[s]; f > ix.unitStart[s] && ix.unitOps[f-1] == i32 {
+				continue // named twice on this line
 			}
-			k++
+			ix.unitOps[fill[s]] = i32
+			fill[s]++
 		}
 	}
+}
 
-	// Players in order of first appearance in the source, not in time.
-	order := make([]int32, len(ix.playerOps))
-	for i := range order {
-		order[i] = int32(i)
+// unitSlot returns the slot of unit in unitIDs, -1 when no op names it.
+func (ix *Index) unitSlot(unit int64) int {
+	ids := ix.unitIDs
+	lo, hi := 0, len(ids)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ids[m] < unit {
+			lo = m + 1
+		} else {
+			hi = m
+		}
 	}
-	slices.SortStableFunc(order, func(a, b int32) int { return firstLine[a] - firstLine[b] })
-	byName := make([]string, len(ix.playerOps))
-	for name, s := range ix.playerSlot {
-		byName[s] = name
+	if lo < len(ids) && ids[lo] == unit {
+		return lo
 	}
-	ix.players = make([]string, 0, len(order))
-	for _, s := range order {
-		ix.players = append(ix.players, byName[s])
-	}
+	return -1
 }
 
 var roleProducerBit, _ = roleBit(RoleProducer)
@@ -389,8 +453,8 @@ func (ix *Index) HasPlayer(name string) bool {
 	if ix == nil {
 		return false
 	}
-	_, ok := ix.playerSlot[name]
-	return ok
+	id, ok := ix.lookupName(name)
+	return ok && len(ix.playerOps[id]) > 0
 }
 
 // Units returns every UnitId the operations name, in increasing order.
@@ -398,9 +462,7 @@ func (ix *Index) Units() []int64 {
 	if ix == nil {
 		return nil
 	}
-	us := slices.Clone(ix.unitIDs)
-	slices.Sort(us)
-	return us
+	return slices.Clone(ix.unitIDs)
 }
 
 // unitList returns the op indexes naming unit, in time order.
@@ -408,8 +470,8 @@ func (ix *Index) unitList(unit int64) []int32 {
 	if ix == nil {
 		return nil
 	}
-	s, ok := ix.unitSlot[unit]
-	if !ok {
+	s := ix.unitSlot(unit)
+	if s < 0 {
 		return nil
 	}
 	return ix.unitOps[ix.unitStart[s]:ix.unitStart[s+1]]
@@ -444,7 +506,7 @@ func (ix *Index) LastObserved(unit int64) (time.Duration, bool) {
 func (ix *Index) UnitPlayers(unit int64) []string {
 	var out []string
 	for _, i := range ix.unitList(unit) {
-		if p := ix.str(ix.recs[i].player); p != "" && !slices.Contains(out, p) {
+		if p := ix.name(ix.recs[i].player); p != "" && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -494,7 +556,7 @@ func (ix *Index) ActedAs(unit int64, role string) bool {
 func (ix *Index) UsedPower(unit int64, power string) bool {
 	for _, i := range ix.unitList(unit) {
 		r := &ix.recs[i]
-		if ix.roles(r)&rolePowerBit != 0 && ix.str(r.power) == power {
+		if ix.roles(r)&rolePowerBit != 0 && ix.name(r.power) == power {
 			return true
 		}
 	}
@@ -509,7 +571,7 @@ func (ix *Index) UnitPowers(unit int64) []string {
 	var out []string
 	for _, i := range ix.unitList(unit) {
 		r := &ix.recs[i]
-		if p := ix.str(r.power); p != "" && ix.roles(r)&rolePowerBit != 0 && !slices.Contains(out, p) {
+		if p := ix.name(r.power); p != "" && ix.roles(r)&rolePowerBit != 0 && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -524,7 +586,15 @@ func (ix *Index) FirstProduction(player, asset string) (time.Duration, bool) {
 	if ix == nil {
 		return 0, false
 	}
-	t, ok := ix.firstProd[playerAsset{player, asset}]
+	p, ok := ix.lookupName(player)
+	if !ok {
+		return 0, false
+	}
+	a, ok := ix.lookupName(asset)
+	if !ok {
+		return 0, false
+	}
+	t, ok := ix.firstProd[uint64(p)<<32|uint64(a)]
 	return t, ok
 }
 
@@ -542,7 +612,7 @@ func (ix *Index) PlayerOps(player, role string) []*Op {
 			return nil
 		}
 	}
-	s, ok := ix.playerSlot[player]
+	s, ok := ix.lookupName(player)
 	if !ok {
 		return nil
 	}

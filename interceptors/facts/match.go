@@ -147,24 +147,25 @@ func (ix *Index) recMatches(r *opRec, wants []paramWant) bool {
 				return false
 			}
 		case fieldPos:
-			if !r.hasPos {
+			pos, ok := ix.recPos(r)
+			if !ok {
 				return false
 			}
 			for c := range 3 {
-				if math.Abs(r.pos[c]-w.pos[c]) > PosEpsilon {
+				if math.Abs(pos[c]-w.pos[c]) > PosEpsilon {
 					return false
 				}
 			}
 		case fieldPlayer:
-			if ix.str(r.player) != w.text {
+			if ix.name(r.player) != w.text {
 				return false
 			}
 		case fieldAsset:
-			if ix.str(r.asset) != w.text {
+			if ix.name(r.asset) != w.text {
 				return false
 			}
 		case fieldPower:
-			if ix.str(r.power) != w.text {
+			if ix.name(r.power) != w.text {
 				return false
 			}
 		default:

@@ -63,34 +63,26 @@ func Merge(indexes ...*Index) *Index {
 	}
 	sc.finish()
 
-	// The merged index has a text of its own: the kept operations' lines, and the
-	// names that are not part of a line (a decoded index keeps them in its string
-	// table), each once.
-	out := &Index{schema: sc, recs: make([]opRec, 0, total)}
+	// The merged index has a text of its own: the kept operations' lines, then
+	// its names, each once.
+	out := &Index{schema: sc, recs: make([]opRec, 0, total), names: []string{""}}
 	var text strings.Builder
 	text.Grow(min(textLen, math.MaxInt32))
-	names := map[string]span{}
-	name := func(v string) span {
-		sp, ok := names[v]
+	nameIDs := map[string]int32{}
+	nameBytes := 0
+	name := func(ix *Index, id int32) int32 {
+		if id == 0 {
+			return 0
+		}
+		v := ix.name(id)
+		n, ok := nameIDs[v]
 		if !ok {
-			start := int32(text.Len())
-			text.WriteString(v)
-			sp = span{start, start + int32(len(v))}
-			names[v] = sp
+			n = int32(len(out.names))
+			out.names = append(out.names, v)
+			nameIDs[v] = n
+			nameBytes += len(v)
 		}
-		return sp
-	}
-	// rebase moves s, a span of ix's text, to the merged text: within the op's own
-	// line when it was within it, else as a name.
-	rebase := func(ix *Index, s, oldLine, newLine span) span {
-		switch {
-		case s.end <= s.start:
-			return span{}
-		case s.start >= oldLine.start && s.end <= oldLine.end:
-			return span{newLine.start + s.start - oldLine.start, newLine.start + s.end - oldLine.start}
-		default:
-			return name(ix.str(s))
-		}
+		return n
 	}
 	type opKey struct {
 		at   time.Duration
@@ -108,20 +100,23 @@ func Merge(indexes ...*Index) *Index {
 			if seen[key] <= kept[key] {
 				continue
 			}
-			if text.Len() > math.MaxInt32-len(line)-3*maxNameBytes {
+			if text.Len() > math.MaxInt32-len(line)-nameBytes-3*maxNameBytes {
 				out.truncated = true // past what one index can address: never for real logs
 				break
 			}
 			kept[key]++
 			r.kind = remap[s][r.kind]
-			r.line += lineOffset
+			r.line += int32(lineOffset)
 			start := int32(text.Len())
 			text.WriteString(line)
-			newLine := span{start, start + int32(len(line))}
-			r.player = rebase(ix, r.player, r.text, newLine)
-			r.asset = rebase(ix, r.asset, r.text, newLine)
-			r.power = rebase(ix, r.power, r.text, newLine)
-			r.text = newLine
+			r.text = span{start, start + int32(len(line))}
+			r.player = name(ix, r.player)
+			r.asset = name(ix, r.asset)
+			r.power = name(ix, r.power)
+			if p, ok := ix.recPos(&ix.recs[i]); ok {
+				out.pos = append(out.pos, p)
+				r.pos = int32(len(out.pos))
+			}
 			units := ix.recUnits(&ix.recs[i])
 			r.unitsStart = int32(len(out.units))
 			out.units = append(out.units, units...)
@@ -136,7 +131,16 @@ func Merge(indexes ...*Index) *Index {
 			out.stated, out.hasStated = ix.stated, true
 		}
 	}
+	nameSpans := make([]span, len(out.names))
+	for i, v := range out.names {
+		start := int32(text.Len())
+		text.WriteString(v)
+		nameSpans[i] = span{start, int32(text.Len())}
+	}
 	out.text = text.String()
+	for i, sp := range nameSpans {
+		out.names[i] = out.text[sp.start:sp.end]
+	}
 	slices.SortStableFunc(out.recs, cmpOpTime)
 	out.derive()
 	return out

@@ -48,7 +48,7 @@ func (ix *Index) Relevant(units []int64, assets, powers []string, maxLines int) 
 		}
 	}
 	for _, a := range assets {
-		for k, i := range ix.byAsset[a] {
+		for k, i := range ix.nameList(ix.byAsset, a) {
 			if k == 0 {
 				put(i, first)
 			} else {
@@ -57,7 +57,7 @@ func (ix *Index) Relevant(units []int64, assets, powers []string, maxLines int) 
 		}
 	}
 	for _, p := range powers {
-		for k, i := range ix.byPower[p] {
+		for k, i := range ix.nameList(ix.byPower, p) {
 			if k == 0 {
 				put(i, first)
 			} else {

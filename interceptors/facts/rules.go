@@ -300,6 +300,12 @@ func compileOp(i int, r *knowledge.OpRule) (opMatcher, error) {
 // nil when it does not match. buf is scratch space for the program's result; the
 // result may be buf.
 func (m *lineMatcher) find(line string, buf []int) []int {
+	// The longest required literal rejects most lines of other rules for the cost
+	// of one substring search, before the program reads the line's time and
+	// player again.
+	if len(m.literals) > 0 && !strings.Contains(line, m.literals[0]) {
+		return nil
+	}
 	if m.prog != nil {
 		sub := buf[:2*m.prog.ncap]
 		matched, decided := m.prog.match(line, sub)

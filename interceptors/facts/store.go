@@ -289,16 +289,19 @@ func (s *store) remember(key string, ix *Index) *atomic.Bool {
 	return published
 }
 
-// Heap cost of an index besides its text, its records and its UnitIds: per
-// operation, its entries in the derived lookup tables (per kind, per player, per
-// asset or power); per UnitId mention, its unitOps entry; per unit, its unitSlot
-// map entry, unitIDs and unitStart entries; and the maps' and headers' fixed part.
+// Heap cost of an index besides its text, its records, its UnitIds and positions:
+// per operation, its entries in the derived lookup tables (per kind, per player,
+// per asset or power); per UnitId mention, its unitOps entry; per unit, its
+// unitIDs and unitStart entries; per name, its string header, nameID map entry and
+// table headers, and per firstProd entry its map slot; and the headers' fixed part.
 const (
 	opRecBytes       = int64(unsafe.Sizeof(opRec{}))
-	opTableBytes     = 5 * 4 // byKind, playerOps, byAsset/byPower, with append's spare room
+	opTableBytes     = 3 * 4 // byKind, playerOps, byAsset/byPower
 	unitMentionBytes = 4
-	unitSlotBytes    = 40
-	nameBytes        = 96 // an entry of playerSlot, byAsset, byPower or firstProd
+	unitSlotBytes    = 12
+	nameBytes        = 128
+	firstProdBytes   = 24
+	posBytes         = int64(unsafe.Sizeof([3]float64{}))
 	indexBaseBytes   = 4 << 10
 	// memoryEntryOverhead is the LRU's own cost per entry: its list node, map slot
 	// and the entry's header.
@@ -306,15 +309,16 @@ const (
 )
 
 // indexHeapBytes estimates the heap an index holds: its text (the extracted lines,
-// or the whole decoded blob its strings point into), its records and UnitIds, and
-// the derived tables. It is what the memory tier's byte bound is charged; checked
-// against the heap a real index takes (docs/facts.md), it is within a few percent.
+// the log it refers to, or the whole decoded blob its strings point into), its
+// records, UnitIds and positions, and the derived tables. It is what the memory
+// tier's byte bound is charged.
 func indexHeapBytes(ix *Index) int64 {
-	names := len(ix.playerSlot) + len(ix.byAsset) + len(ix.byPower) + len(ix.firstProd)
 	return indexBaseBytes + allocBytes(int64(len(ix.text))) +
 		allocBytes(int64(cap(ix.recs))*opRecBytes) + int64(len(ix.recs))*opTableBytes +
 		allocBytes(int64(cap(ix.units))*8) + int64(len(ix.units))*unitMentionBytes +
-		int64(len(ix.unitIDs))*unitSlotBytes + int64(names)*nameBytes
+		allocBytes(int64(cap(ix.pos))*posBytes) +
+		int64(len(ix.unitIDs))*unitSlotBytes + int64(len(ix.names))*nameBytes +
+		int64(len(ix.firstProd))*firstProdBytes
 }
 
 // allocBytes is what the heap takes for an allocation of n bytes: small ones are
