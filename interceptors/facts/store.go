@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,11 @@ type store struct {
 	log            *slog.Logger
 	// writes tracks write-backs to the shared cache still running.
 	writes sync.WaitGroup
+	// heavy bounds the index builds and shared-cache decodes running at once to
+	// the CPUs the process may use: both are CPU-bound, so more at once only
+	// multiplies the memory they hold (the decoded texts, the index being built)
+	// without finishing any sooner.
+	heavy chan struct{}
 }
 
 // memoryEntry is what the memory tier holds under one key, with its estimated heap
@@ -102,6 +108,7 @@ func newStore(x *Extractor, keyVersion string, shared cache.Cache, s settings, o
 		shared:       shared,
 		ttl:          s.ttl,
 		keys:         newKeyMemo(keyMemoEntries),
+		heavy:        make(chan struct{}, max(1, runtime.GOMAXPROCS(0))),
 		observeBuild: observeBuild,
 		log:          log,
 	}
@@ -167,9 +174,14 @@ func (s *store) index(ctx context.Context, key string, texts func() []string, in
 		if err != nil {
 			r.note = err.Error() + "; rebuilt from the request"
 		}
+		release, err := s.acquireHeavy(ctx)
+		if err != nil {
+			return resolved{}, err
+		}
 		start := time.Now()
 		ix, err = s.extractor.ExtractTexts(texts()...)
 		r.build = time.Since(start)
+		release()
 		if err != nil {
 			return resolved{}, err
 		}
@@ -193,6 +205,17 @@ func (s *store) index(ctx context.Context, key string, texts func() []string, in
 		r = resolved{ix: r.ix, source: SourceMemory}
 	}
 	return r, nil
+}
+
+// acquireHeavy waits for a turn to build or decode an index (see store.heavy),
+// or for ctx to end.
+func (s *store) acquireHeavy(ctx context.Context) (func(), error) {
+	select {
+	case s.heavy <- struct{}{}:
+		return func() { <-s.heavy }, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 // load returns the index under key from memory or the shared cache, without
@@ -227,7 +250,12 @@ func (s *store) readShared(ctx context.Context, key string) (*Index, error) {
 	if !ok {
 		return nil, nil
 	}
+	release, err := s.acquireHeavy(ctx)
+	if err != nil {
+		return nil, err
+	}
 	ix, err := UnmarshalIndex(blob)
+	release()
 	if err != nil {
 		return nil, fmt.Errorf("facts: shared cache entry %s%s (%d bytes) does not decode: %w", SharedKeyPrefix, key, len(blob), err)
 	}
