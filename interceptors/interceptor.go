@@ -20,7 +20,7 @@ type Interceptor interface {
 
 // RequestPhase runs before the upstream call.
 //
-// It may edit ex.Body (the outgoing request, edited in place with sjson) or
+// It may edit ex.Body (the outgoing request, edited with sjson and replaced) or
 // short-circuit the call by setting ex.Response, in which case no later request
 // phase and no upstream call run. A returned error ends the request with that error
 // (an *Error renders with its own status) unless the interceptor is fail-open, in

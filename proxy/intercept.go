@@ -225,7 +225,11 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		caller.model = model
 	}
 	rc.Request.Header.CopyTo(caller.header)
-	out := append([]byte(nil), body...)
+	// The exchange owns a copy of the client's body: the fact index is built from
+	// it in the background and may outlive the request. The outgoing body starts
+	// as the same bytes; request phases replace it, never edit it in place.
+	original := append([]byte(nil), body...)
+	out := original
 	if rt.upstreamModel != "" && rt.upstreamModel != model {
 		out, _ = sjson.SetBytes(out, "model", rt.upstreamModel)
 	}
@@ -234,7 +238,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	ex := &interceptors.Exchange{
 		Route:     rt.name,
 		Model:     model,
-		Original:  append([]byte(nil), body...),
+		Original:  original,
 		Body:      out,
 		Header:    caller.header,
 		ClientKey: client,
@@ -290,6 +294,9 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		s.logAccess(rt.name, rc, status, total, caller.waited(), client, errCode)
 		s.recordRequest(ex, status, errCode, total)
 		saveTrace()
+		// The chain is done and the answer written: the exchange's buffers go
+		// back to the pool.
+		ex.Release()
 	}
 
 	// Live reasoning forwards chat chunks; a Responses stream gets the reasoning

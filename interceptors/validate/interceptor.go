@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -235,7 +234,7 @@ func skipChoice(r *interceptors.Response, i int) string {
 	if r.HasToolCalls(i) {
 		return interceptors.SkipToolCalls
 	}
-	if c := gjson.GetBytes(r.Body, "choices."+strconv.Itoa(i)+".message.content"); c.Type == gjson.Null {
+	if r.ChoiceField(i, "message.content").Type == gjson.Null {
 		return skipNoContent
 	}
 	return ""
