@@ -1,6 +1,7 @@
 package interceptors
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // HeaderReader reads one request header by name (case-insensitive). fasthttp's
@@ -341,12 +344,70 @@ func aliases(s string, b []byte) bool {
 // SetChoiceContent replaces the message content of the choice at position i,
 // editing the body in place.
 func (r *Response) SetChoiceContent(i int, content string) error {
+	if off, n, ok := r.contentValue(i); ok {
+		// The bytes sjson.SetBytes writes, without its decoding of the old
+		// content on the way to it: the value replaced, the rest as it was.
+		out := make([]byte, 0, len(r.Body)-n+len(content)+len(content)/8+2)
+		out = append(out, r.Body[:off]...)
+		out = appendJSONString(out, content)
+		out = append(out, r.Body[off+n:]...)
+		r.Body = out
+		return nil
+	}
 	b, err := sjson.SetBytes(r.Body, "choices."+strconv.Itoa(i)+".message.content", content)
 	if err != nil {
 		return err
 	}
 	r.Body = b
 	return nil
+}
+
+// ChoiceContentNull reports whether the message content of the choice at position
+// i is null or absent (a refusal, a call of tools), without decoding it.
+func (r *Response) ChoiceContentNull(i int) bool {
+	off, n, ok := r.contentValue(i)
+	return !ok || string(r.Body[off:off+n]) == "null"
+}
+
+// contentValue locates the message content of the choice at position i in the
+// body: its offset and length. ok is false when the choice, its message or the
+// content is missing. With duplicate keys the first one counts, as in gjson and
+// sjson.
+func (r *Response) contentValue(i int) (off, n int, ok bool) {
+	msg := r.ChoiceField(i, "message") // an object is not decoded: Raw only
+	if !msg.IsObject() || msg.Index <= 0 {
+		return 0, 0, false
+	}
+	rawjson.EachMember(msg.Raw, func(m rawjson.Member) bool {
+		if rawjson.KeyIs(m.Key, "content") {
+			off, n, ok = msg.Index+m.Off, len(m.Raw), true
+			return false
+		}
+		return true
+	})
+	return off, n, ok
+}
+
+// appendJSONString appends s as a JSON string exactly as sjson encodes a string
+// value: as it is between quotes when it is printable ASCII without a quote or a
+// backslash, else as encoding/json marshals it.
+func appendJSONString(dst []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > 0x7f || c == '"' || c == '\\' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	buf := bytes.NewBuffer(dst)
+	_ = json.NewEncoder(buf).Encode(s) // a string always encodes; Encode adds a newline
+	out := buf.Bytes()
+	return out[:len(out)-1]
 }
 
 // SetChoiceField sets value (encoded as sjson does) at path inside the choice at

@@ -69,6 +69,8 @@ type AnswerValidator interface {
 type Upstream interface {
 	// Complete sends a non-streaming chat completion request body and returns the
 	// upstream's response. A non-2xx status is returned as a Response, not an error;
-	// err reports transport failures, timeouts and cancellation.
+	// err reports transport failures, timeouts and cancellation. In a proxy the
+	// Response's Body is the upstream's buffer, valid until the request is
+	// finished (as Exchange.Buffer): copy what is kept beyond it.
 	Complete(ctx context.Context, body []byte) (*Response, error)
 }

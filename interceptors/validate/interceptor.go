@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
@@ -234,7 +233,7 @@ func skipChoice(r *interceptors.Response, i int) string {
 	if r.HasToolCalls(i) {
 		return interceptors.SkipToolCalls
 	}
-	if r.ChoiceField(i, "message.content").Type == gjson.Null {
+	if r.ChoiceContentNull(i) {
 		return skipNoContent
 	}
 	return ""
