@@ -264,7 +264,10 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	// The exchange owns a copy of the client's body: the fact index is built from
 	// it in the background and may outlive the request. The outgoing body starts
 	// as the same bytes; request phases replace it, never edit it in place.
-	original := append([]byte(nil), body...)
+	original := body
+	if rx == nil {
+		original = append([]byte(nil), body...)
+	} // a Responses request's chat translation is the exchange's already
 	out := original
 	if rt.upstreamModel != "" && rt.upstreamModel != model {
 		out, _ = sjson.SetBytes(out, "model", rt.upstreamModel)
@@ -292,6 +295,9 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	}
 	ex.Trace.ClientKey = client
 	if rx != nil {
+		// The client's Responses request is read until the answer is rendered:
+		// a copy the exchange owns, in a buffer the proxy reuses.
+		rx.request = append(ex.Buffer(len(rx.request)), rx.request...)
 		if rt.up.responsesAPI {
 			ex.Upstream = &responsesCaller{inner: caller, rx: rx, ex: ex}
 			ex.Trace.Note("responses: a Responses API request; the chain sees it as a chat completion, upstream " + rt.up.name + " gets it as a Responses request (api: responses)")
