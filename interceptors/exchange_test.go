@@ -96,3 +96,19 @@ func TestResponseChoiceContentNull(t *testing.T) {
 		}
 	}
 }
+
+func TestBufferSizeClasses(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 4095, 4096, 4097, 50_000, 1 << 20} {
+		ex := &Exchange{}
+		b := ex.Buffer(n)
+		if len(b) != 0 || cap(b) < n || cap(b) != 1<<(sizeClass(n)+minPooledShift) {
+			t.Fatalf("Buffer(%d): len %d cap %d", n, len(b), cap(b))
+		}
+		ex.Release()
+	}
+	ex := &Exchange{}
+	if b := ex.Buffer(1<<20 + 1); cap(b) < 1<<20+1 || len(ex.buffers) != 0 {
+		t.Fatalf("a buffer beyond the largest class is pooled (cap %d)", cap(b))
+	}
+}

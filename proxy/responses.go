@@ -94,5 +94,6 @@ func (rx *responsesExchange) answer(ex *interceptors.Exchange, final []byte) []b
 	if draft != nil {
 		return patchResponse(draft, draftChat, final, rx.alias)
 	}
-	return chatToResponse(final, rx.request, ex.Body)
+	// The object lives until it is written, in one of the exchange's buffers.
+	return appendChatResponse(ex.Buffer(len(final)+len(rx.request)/4+512), final, rx.request, ex.Body)
 }
