@@ -1,14 +1,18 @@
 package interceptors
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // HeaderReader reads one request header by name (case-insensitive). fasthttp's
@@ -30,8 +34,10 @@ type Exchange struct {
 	// Original is the client's request body as received. The exchange owns it; it
 	// is never edited.
 	Original []byte
-	// Body is the outgoing request body. Request phases edit it in place with sjson;
-	// unknown fields must survive byte-for-byte.
+	// Body is the outgoing request body. Request phases edit it with sjson, which
+	// returns a new slice, and replace it; unknown fields must survive
+	// byte-for-byte. Body may share memory with Original or be a Buffer: never
+	// write into it.
 	Body []byte
 	// Header reads the client's request headers. Nil means no headers.
 	Header HeaderReader
@@ -86,7 +92,8 @@ type Exchange struct {
 	// ResponseHeaders are added to the client's response ("X-Factgate-..." headers).
 	ResponseHeaders [][2]string
 
-	values map[any]any
+	values  map[any]any
+	buffers []*[]byte // from Buffer, pooled again by Release
 }
 
 // Choice is one choice of a checked answer.
@@ -233,6 +240,27 @@ type Response struct {
 	Body []byte
 	// Duration is how long the upstream call took.
 	Duration time.Duration
+
+	// content caches the last ChoiceContent read, for the Body it was read from.
+	content contentCache
+}
+
+// contentCache is one decoded choice content and the body it was read from (its
+// first byte and length: a Body replaced by an edit is a new slice).
+type contentCache struct {
+	body  *byte
+	n     int
+	i     int
+	value string
+}
+
+// view returns the body as a string without copying, for gjson reads whose
+// results are not kept (counts, types) or are copied before they are.
+func (r *Response) view() string {
+	if len(r.Body) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(r.Body), len(r.Body))
 }
 
 // OK reports a 2xx status.
@@ -253,7 +281,7 @@ func (r *Response) ContentType() string {
 // it is the upstream's failure, not an answer to check, revise or return.
 func (r *Response) HasMessage() bool {
 	found := false
-	gjson.GetBytes(r.Body, "choices").ForEach(func(_, choice gjson.Result) bool {
+	gjson.Get(r.view(), "choices").ForEach(func(_, choice gjson.Result) bool {
 		found = choice.Get("message").IsObject()
 		return !found
 	})
@@ -270,25 +298,116 @@ func (r *Response) SetContent(content string) error { return r.SetChoiceContent(
 // has no choices array).
 func (r *Response) NumChoices() int {
 	n := 0
-	gjson.GetBytes(r.Body, "choices").ForEach(func(_, _ gjson.Result) bool { n++; return true })
+	gjson.Get(r.view(), "choices").ForEach(func(_, _ gjson.Result) bool { n++; return true })
 	return n
 }
 
 // ChoiceContent returns the message content of the choice at position i ("" when
-// it is null or absent).
+// it is null or absent). The string is the caller's to keep: it never shares the
+// body's memory. The last one read is cached until Body changes, as validation and
+// revision both read the draft's.
 func (r *Response) ChoiceContent(i int) string {
-	return gjson.GetBytes(r.Body, "choices."+strconv.Itoa(i)+".message.content").String()
+	if c := &r.content; c.n == len(r.Body) && c.body == unsafe.SliceData(r.Body) && c.i == i && c.body != nil {
+		return c.value
+	}
+	v := r.ChoiceField(i, "message.content")
+	s := v.String()
+	if v.Type == gjson.String && aliases(s, r.Body) {
+		s = strings.Clone(s) // not unescaped: gjson's Str is a slice of the body
+	}
+	r.content = contentCache{body: unsafe.SliceData(r.Body), n: len(r.Body), i: i, value: s}
+	return s
+}
+
+// ChoiceField reads path inside the choice at position i ("message.content",
+// "finish_reason") without copying the body: the result's Raw — and its Str,
+// unless the string had escapes — share the body's memory, so they must be
+// copied (strings.Clone) to be kept beyond the next edit of Body.
+func (r *Response) ChoiceField(i int, path string) gjson.Result {
+	var b [48]byte
+	p := append(b[:0], "choices."...)
+	p = strconv.AppendInt(p, int64(i), 10)
+	p = append(p, '.')
+	p = append(p, path...)
+	return gjson.Get(r.view(), string(p))
+}
+
+// aliases reports whether s points into b.
+func aliases(s string, b []byte) bool {
+	if len(s) == 0 || len(b) == 0 {
+		return false
+	}
+	p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= start && p < start+uintptr(len(b))
 }
 
 // SetChoiceContent replaces the message content of the choice at position i,
 // editing the body in place.
 func (r *Response) SetChoiceContent(i int, content string) error {
+	if off, n, ok := r.contentValue(i); ok {
+		// The bytes sjson.SetBytes writes, without its decoding of the old
+		// content on the way to it: the value replaced, the rest as it was.
+		out := make([]byte, 0, len(r.Body)-n+len(content)+len(content)/8+2)
+		out = append(out, r.Body[:off]...)
+		out = appendJSONString(out, content)
+		out = append(out, r.Body[off+n:]...)
+		r.Body = out
+		return nil
+	}
 	b, err := sjson.SetBytes(r.Body, "choices."+strconv.Itoa(i)+".message.content", content)
 	if err != nil {
 		return err
 	}
 	r.Body = b
 	return nil
+}
+
+// ChoiceContentNull reports whether the message content of the choice at position
+// i is null or absent (a refusal, a call of tools), without decoding it.
+func (r *Response) ChoiceContentNull(i int) bool {
+	off, n, ok := r.contentValue(i)
+	return !ok || string(r.Body[off:off+n]) == "null"
+}
+
+// contentValue locates the message content of the choice at position i in the
+// body: its offset and length. ok is false when the choice, its message or the
+// content is missing. With duplicate keys the first one counts, as in gjson and
+// sjson.
+func (r *Response) contentValue(i int) (off, n int, ok bool) {
+	msg := r.ChoiceField(i, "message") // an object is not decoded: Raw only
+	if !msg.IsObject() || msg.Index <= 0 {
+		return 0, 0, false
+	}
+	rawjson.EachMember(msg.Raw, func(m rawjson.Member) bool {
+		if rawjson.KeyIs(m.Key, "content") {
+			off, n, ok = msg.Index+m.Off, len(m.Raw), true
+			return false
+		}
+		return true
+	})
+	return off, n, ok
+}
+
+// appendJSONString appends s as a JSON string exactly as sjson encodes a string
+// value: as it is between quotes when it is printable ASCII without a quote or a
+// backslash, else as encoding/json marshals it.
+func appendJSONString(dst []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > 0x7f || c == '"' || c == '\\' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	buf := bytes.NewBuffer(dst)
+	_ = json.NewEncoder(buf).Encode(s) // a string always encodes; Encode adds a newline
+	out := buf.Bytes()
+	return out[:len(out)-1]
 }
 
 // SetChoiceField sets value (encoded as sjson does) at path inside the choice at
@@ -305,15 +424,20 @@ func (r *Response) SetChoiceField(i int, path string, value any) error {
 // HasToolCalls reports whether the choice at position i carries tool calls (a
 // non-empty message.tool_calls array, or the legacy message.function_call).
 func (r *Response) HasToolCalls(i int) bool {
-	msg := gjson.GetBytes(r.Body, "choices."+strconv.Itoa(i)+".message")
-	if tc := msg.Get("tool_calls"); tc.IsArray() && len(tc.Array()) > 0 {
+	msg := r.ChoiceField(i, "message")
+	if tc := msg.Get("tool_calls"); tc.IsArray() && tc.Get("#").Int() > 0 {
 		return true
 	}
 	return msg.Get("function_call").IsObject()
 }
 
 // Usage reads the body's usage object.
-func (r *Response) Usage() Usage { return ParseUsage(r.Body) }
+func (r *Response) Usage() Usage {
+	if len(r.Body) == 0 {
+		return Usage{}
+	}
+	return parseUsage(gjson.Get(r.view(), "usage"))
+}
 
 // Usage is the token usage of one or more upstream calls.
 type Usage struct {
@@ -324,7 +448,10 @@ type Usage struct {
 
 // ParseUsage reads the "usage" object of a chat completion body (zero when absent).
 func ParseUsage(body []byte) Usage {
-	u := gjson.GetBytes(body, "usage")
+	return parseUsage(gjson.GetBytes(body, "usage"))
+}
+
+func parseUsage(u gjson.Result) Usage {
 	if !u.Exists() {
 		return Usage{}
 	}

@@ -1,6 +1,12 @@
 package interceptors
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
 
 func TestResponseHasMessage(t *testing.T) {
 	t.Parallel()
@@ -23,5 +29,86 @@ func TestResponseHasMessage(t *testing.T) {
 				t.Fatalf("HasMessage(%s) = %v, want %v", tc.body, got, tc.want)
 			}
 		})
+	}
+}
+
+// SetChoiceContent splices the new content where sjson.SetBytes would, byte for
+// byte, and ChoiceContent never returns memory of the body.
+func TestResponseSetChoiceContentAsSjson(t *testing.T) {
+	t.Parallel()
+	bodies := []string{
+		`{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"old \"text\"\n"},"finish_reason":"stop"}],"usage":{"total_tokens":3}}`,
+		`{"choices":[{"message":{"content":null,"role":"assistant"}}]}`,
+		`{"choices":[{"message":{"role":"assistant"}}]}`,
+		`{"choices":[{"message":{"content":"a","content":"b"}}]}`,
+		`{"choices":[{"message":{"\u0063ontent":"escaped key"}}]}`,
+		`{"choices":[{"message":{"content":["a part"]}},{"message":{"content":"second"}}]}`,
+		`{"choices" : [ { "message" : { "content" : "spaced" } } ] }`,
+		`{"choices":[]}`,
+		`{}`,
+	}
+	contents := []string{"", "plain ascii", "with <html> & \"quotes\"\n", "中文 PlayerA 1:24", "bad \xff utf8", "tab\tand \\ backslash"}
+	for _, body := range bodies {
+		for _, content := range contents {
+			for _, i := range []int{0, 1} {
+				want, werr := sjson.SetBytes([]byte(body), "choices."+strconv.Itoa(i)+".message.content", content)
+				r := &Response{Status: 200, Body: []byte(body)}
+				r.ChoiceContent(i) // fills the cache, which the edit must not serve again
+				err := r.SetChoiceContent(i, content)
+				if (err != nil) != (werr != nil) || string(r.Body) != string(want) {
+					t.Fatalf("SetChoiceContent(%d, %q) on %s = %s, %v; sjson gives %s, %v", i, content, body, r.Body, err, want, werr)
+				}
+				if got, want := r.ChoiceContent(i), gjson.GetBytes(r.Body, "choices."+strconv.Itoa(i)+".message.content").String(); got != want {
+					t.Fatalf("ChoiceContent(%d) after the edit = %q, want %q", i, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestResponseChoiceContentIsACopy(t *testing.T) {
+	t.Parallel()
+	r := &Response{Status: 200, Body: []byte(`{"choices":[{"message":{"content":"no escapes here"}}]}`)}
+	c := r.ChoiceContent(0)
+	for i := range r.Body {
+		r.Body[i] = 'x' // the buffer reused for another request
+	}
+	if c != "no escapes here" {
+		t.Fatalf("ChoiceContent shares the body's memory: %q", c)
+	}
+}
+
+func TestResponseChoiceContentNull(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"choices":[{"message":{"content":null}}]}`,
+		`{"choices":[{"message":{"content":"x"}}]}`,
+		`{"choices":[{"message":{"content":""}}]}`,
+		`{"choices":[{"message":{"role":"assistant"}}]}`,
+		`{"choices":[{"message":"text"}]}`,
+		`{"choices":[{"message":{"content": null }}]}`,
+		`{"choices":[{"message":{"content":[]}}]}`,
+		`{"choices":[]}`,
+	} {
+		r := &Response{Status: 200, Body: []byte(body)}
+		if got, want := r.ChoiceContentNull(0), gjson.GetBytes(r.Body, "choices.0.message.content").Type == gjson.Null; got != want {
+			t.Errorf("ChoiceContentNull on %s = %v, gjson says %v", body, got, want)
+		}
+	}
+}
+
+func TestBufferSizeClasses(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 4095, 4096, 4097, 50_000, 1 << 20} {
+		ex := &Exchange{}
+		b := ex.Buffer(n)
+		if len(b) != 0 || cap(b) < n || cap(b) != 1<<(sizeClass(n)+minPooledShift) {
+			t.Fatalf("Buffer(%d): len %d cap %d", n, len(b), cap(b))
+		}
+		ex.Release()
+	}
+	ex := &Exchange{}
+	if b := ex.Buffer(1<<20 + 1); cap(b) < 1<<20+1 || len(ex.buffers) != 0 {
+		t.Fatalf("a buffer beyond the largest class is pooled (cap %d)", cap(b))
 	}
 }

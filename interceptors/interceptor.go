@@ -20,7 +20,7 @@ type Interceptor interface {
 
 // RequestPhase runs before the upstream call.
 //
-// It may edit ex.Body (the outgoing request, edited in place with sjson) or
+// It may edit ex.Body (the outgoing request, edited with sjson and replaced) or
 // short-circuit the call by setting ex.Response, in which case no later request
 // phase and no upstream call run. A returned error ends the request with that error
 // (an *Error renders with its own status) unless the interceptor is fail-open, in
@@ -69,6 +69,8 @@ type AnswerValidator interface {
 type Upstream interface {
 	// Complete sends a non-streaming chat completion request body and returns the
 	// upstream's response. A non-2xx status is returned as a Response, not an error;
-	// err reports transport failures, timeouts and cancellation.
+	// err reports transport failures, timeouts and cancellation. In a proxy the
+	// Response's Body is the upstream's buffer, valid until the request is
+	// finished (as Exchange.Buffer): copy what is kept beyond it.
 	Complete(ctx context.Context, body []byte) (*Response, error)
 }

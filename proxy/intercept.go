@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,34 @@ type routeCaller struct {
 	// foreign: an upstream other than the route's own; it gets its own key, never
 	// the client's credentials.
 	foreign bool
+	// held keeps the upstream answers whose bodies the exchange reads in place,
+	// shared by every caller of one request; nil: the body is copied.
+	held *heldAnswers
+}
+
+// heldAnswers are the upstream responses of one request whose bodies the
+// exchange's Responses use in place (no copy of a 50 KB answer): they go back to
+// fasthttp's pool when the request is finished, with the exchange's buffers.
+type heldAnswers struct {
+	mu    sync.Mutex
+	resps []*fasthttp.Response
+}
+
+func (h *heldAnswers) keep(r *fasthttp.Response) {
+	h.mu.Lock()
+	h.resps = append(h.resps, r)
+	h.mu.Unlock()
+}
+
+// release returns the held responses; nothing may read their bodies after it.
+func (h *heldAnswers) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, r := range h.resps {
+		fasthttp.ReleaseResponse(r)
+		h.resps[i] = nil
+	}
+	h.resps = h.resps[:0]
 }
 
 // chatPath is where chat completions go; responsesPath where Responses API
@@ -133,10 +162,11 @@ func (c *routeCaller) completeAt(ctx context.Context, path string, body []byte) 
 		return nil, res.err
 	}
 	resp := res.resp
-	out := &interceptors.Response{
-		Status:   resp.StatusCode(),
-		Body:     append([]byte(nil), resp.Body()...),
-		Duration: d,
+	out := &interceptors.Response{Status: resp.StatusCode(), Duration: d}
+	if c.held != nil {
+		out.Body = resp.Body() // held until the request is finished
+	} else {
+		out.Body = append([]byte(nil), resp.Body()...)
 	}
 	extra := connectionTokens(&resp.Header)
 	for k, v := range resp.Header.All() {
@@ -144,6 +174,12 @@ func (c *routeCaller) completeAt(ctx context.Context, path string, body []byte) 
 			continue
 		}
 		out.Header = append(out.Header, [2]string{string(k), string(v)})
+	}
+	if c.held != nil {
+		// The body was read whole: the connection goes back to its pool now, the
+		// response when the request is finished.
+		res.resp = nil
+		c.held.keep(resp)
 	}
 	res.close(true)
 	c.reportHeaders(out.Status, out.Header)
@@ -217,7 +253,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		wc.arm(cancel)
 	}
 	caller := &routeCaller{s: s, up: rt.up, targets: rt.targets, maxBody: int(s.cfg.Server.MaxResponseBody), header: &fasthttp.RequestHeader{},
-		waitedNs: &atomic.Int64{}, inflight: &atomic.Int64{}, served: &atomic.Int32{}, failed: &atomic.Int32{}}
+		waitedNs: &atomic.Int64{}, inflight: &atomic.Int64{}, served: &atomic.Int32{}, failed: &atomic.Int32{}, held: &heldAnswers{}}
 	caller.served.Store(-1)
 	caller.failed.Store(-1)
 	caller.models = rt.modelSwap(model)
@@ -225,7 +261,14 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		caller.model = model
 	}
 	rc.Request.Header.CopyTo(caller.header)
-	out := append([]byte(nil), body...)
+	// The exchange owns a copy of the client's body: the fact index is built from
+	// it in the background and may outlive the request. The outgoing body starts
+	// as the same bytes; request phases replace it, never edit it in place.
+	original := body
+	if rx == nil {
+		original = append([]byte(nil), body...)
+	} // a Responses request's chat translation is the exchange's already
+	out := original
 	if rt.upstreamModel != "" && rt.upstreamModel != model {
 		out, _ = sjson.SetBytes(out, "model", rt.upstreamModel)
 	}
@@ -234,7 +277,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	ex := &interceptors.Exchange{
 		Route:     rt.name,
 		Model:     model,
-		Original:  append([]byte(nil), body...),
+		Original:  original,
 		Body:      out,
 		Header:    caller.header,
 		ClientKey: client,
@@ -246,12 +289,15 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 				return nil, false
 			}
 			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, inflight: caller.inflight,
-				trace: trace, foreign: up != rt.up}, true
+				trace: trace, foreign: up != rt.up, held: caller.held}, true
 		},
 		Trace: trace,
 	}
 	ex.Trace.ClientKey = client
 	if rx != nil {
+		// The client's Responses request is read until the answer is rendered:
+		// a copy the exchange owns, in a buffer the proxy reuses.
+		rx.request = append(ex.Buffer(len(rx.request)), rx.request...)
 		if rt.up.responsesAPI {
 			ex.Upstream = &responsesCaller{inner: caller, rx: rx, ex: ex}
 			ex.Trace.Note("responses: a Responses API request; the chain sees it as a chat completion, upstream " + rt.up.name + " gets it as a Responses request (api: responses)")
@@ -290,6 +336,10 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		s.logAccess(rt.name, rc, status, total, caller.waited(), client, errCode)
 		s.recordRequest(ex, status, errCode, total)
 		saveTrace()
+		// The chain is done and the answer written: the exchange's buffers and
+		// the upstream answers it read in place go back to their pools.
+		ex.Release()
+		caller.held.release()
 	}
 
 	// Live reasoning forwards chat chunks; a Responses stream gets the reasoning

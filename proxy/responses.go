@@ -49,7 +49,7 @@ func (s *Server) handleResponses(rc *fasthttp.RequestCtx) {
 		s.fail(rc, rt.metrics, start, terr)
 		return
 	}
-	rx := &responsesExchange{request: append([]byte(nil), body...), chat0: chat}
+	rx := &responsesExchange{request: body, chat0: chat} // intercept copies request
 	if rt.responseAlias {
 		rx.alias = model
 	}
@@ -59,7 +59,9 @@ func (s *Server) handleResponses(rc *fasthttp.RequestCtx) {
 // responsesExchange is what the proxy keeps of a Responses API request while the
 // chain works on its chat completion translation.
 type responsesExchange struct {
-	// request is the client's Responses request as received (a copy).
+	// request is the client's Responses request as received: a copy in one of
+	// the exchange's buffers (intercept makes it), valid until the request is
+	// finished.
 	request []byte
 	// chat0 is its chat completion translation, the chain's request before any
 	// interceptor (and before upstream_model).
@@ -92,5 +94,6 @@ func (rx *responsesExchange) answer(ex *interceptors.Exchange, final []byte) []b
 	if draft != nil {
 		return patchResponse(draft, draftChat, final, rx.alias)
 	}
-	return chatToResponse(final, rx.request, ex.Body)
+	// The object lives until it is written, in one of the exchange's buffers.
+	return appendChatResponse(ex.Buffer(len(final)+len(rx.request)/4+512), final, rx.request, ex.Body)
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,7 +43,13 @@ var responseEcho = [...]struct{ name, or string }{
 // client's without factgate's keys). Unknown top-level fields of the chat answer
 // (provider extensions) are carried over as they came.
 func chatToResponse(chat, request, outgoing []byte) []byte {
-	root := gjson.ParseBytes(chat)
+	return appendChatResponse(nil, chat, request, outgoing)
+}
+
+// appendChatResponse is chatToResponse appending to dst.
+func appendChatResponse(dst, chat, request, outgoing []byte) []byte {
+	// A view, not a copy: what is read from it is appended to the object at once.
+	root := gjson.Parse(bytesView(chat))
 	// The request's settings, found in one scan: its input may be long.
 	var echo [len(responseEcho)]string
 	eachRawMember(bytesView(request), func(k, raw string) bool {
@@ -69,7 +76,7 @@ func chatToResponse(chat, request, outgoing []byte) []byte {
 	msg := ch.Get("message")
 	status, incomplete := responseStatus(ch.Get("finish_reason").Str)
 
-	b := make([]byte, 0, len(chat)+len(request)/4+512)
+	b := slices.Grow(dst, len(chat)+len(request)/4+512)
 	b = append(b, `{"id":`...)
 	b = rawjson.AppendString(b, "resp_"+id)
 	b = append(b, `,"object":"response","created_at":`...)
@@ -83,7 +90,7 @@ func chatToResponse(chat, request, outgoing []byte) []byte {
 	b = append(b, `,"max_output_tokens":`...)
 	b = append(b, req("max_output_tokens")...)
 	b = append(b, `,"metadata":`...)
-	b = append(b, rawOr(gjson.GetBytes(outgoing, "metadata"), "{}")...)
+	b = append(b, rawOr(gjson.Get(bytesView(outgoing), "metadata"), "{}")...)
 	b = append(b, `,"model":`...)
 	b = append(b, rawOr(root.Get("model"), `""`)...)
 	b = append(b, `,"output":[`...)

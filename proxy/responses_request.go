@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tidwall/gjson"
 
@@ -47,6 +49,23 @@ type responsesTranslator struct {
 	upstream string // named in errors
 	msgs     []chatMessage
 	err      *translateError
+	// scratch holds the translated content parts until the body is assembled
+	// (a pooled buffer: the parts carry the log, copied once more into the body).
+	scratch *[]byte
+}
+
+// partsScratch pools the translators' scratch buffers.
+var partsScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// release returns the scratch buffer; no message content may be read after it.
+func (t *responsesTranslator) release() {
+	if t.scratch != nil {
+		if cap(*t.scratch) <= 1<<20 {
+			*t.scratch = (*t.scratch)[:0]
+			partsScratch.Put(t.scratch)
+		}
+		t.scratch = nil
+	}
 }
 
 // Top-level Responses request fields with the same name and meaning in chat
@@ -91,6 +110,7 @@ var responsesReservedFields = map[string]bool{
 // extensions) are copied as they are.
 func translateResponsesRequest(body []byte, strict bool, upstream string) ([]byte, *interceptors.Error) {
 	t := &responsesTranslator{strict: strict, upstream: upstream}
+	defer t.release() // after the body is assembled: it copies the parts
 	root := bytesView(body)
 	if r := strings.TrimLeft(root, " \t\r\n"); r == "" || r[0] != '{' {
 		return nil, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
@@ -403,13 +423,18 @@ func (t *responsesTranslator) message(path string, item itemFields) {
 
 // parts translates the content parts (raw JSON array) of a user or system message.
 func (t *responsesTranslator) parts(path string, c string) string {
-	out := make([]byte, 0, len(c)+64)
+	if t.scratch == nil {
+		t.scratch = partsScratch.Get().(*[]byte)
+	}
+	start := len(*t.scratch)
+	out := slices.Grow(*t.scratch, len(c)+64)
+	defer func() { *t.scratch = out }()
 	out = append(out, '[')
 	eachRawElement(c, func(i int, raw string) bool {
 		where := path + "[" + strconv.Itoa(i) + "]"
 		p := readPart(raw)
 		mark := len(out)
-		if mark > 1 {
+		if mark > start+1 {
 			out = append(out, ',')
 		}
 		switch typ := rawString(p.typ); typ {
@@ -462,7 +487,9 @@ func (t *responsesTranslator) parts(path string, c string) string {
 		return true
 	})
 	out = append(out, ']')
-	return bytesView(out)
+	// A view into the scratch buffer: an array it outgrows stays alive for the
+	// views into it.
+	return bytesView(out[start:])
 }
 
 // assistantContent translates an assistant message's parts: the text parts joined

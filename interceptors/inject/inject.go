@@ -132,7 +132,8 @@ func (in *Injector) OnRequest(_ context.Context, ex *interceptors.Exchange) erro
 		return nil
 	}
 
-	out := make([]byte, 0, len(body)+len(p.head)+len(p.mergeLead)+len(client)+4)
+	// The edited body lives as long as the exchange, in a buffer the proxy reuses.
+	out := ex.Buffer(len(body) + len(p.head) + len(p.mergeLead) + len(client) + 4)
 	out = append(out, body[:ml.Start]...)
 	out = append(out, '[')
 	out = append(out, p.head...)

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
@@ -235,7 +233,7 @@ func skipChoice(r *interceptors.Response, i int) string {
 	if r.HasToolCalls(i) {
 		return interceptors.SkipToolCalls
 	}
-	if c := gjson.GetBytes(r.Body, "choices."+strconv.Itoa(i)+".message.content"); c.Type == gjson.Null {
+	if r.ChoiceContentNull(i) {
 		return skipNoContent
 	}
 	return ""
