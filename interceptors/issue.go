@@ -68,13 +68,17 @@ type Recommendation struct {
 	// Player is the player the claim should name (the UnitId's owner, when the
 	// claim names another player).
 	Player string `json:"player,omitempty"`
+	// Remove says the claim cannot be made honest by editing it — a claim about a
+	// UnitId the facts never show, or an asset the knowledge does not know — and
+	// should be dropped from the claims block.
+	Remove bool `json:"remove,omitempty"`
 	// Text is the guidance in the pack's language, sent back in a revision request.
 	Text string `json:"text,omitempty"`
 }
 
 // IsZero reports whether the recommendation carries no advice.
 func (r Recommendation) IsZero() bool {
-	return r.EvidenceLevel == "" && len(r.Alternatives) == 0 && r.Player == "" && r.Text == ""
+	return r.EvidenceLevel == "" && len(r.Alternatives) == 0 && r.Player == "" && !r.Remove && r.Text == ""
 }
 
 // FactLine is one fact from the request's facts that an issue relates to, as it

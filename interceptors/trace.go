@@ -213,6 +213,11 @@ type Downgrade struct {
 	NeedsConfirmation []string `json:"needs_confirmation,omitempty"`
 	// Player is the player the claim now names, when the edit changed it.
 	Player string `json:"player,omitempty"`
+	// Removed says the claim was removed from the claims block (an issue whose
+	// recommendation is to drop it: unit.not_observed, asset.unknown); From and To
+	// are then its level as stated. Path is the claim's path in the returned
+	// answer.
+	Removed bool `json:"removed,omitempty"`
 }
 
 // Notice is the note to the reader naming what survived in an answer: the claims
@@ -226,7 +231,8 @@ type Notice struct {
 	// Text is the notice as rendered from the pack's notice template.
 	Text string `json:"text"`
 	// Issues are the issues it names (of the returned attempt and of the answer
-	// as delivered).
+	// as delivered), each path that of its claim in the returned attempt (the
+	// downgrade may have removed claims before it).
 	Issues []NoticeIssue `json:"issues"`
 }
 

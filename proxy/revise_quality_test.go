@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -106,7 +107,7 @@ func TestReviseQualityFigures(t *testing.T) {
 			t.Errorf("%s (stubborn model): outcome %q, want downgraded", c.ID, o)
 		}
 		final2 := tr2.Get("attempts." + tr2.Get("final.attempt").String())
-		assertFlaggedClaimsDowngraded(t, c.ID, gjson.GetBytes(body, "choices.0.message.content").Str, final2)
+		assertFlaggedClaimsDowngraded(t, c.ID, gjson.GetBytes(body, "choices.0.message.content").Str, final2, tr2.Get("downgrades"))
 	}
 	share := func(n int) float64 { return 100 * float64(n) / float64(total) }
 	t.Logf("quality figures over %d fixture cases with a Contradiction:", total)
@@ -195,11 +196,28 @@ func claimIdentities(t *testing.T, content string) [][2]string {
 }
 
 // assertFlaggedClaimsDowngraded checks the invariant on a returned answer: every
-// claim the final attempt's issues flag (revise.Downgraded) is at most at the
-// recommended level and lists the recommended alternatives.
-func assertFlaggedClaimsDowngraded(t *testing.T, id, content string, final gjson.Result) {
+// claim the final attempt's issues flag (revise.Downgraded) is removed (the trace's
+// downgrades say so, and the claims block has that many fewer claims) or at most at
+// the recommended level and lists the recommended alternatives.
+func assertFlaggedClaimsDowngraded(t *testing.T, id, content string, final, downgrades gjson.Result) {
 	t.Helper()
 	block := claimsBlock(t, content)
+	removed := map[string]bool{}
+	for _, d := range downgrades.Get("#(removed==true)#").Array() {
+		removed[d.Get("path").Str] = true
+	}
+	// position returns where the returned attempt's claim field[i] is in the
+	// delivered block: the removed claims before it are gone.
+	position := func(field string, i int) int {
+		n := i
+		for p := range removed {
+			f, j, _ := strings.Cut(strings.TrimSuffix(p, "]"), "[")
+			if k, _ := strconv.Atoi(j); f == field && k < i {
+				n--
+			}
+		}
+		return n
+	}
 	checked := 0
 	for _, raw := range final.Get("issues").Array() {
 		var is interceptors.Issue
@@ -213,7 +231,17 @@ func assertFlaggedClaimsDowngraded(t *testing.T, id, content string, final gjson
 		checked++
 		p := claims.ClaimPath(is.Path)
 		field, idx, _ := strings.Cut(strings.TrimSuffix(p, "]"), "[")
-		claim := block.Get(field + "." + idx)
+		if removed[p] {
+			if returned := final.Get("content").Str; returned != "" {
+				had, has := len(claimsBlock(t, returned).Get(field).Array()), len(block.Get(field).Array())
+				if has != had-countIn(removed, field) {
+					t.Errorf("%s: flagged claim %s (%s) is recorded removed, but %s went from %d to %d claims", id, p, is.Code, field, had, has)
+				}
+			}
+			continue
+		}
+		i, _ := strconv.Atoi(idx)
+		claim := block.Get(field + "." + strconv.Itoa(position(field, i)))
 		level, known := claims.ParseLevel(claim.Get("evidenceLevel").Str)
 		if !known || beliefRank(level) > beliefRank(rec) {
 			t.Errorf("%s: flagged claim %s (%s) is %q, above the recommended %v", id, p, is.Code, claim.Get("evidenceLevel").Str, rec)
@@ -232,6 +260,17 @@ func assertFlaggedClaimsDowngraded(t *testing.T, id, content string, final gjson
 	if checked == 0 {
 		t.Errorf("%s: the stubborn model's answer has no flagged claim to check", id)
 	}
+}
+
+// countIn counts the claim paths of field in set.
+func countIn(set map[string]bool, field string) int {
+	n := 0
+	for p := range set {
+		if strings.HasPrefix(p, field+"[") {
+			n++
+		}
+	}
+	return n
 }
 
 // beliefRank orders levels by how strongly they assert the identity (ruled out

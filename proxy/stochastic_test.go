@@ -28,6 +28,7 @@ type stochasticRun struct {
 	content              string
 	revisionRatios       []float64 // each hidden request's bytes / the draft request's
 	downgraded, resolved bool
+	removed              []string // the claims the downgrade removed (paths in the returned attempt)
 }
 
 // TestStochasticAnalystThroughTheProxy runs a seeded stochastic analyst
@@ -37,7 +38,12 @@ type stochasticRun struct {
 // setting the default — and checks, with factgate's own validator on what the
 // client received:
 //
-//   - no delivered answer has an issue above Info that its notice does not name;
+//   - no delivered answer has an issue above Info but semantic.* (the downgrade
+//     runs on every answer, drafts accepted too under downgrade: below_threshold,
+//     and removes the claims no edit makes honest), and the notice names any that
+//     is left;
+//   - the notice names every claim the downgrade removed (the text still states
+//     it);
 //   - no accepted draft keeps a confident claim with WeakEvidence;
 //   - no downgrade introduces claim.no_alternatives;
 //   - no regression: a delivered answer never has more Contradictions than its draft;
@@ -98,11 +104,11 @@ func TestStochasticAnalystThroughTheProxy(t *testing.T) {
 	}
 
 	t.Logf("%d requests per row, seed %d (shares of the row's answers; counts in parentheses):", perConfig, seed)
-	t.Logf("| error rate / fix rate | drafts with ≥1 C | returned attempt with ≥1 C | delivered claims with ≥1 C | delivered with an issue above Info (each named in its notice) | text states a C the reader is not told of, before → after | accepted drafts keeping a confident weak claim, before → after | `final=` matched the delivered answer | `delivered=` matched | no_alternatives introduced | regressions | answers with a notice |")
-	t.Logf("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	t.Logf("| error rate / fix rate | drafts with ≥1 C | returned attempt with ≥1 C | delivered claims with ≥1 C | delivered with an issue above Info | answers with a claim removed | text states a C the reader is not told of, before → after | accepted drafts keeping a confident weak claim, before → after | `final=` matched the delivered answer | `delivered=` matched | no_alternatives introduced | regressions | answers with a notice |")
+	t.Logf("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var allRatios []float64
 	for i, c := range configs {
-		var draftC, returnedC, deliveredC, deliveredIssue, unflaggedAfter, accepted, acceptedWeak, acceptedWeakAfter, finalMatches, deliveredMatches, noticed, introduced, regressions int
+		var draftC, returnedC, deliveredC, deliveredIssue, removedIn, unflaggedAfter, accepted, acceptedWeak, acceptedWeakAfter, finalMatches, deliveredMatches, noticed, introduced, regressions int
 		for n, r := range results[i] {
 			where := fmt.Sprintf("error rate %.2f, fix rate %.2f, case %d", c.errorRate, c.fixRate, n)
 			draftCount := interceptors.CountSeverities(r.draft)
@@ -125,10 +131,29 @@ func TestStochasticAnalystThroughTheProxy(t *testing.T) {
 			if r.notice.Get("mode").Str == "append" {
 				named = noticeNames(r.notice)
 			}
-			// The notice names every issue above Info left in the answer as delivered.
+			// Re-validating the delivered answer finds nothing above Info but what
+			// no edit of the claims block can fix (semantic.*, about the prose); and
+			// the notice names every issue above Info left in it.
 			for _, is := range r.delivered {
+				if is.Severity > interceptors.Info && !strings.HasPrefix(is.Code, "semantic.") {
+					t.Errorf("%s: the delivered answer has %s %s at %s:\n%s", where, is.Severity, is.Code, is.Path, r.content)
+				}
 				if is.Severity > interceptors.Info && !named[is.Code+" "+claims.ClaimPath(is.Path)] {
 					t.Errorf("%s: the delivered answer has %s %s at %s, and its notice does not name it:\n%s", where, is.Severity, is.Code, is.Path, r.content)
+				}
+			}
+			if len(r.removed) > 0 {
+				removedIn++
+			}
+			// A removed claim is still stated by the text the reader reads: the
+			// notice names it.
+			for _, p := range r.removed {
+				found := false
+				for k := range named {
+					found = found || strings.HasSuffix(k, " "+p)
+				}
+				if !found {
+					t.Errorf("%s: the downgrade removed %s, and the notice does not name it", where, p)
 				}
 			}
 			if text := r.notice.Get("text").Str; len(named) > 0 {
@@ -193,8 +218,8 @@ func TestStochasticAnalystThroughTheProxy(t *testing.T) {
 			}
 			return fmt.Sprintf("%.0f%% (%d)", 100*float64(n)/float64(of), n)
 		}
-		t.Logf("| %.2f / %.1f | %s | %s | %s | %s | %s → %s | %s → %s of %d | %s | %s | %d | %d | %s |",
-			c.errorRate, c.fixRate, share(draftC, perConfig), share(returnedC, perConfig), share(deliveredC, perConfig), share(deliveredIssue, perConfig),
+		t.Logf("| %.2f / %.1f | %s | %s | %s | %s | %s | %s → %s | %s → %s of %d | %s | %s | %d | %d | %s |",
+			c.errorRate, c.fixRate, share(draftC, perConfig), share(returnedC, perConfig), share(deliveredC, perConfig), share(deliveredIssue, perConfig), share(removedIn, perConfig),
 			share(returnedC, perConfig), share(unflaggedAfter, perConfig),
 			share(acceptedWeak, accepted), share(acceptedWeakAfter, accepted), accepted,
 			share(finalMatches, perConfig), share(deliveredMatches, perConfig), introduced, regressions, share(noticed, perConfig))
@@ -247,6 +272,9 @@ func stochasticRequest(h *harness, n int) (stochasticRun, error) {
 	r.outcome = tr.Get("final.outcome").Str
 	r.notice = tr.Get("notice")
 	r.downgraded = len(tr.Get("downgrades").Array()) > 0
+	for _, d := range tr.Get("downgrades.#(removed==true)#").Array() {
+		r.removed = append(r.removed, d.Get("path").Str)
+	}
 	attempts := tr.Get("attempts").Array()
 	if len(attempts) == 0 {
 		return r, fmt.Errorf("the trace has no attempt: %s", tr.Raw)

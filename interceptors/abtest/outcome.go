@@ -41,7 +41,7 @@ const (
 	fieldRevisions      = "revisions"       // hidden calls, summed
 	fieldRevised        = "revised"         // requests with at least one hidden call
 	fieldTriggered      = "triggered"       // validated drafts with an issue at or above the threshold
-	fieldDowngraded     = "downgraded"      // answers returned with at least one claim lowered, a citation removed or its player corrected
+	fieldDowngraded     = "downgraded"      // answers returned with at least one claim lowered, a citation removed, its player corrected or the claim removed
 	// fieldDraftContradiction counts first drafts with at least one Contradiction
 	// issue: the headline "contradicted first draft".
 	fieldDraftContradiction = "draft_contradiction"
@@ -134,7 +134,7 @@ func observe(ex *interceptors.Exchange, latency time.Duration) observation {
 		// An edit that only lists alternatives or what would confirm a claim
 		// lowers nothing.
 		for _, d := range t.Downgrades {
-			if d.From != d.To || len(d.RemovedEvidence) > 0 || d.Player != "" {
+			if d.From != d.To || len(d.RemovedEvidence) > 0 || d.Player != "" || d.Removed {
 				o.downgraded = true
 			}
 		}

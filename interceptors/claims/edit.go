@@ -127,6 +127,10 @@ type Edit struct {
 	AddNeedsConfirmation []string
 	// Player, when not "", replaces a unit claim's player.
 	Player string
+	// Remove deletes the claim from its array (a claim no edit can make honest);
+	// the edit's other fields are then ignored. Removals are made after every other
+	// edit, so the paths of all edits are those of the claims as parsed.
+	Remove bool
 }
 
 // Downgrade applies edits to the claims block of content and returns the new
@@ -134,11 +138,13 @@ type Edit struct {
 // trailing commas disappear from it), re-indented with two spaces (field order and
 // unknown fields kept, line breaks as in the original block), and spliced back into
 // the same place; everything outside c.Span is left byte-identical. The edits apply in
-// order. c must be the usable parse of content; afterwards it is stale (parse the new
-// content again for new spans). It returns an error, and no content, for claims that
-// do not belong to content, a path that is not a kept claim ("unitClaims[2]"), a
-// claim that is not a JSON object, an unknown level, alternatives or a player for an
-// event or timeline claim, or an evidence position the claim does not have.
+// order, the removals last (from the end of each array, so every path names the
+// claim as parsed; the claims after a removed one move up). c must be the usable
+// parse of content; afterwards it is stale (parse the new content again for new
+// spans and paths). It returns an error, and no content, for claims that do not
+// belong to content, a path that is not a kept claim ("unitClaims[2]"), a claim that
+// is not a JSON object, an unknown level, alternatives or a player for an event or
+// timeline claim, or an evidence position the claim does not have.
 func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
 	if !c.Usable() {
 		return "", errors.New("claims: downgrade: the answer has no valid claims block")
@@ -150,6 +156,7 @@ func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
 		return content, nil
 	}
 	doc := c.JSON
+	var removals [timelineKind + 1][]int // claim indexes to remove, per kind
 	for _, e := range edits {
 		kind, idx, ok := parseClaimPath(e.Path)
 		if !ok {
@@ -161,6 +168,10 @@ func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
 		base := claimFields[kind] + "." + strconv.Itoa(idx)
 		if !gjson.Get(doc, base).IsObject() {
 			return "", fmt.Errorf("claims: downgrade %s: the claim is not a JSON object", e.Path)
+		}
+		if e.Remove {
+			removals[kind] = append(removals[kind], idx)
+			continue
 		}
 		var err error
 		if e.Level != "" {
@@ -196,6 +207,16 @@ func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
 		if len(e.AddNeedsConfirmation) > 0 {
 			if doc, err = addAlternatives(doc, base+".needsConfirmation", e.AddNeedsConfirmation); err != nil {
 				return "", fmt.Errorf("claims: downgrade %s: adding needsConfirmation: %w", e.Path, err)
+			}
+		}
+	}
+	for kind, idxs := range removals {
+		slices.Sort(idxs)
+		idxs = slices.Compact(idxs)
+		for k := len(idxs) - 1; k >= 0; k-- {
+			var err error
+			if doc, err = sjson.Delete(doc, claimFields[kind]+"."+strconv.Itoa(idxs[k])); err != nil {
+				return "", fmt.Errorf("claims: downgrade %s[%d]: removing the claim: %w", claimFields[kind], idxs[k], err)
 			}
 		}
 	}

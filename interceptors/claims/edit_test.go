@@ -3,6 +3,8 @@ package claims
 import (
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 func TestStrip(t *testing.T) {
@@ -211,6 +213,81 @@ func TestDowngrade(t *testing.T) {
 				t.Fatalf("the prose of the downgraded answer differs:\n%q\n%q", Strip(got, again), Strip(tc.content, c))
 			}
 		})
+	}
+}
+
+// TestDowngradeRemovesClaims checks Edit.Remove: the removed claims leave their
+// arrays, every other claim keeps its JSON (unknown fields and field order
+// included), edits of the claims after a removed one apply to the claims as
+// parsed, and the prose is byte-identical.
+func TestDowngradeRemovesClaims(t *testing.T) {
+	t.Parallel()
+	p := newRA3Parser(t)
+	content := fenced("分析：900 是步兵，901 是基地车，902 是矿车，903 是飞机。", `{"unitClaims": [
+  {"unitId": 900, "claim": "A", "evidenceLevel": "confirmed", "x-note": {"keep": [1, 2]}},
+  {"unitId": 901, "claim": "B", "evidenceLevel": "possible", "alternatives": ["C"]},
+  {"unitId": 902, "claim": "C", "evidenceLevel": "highly likely", "evidence": ["select|1:00.00|902", "select|1:10.00|902"], "z": true},
+  {"unitId": 903, "claim": "D", "evidenceLevel": "confirmed"},
+  {"unitId": 904, "claim": "E", "evidenceLevel": "confirmed", "source": "log"}
+], "eventClaims": [{"claim": "E1", "evidenceLevel": "confirmed", "evidence": "power|1:24.00|X|246"}, {"claim": "E2", "evidenceLevel": "possible", "extra": 1}],
+ "timelineClaims": [{"claim": "T1", "evidenceLevel": "confirmed"}], "meta": {"model": "m"}}`)
+	c := p.Parse(content, Required)
+	if !c.Usable() {
+		t.Fatalf("the fixture does not parse: %v", issueKeys(c.Issues))
+	}
+	edits := []Edit{
+		{Path: "unitClaims[3]", Remove: true},
+		{Path: "unitClaims[2]", Level: "possible", RemoveEvidence: []int{1}, AddNeedsConfirmation: []string{"n"}},
+		{Path: "unitClaims[1]", Remove: true, Level: "ruled out"}, // the other fields of a removal are ignored
+		{Path: "eventClaims[0]", Remove: true},
+		{Path: "unitClaims[3]", Remove: true}, // twice: removed once
+		{Path: "unitClaims[4]", AddAlternatives: []string{"F"}},
+		{Path: "timelineClaims[0]", Remove: true},
+	}
+	got, err := Downgrade(content, c, edits)
+	if err != nil {
+		t.Fatalf("Downgrade: %v", err)
+	}
+	if !strings.HasPrefix(got, content[:c.Span.Start]) || !strings.HasSuffix(got, content[c.Span.End:]) {
+		t.Fatalf("prose changed:\n%q", got)
+	}
+	again := p.Parse(got, Required)
+	if !again.Usable() || again.Span.Start != c.Span.Start {
+		t.Fatalf("re-parse: usable=%v issues %v\n%s", again.Usable(), issueKeys(again.Issues), got)
+	}
+	if Strip(got, again) != Strip(content, c) {
+		t.Fatalf("the prose of the downgraded answer differs")
+	}
+	var units []string
+	for _, u := range again.UnitClaims {
+		units = append(units, u.UnitIDRaw)
+	}
+	if strings.Join(units, ",") != "900,902,904" || len(again.EventClaims) != 1 || again.EventClaims[0].Claim != "E2" || len(again.TimelineClaims) != 0 {
+		t.Fatalf("claims left: units %v, events %+v, timeline %+v", units, again.EventClaims, again.TimelineClaims)
+	}
+	// Untouched claims keep their JSON as it was (compared without whitespace).
+	ugly := func(doc, path string) string { return gjson.Get(doc, path+"|@ugly").Raw }
+	for _, same := range [][2]string{{"unitClaims.0", "unitClaims.0"}, {"eventClaims.1", "eventClaims.0"}, {"meta", "meta"}} {
+		if before, after := ugly(c.JSON, same[0]), ugly(again.JSON, same[1]); before != after || before == "" {
+			t.Errorf("%s changed: %s → %s", same[0], before, after)
+		}
+	}
+	// The edits of claims after a removed one reached the claims they named.
+	mid := again.UnitClaims[1]
+	if mid.Level != Possible || len(mid.Evidence) != 1 || mid.Evidence[0].Raw != "select|1:00.00|902" || strings.Join(mid.NeedsConfirmation, ",") != "n" ||
+		!gjson.Get(again.JSON, "unitClaims.1.z").Bool() {
+		t.Errorf("unitClaims[2] as parsed (now [1]) = %+v", mid)
+	}
+	last := again.UnitClaims[2]
+	if strings.Join(last.Alternatives, ",") != "F" || gjson.Get(again.JSON, "unitClaims.2.source").Str != "log" {
+		t.Errorf("unitClaims[4] as parsed (now [2]) = %+v", last)
+	}
+	if !strings.Contains(again.Block, `"timelineClaims": []`) {
+		t.Errorf("the emptied array is not kept empty:\n%s", again.Block)
+	}
+	// A removal of a claim that is not there is an error, like any other edit.
+	if _, err := Downgrade(content, c, []Edit{{Path: "unitClaims[5]", Remove: true}}); err == nil || !strings.Contains(err.Error(), "no such claim") {
+		t.Errorf("removing a claim that is not there: %v", err)
 	}
 }
 

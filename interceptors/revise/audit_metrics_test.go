@@ -33,8 +33,12 @@ func TestMetricsCountEveryOutcomeAndTheResidualIssues(t *testing.T) {
 			residual: map[string]float64{}},
 		{name: "a Warning no recommendation fixes: accepted, the Warning left",
 			draft: answer("900 可能是苏联步兵。", unit{id: 900, claim: "SovietAntiInfantryInfantry", level: "possible", evidence: []string{"select|1:06.39|900"}, alternatives: []string{"SovietEngineer"}}),
-			rules: map[string]rule{"900 SovietAntiInfantryInfantry": {code: "asset.unknown", severity: interceptors.Warning}},
+			rules: map[string]rule{"900 SovietAntiInfantryInfantry": {code: "fake.warning", severity: interceptors.Warning}},
 			calls: 0, residual: map[string]float64{"Warning": 1}},
+		{name: "a Warning that recommends removing the claim: accepted, the claim removed, nothing left",
+			draft: answer("900 可能是苏联步兵。", unit{id: 900, claim: "SovietAntiInfantryInfantry", level: "possible", evidence: []string{"select|1:06.39|900"}, alternatives: []string{"SovietEngineer"}}),
+			rules: map[string]rule{"900 SovietAntiInfantryInfantry": {code: "asset.unknown", severity: interceptors.Warning, rec: interceptors.Recommendation{Remove: true}}},
+			calls: 0, residual: map[string]float64{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

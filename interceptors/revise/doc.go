@@ -29,7 +29,9 @@
 //     loses the evidence items the facts contradict (listed in needsConfirmation
 //     as unverified) and keeps the contract (a hedged unit claim names
 //     alternatives or what would confirm it), edited into the claims JSON with
-//     sjson; the prose is untouched. The edited answer is validated again and
+//     sjson; a claim no edit makes honest (its issue recommends removing it:
+//     unit.not_observed, asset.unknown) is removed from the block. The prose is
+//     untouched. The edited answer is validated again and
 //     what the edit exposed is downgraded too (settle).
 //   - Notice: when a problem survived into the text the reader sees, the pack's
 //     notice names each such claim and what the facts say: after the answer's

@@ -159,13 +159,14 @@ func belief(l claims.Level) int {
 //     nothing else supports it);
 //   - an issue below the threshold but at least WeakEvidence inside a claim that
 //     recommends a level (evidence.ambiguous, builder.not_observed,
-//     claim.no_evidence, unit.not_observed): that level.
+//     claim.no_evidence): that level.
 //
 // Issues outside a claim (the root, a whole claims array, revision.leak) are never
-// downgraded: there is no claim to edit. (The downgrade acts on a few more issues
-// without lowering their claim: see acts.)
+// downgraded: there is no claim to edit; nor are issues that recommend removing
+// their claim (unit.not_observed, asset.unknown): the claim goes. (The downgrade
+// acts on a few more issues without lowering their claim: see acts.)
 func Downgraded(is interceptors.Issue, threshold interceptors.Severity) (claims.Level, bool) {
-	if claims.ClaimPath(is.Path) == "" {
+	if claims.ClaimPath(is.Path) == "" || is.Recommendation.Remove {
 		return 0, false
 	}
 	l, known := claims.ParseLevel(is.Recommendation.EvidenceLevel)
@@ -181,29 +182,40 @@ func Downgraded(is interceptors.Issue, threshold interceptors.Severity) (claims.
 	return 0, false
 }
 
-// acts reports whether the downgrade acts on is: every issue Downgraded names,
-// and below the threshold also a WeakEvidence or Warning issue whose
+// action is what the downgrade does for one issue.
+type action struct {
+	level    claims.Level // the level to lower the claim to, when hasLevel
+	hasLevel bool
+	remove   bool // the claim is removed from the claims block
+}
+
+// acts reports whether the downgrade acts on is, and how: an issue from
+// WeakEvidence up inside a claim whose recommendation is to remove the claim
+// (unit.not_observed, asset.unknown), at any threshold; every issue Downgraded
+// names; and below the threshold also a WeakEvidence or Warning issue whose
 // recommendation it can apply without a level — alternatives, the player the facts
 // name, an evidence item the facts contradict (Contradiction or worse), or the
-// pack's confirm text for the code (claim.no_alternatives). level is the level to
-// lower the claim to, when hasLevel.
-func (r *Revise) acts(is interceptors.Issue, threshold interceptors.Severity) (level claims.Level, hasLevel, ok bool) {
+// pack's confirm text for the code (claim.no_alternatives).
+func (r *Revise) acts(is interceptors.Issue, threshold interceptors.Severity) (action, bool) {
 	cp := claims.ClaimPath(is.Path)
 	if cp == "" {
-		return 0, false, false
+		return action{}, false
+	}
+	if is.Recommendation.Remove {
+		return action{remove: true}, is.Severity >= interceptors.WeakEvidence
 	}
 	if l, ok := Downgraded(is, threshold); ok {
-		return l, true, true
+		return action{level: l, hasLevel: true}, true
 	}
 	if is.Severity < interceptors.WeakEvidence {
-		return 0, false, false
+		return action{}, false
 	}
 	rec := is.Recommendation
 	falseItem := cp != is.Path && is.Severity >= interceptors.Contradiction
 	if len(rec.Alternatives) > 0 || rec.Player != "" || falseItem || r.hasConfirm(is.Code) {
-		return 0, false, true
+		return action{}, true
 	}
-	return 0, false, false
+	return action{}, false
 }
 
 func (r *Revise) hasConfirm(code string) bool {
@@ -241,6 +253,7 @@ type claimPlan struct {
 	removed  []string // their text
 	confirm  []string // needsConfirmation to add
 	fallback []string // issue messages, for a hedged unit claim left with neither alternatives nor needsConfirmation
+	drop     bool     // the claim is removed
 }
 
 // downgrade edits content's claims block so that every claim the issues flag (see
@@ -252,14 +265,19 @@ type claimPlan struct {
 //     needsConfirmation as unverified (the pack's confirm text for its issue);
 //   - the pack's confirm text of each claim-level issue is added to
 //     needsConfirmation, and a unit claim left possible or uncertain with neither
-//     alternatives nor needsConfirmation gets its issues' messages there.
+//     alternatives nor needsConfirmation gets its issues' messages there;
+//   - a claim an issue recommends removing (a UnitId the facts never show, an
+//     asset the knowledge does not know: no edit makes it honest) is removed from
+//     the claims block, after the other edits; the claims after it move up. When
+//     another issue corrects the claim's player, the claim is edited instead, and
+//     removed in a later round (settle) only if the issue survives the correction.
 //
-// The prose is left byte-identical. It returns the new content, the edits made and
-// notes on what could not be done.
+// The prose is left byte-identical. It returns the new content, the edits made
+// (with the paths of content's claims) and notes on what could not be done.
 func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshold interceptors.Severity) (string, []interceptors.Downgrade, []string) {
 	flagged := 0
 	for _, is := range issues {
-		if _, _, ok := r.acts(is, threshold); ok {
+		if _, ok := r.acts(is, threshold); ok {
 			flagged++
 		}
 	}
@@ -302,7 +320,7 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 	var notes []string
 	missing := map[string]bool{}
 	for _, is := range issues {
-		level, hasLevel, ok := r.acts(is, threshold)
+		act, ok := r.acts(is, threshold)
 		if !ok {
 			continue
 		}
@@ -320,8 +338,12 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 			plan = &claimPlan{level: claims.Confirmed}
 			plans[p] = plan
 		}
-		if hasLevel && belief(level) < belief(plan.level) {
-			plan.level = level
+		if act.remove {
+			plan.drop = true
+			continue
+		}
+		if act.hasLevel && belief(act.level) < belief(plan.level) {
+			plan.level = act.level
 		}
 		for _, a := range is.Recommendation.Alternatives {
 			plan.alts = appendNew(plan.alts, a)
@@ -350,6 +372,20 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 			continue
 		}
 		st := states[p]
+		from := st.level.String()
+		if !st.known {
+			from = st.raw
+		}
+		// A claim whose player this edit corrects is removed only when its issue
+		// survives the correction (asset.unknown is judged in the claimed player's
+		// faction): the next round's re-validation decides.
+		fixesPlayer := st.unit && plan.player != "" && plan.player != st.player
+		if plan.drop && !fixesPlayer {
+			// Removed: the other edits of the claim would be moot.
+			edits = append(edits, claims.Edit{Path: p, Remove: true})
+			done = append(done, interceptors.Downgrade{Path: p, From: from, To: from, Removed: true})
+			continue
+		}
 		e := claims.Edit{Path: p}
 		to := st.level
 		if belief(plan.level) < belief(st.level) || (!st.known && plan.level != claims.Confirmed) {
@@ -379,10 +415,6 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 		}
 		if e.Level == "" && len(e.AddAlternatives) == 0 && e.Player == "" && len(e.RemoveEvidence) == 0 && len(e.AddNeedsConfirmation) == 0 {
 			continue
-		}
-		from := st.level.String()
-		if !st.known {
-			from = st.raw
 		}
 		edits = append(edits, e)
 		done = append(done, interceptors.Downgrade{Path: p, From: from, To: to.String(), Alternatives: e.AddAlternatives,

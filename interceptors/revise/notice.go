@@ -2,6 +2,7 @@ package revise
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,10 +53,13 @@ func (ru *run) jsonAnswer() bool {
 // settle downgrades content by the issues of the returned attempt (best), then
 // re-validates the edited answer with the deterministic validators and downgrades
 // what its own edit exposed, at most maxDowngradeRounds times. It returns the
-// content as delivered, its issues and the edits (one per claim).
-func (ru *run) settle(ctx context.Context, best *attempt) (string, []interceptors.Issue, []interceptors.Downgrade) {
+// content as delivered, its issues (with its paths), the edits (one per claim, with
+// the returned attempt's paths) and the claims removed, to find the returned
+// attempt's path of a claim of the delivered answer.
+func (ru *run) settle(ctx context.Context, best *attempt) (string, []interceptors.Issue, []interceptors.Downgrade, removals) {
 	content, issues := best.content, best.issues
 	var edits []interceptors.Downgrade
+	var gone removals
 	for range maxDowngradeRounds {
 		next, done, notes := ru.r.downgrade(content, issues, ru.cfg.threshold)
 		for _, n := range notes {
@@ -65,10 +69,66 @@ func (ru *run) settle(ctx context.Context, best *attempt) (string, []interceptor
 			break
 		}
 		content = next
+		var round map[string][]int
+		for i := range done {
+			if done[i].Removed {
+				field, idx, _ := splitClaimPath(done[i].Path)
+				if round == nil {
+					round = map[string][]int{}
+				}
+				round[field] = append(round[field], idx)
+			}
+			done[i].Path = gone.origin(done[i].Path)
+		}
+		if round != nil {
+			for _, idxs := range round {
+				slices.Sort(idxs)
+			}
+			gone = append(gone, round)
+		}
 		edits = mergeDowngrades(edits, done)
 		issues = ru.recheck(ctx, content, best.issues)
 	}
-	return content, issues, edits
+	return content, issues, edits, gone
+}
+
+// removals are the claims the downgrade removed, one map per round that removed
+// any: the array's field to the removed indexes (ascending), numbered as in the
+// content that round edited.
+type removals []map[string][]int
+
+// origin returns the path in the returned attempt of what path names in the
+// content after the removals (the claims after a removed one moved up); a path
+// outside a claim is returned as it is.
+func (rm removals) origin(path string) string {
+	if len(rm) == 0 {
+		return path
+	}
+	field, idx, ok := splitClaimPath(path)
+	if !ok {
+		return path
+	}
+	for k := len(rm) - 1; k >= 0; k-- {
+		for _, r := range rm[k][field] {
+			if r > idx {
+				break
+			}
+			idx++
+		}
+	}
+	return field + "[" + strconv.Itoa(idx) + "]" + path[len(claims.ClaimPath(path)):]
+}
+
+// splitClaimPath reads the claim a path is in: "unitClaims", 2 for
+// "unitClaims[2].evidence[0]".
+func splitClaimPath(path string) (field string, idx int, ok bool) {
+	cp := claims.ClaimPath(path)
+	if cp == "" {
+		return "", 0, false
+	}
+	open := strings.IndexByte(cp, '[')
+	idx, err := strconv.Atoi(cp[open+1 : len(cp)-1])
+	return cp[:open], idx, err == nil
 }
 
 // recheck validates an answer factgate edited: the deterministic validators run
@@ -113,6 +173,10 @@ func mergeDowngrades(all, more []interceptors.Downgrade) []interceptors.Downgrad
 			continue
 		}
 		m := &all[i]
+		if m.Removed {
+			continue // a removed claim is edited no further
+		}
+		m.Removed = d.Removed
 		m.To = d.To
 		m.Alternatives = append(m.Alternatives, d.Alternatives...)
 		m.RemovedEvidence = append(m.RemovedEvidence, d.RemovedEvidence...)
@@ -125,19 +189,27 @@ func mergeDowngrades(all, more []interceptors.Downgrade) []interceptors.Downgrad
 }
 
 // changesMeaning reports an edit after which the claims block no longer says what
-// the prose says: a lower level, a removed citation, another player.
+// the prose says: a lower level, a removed citation, another player, a removed
+// claim.
 func changesMeaning(d interceptors.Downgrade) bool {
-	return d.From != d.To || len(d.RemovedEvidence) > 0 || d.Player != ""
+	return d.From != d.To || len(d.RemovedEvidence) > 0 || d.Player != "" || d.Removed
 }
 
 // notice builds the note to the reader for one choice: every claim whose problem
 // survived into the text the reader sees — a claim the downgrade changed the
-// meaning of (its prose still says what the claims block no longer does), or one
-// the delivered answer still has an issue above Info on — with what the facts say,
-// and every issue above Info outside a claim. It reports false when nothing
-// survived.
-func (ru *run) notice(best *attempt, delivered []interceptors.Issue, deliveredContent string, edits []interceptors.Downgrade) (knowledge.NoticeData, []interceptors.NoticeIssue, bool) {
+// meaning of or removed (its prose still says what the claims block no longer
+// does), or one the delivered answer still has an issue above Info on — with what
+// the facts say, and every issue above Info outside a claim. Claims are named by
+// their paths in the returned attempt (gone maps the delivered answer's paths to
+// them). It reports false when nothing survived.
+func (ru *run) notice(best *attempt, delivered []interceptors.Issue, deliveredContent string, edits []interceptors.Downgrade, gone removals) (knowledge.NoticeData, []interceptors.NoticeIssue, bool) {
 	r := ru.r
+	if len(gone) > 0 {
+		delivered = slices.Clone(delivered)
+		for i := range delivered {
+			delivered[i].Path = gone.origin(delivered[i].Path)
+		}
+	}
 	var data knowledge.NoticeData
 	var named []interceptors.NoticeIssue
 	edited := map[string]interceptors.Downgrade{}
@@ -173,6 +245,13 @@ func (ru *run) notice(best *attempt, delivered []interceptors.Issue, deliveredCo
 	}
 	stated := r.describeClaims(best.content)
 	now := r.describeClaims(deliveredContent)
+	if len(gone) > 0 {
+		moved := make(map[string]knowledge.NoticeClaim, len(now))
+		for p, nc := range now {
+			moved[gone.origin(p)] = nc
+		}
+		now = moved
+	}
 	seen := map[string]bool{}
 	finding := func(is interceptors.Issue) (knowledge.NoticeFinding, bool) {
 		msg, _ := r.issueText(is)

@@ -111,7 +111,7 @@ func TestDowngradeActsOnWhatItCanFix(t *testing.T) {
 ], "eventClaims": [{"claim": "PlayerA 打包", "evidenceLevel": "confirmed", "evidence": ["power|1:24.00|SpecialPower_PackReplaceSelf|246", "power|15:24.00|SpecialPower_PackReplaceSelf|246"]}], "timelineClaims": []}` + "\n```\n"
 	issues := []interceptors.Issue{
 		{Code: "claim.no_alternatives", Severity: interceptors.Warning, Path: "unitClaims[0]", Message: "没有候选。", Args: map[string]string{"unit": "900", "claim": "AlliedAntiInfantryInfantry"}},
-		{Code: "asset.unknown", Severity: interceptors.Warning, Path: "unitClaims[1]", Message: "不是该阵营的资产。"},
+		{Code: "asset.unknown", Severity: interceptors.Warning, Path: "unitClaims[1]", Message: "不是该阵营的资产。", Recommendation: interceptors.Recommendation{Remove: true}},
 		{Code: "power.not_used", Severity: interceptors.Contradiction, Path: "unitClaims[2].evidence[0]", Message: "从未使用过。",
 			Recommendation: interceptors.Recommendation{EvidenceLevel: "uncertain"}, Args: map[string]string{"unit": "587", "power": "SpecialPower_ChronoSwap", "evidence": "power|1:41.00|SpecialPower_ChronoSwap|587"}},
 		{Code: "evidence.out_of_range", Severity: interceptors.Contradiction, Path: "eventClaims[0].evidence[1]", Message: "晚于录像结束。",
@@ -130,10 +130,11 @@ func TestDowngradeActsOnWhatItCanFix(t *testing.T) {
 	if hedged.Level != claims.Possible || len(hedged.NeedsConfirmation) != 1 || !strings.Contains(hedged.NeedsConfirmation[0], "UnitId 900") {
 		t.Errorf("claim.no_alternatives below the threshold: %v %q, want possible with the pack's confirm text", hedged.Level, hedged.NeedsConfirmation)
 	}
-	if u := c.UnitClaims[1]; u.Level != claims.Possible || len(u.NeedsConfirmation) != 0 {
-		t.Errorf("asset.unknown has no recommendation, yet the claim changed: %v %q", u.Level, u.NeedsConfirmation)
+	// asset.unknown recommends removing the claim: the claims after it move up.
+	if len(c.UnitClaims) != 2 || c.UnitClaims[1].UnitID != 587 {
+		t.Fatalf("unit claims after the downgrade: %+v, want 900 and 587 (944 removed)", c.UnitClaims)
 	}
-	mcv := c.UnitClaims[2]
+	mcv := c.UnitClaims[1]
 	if mcv.Level != claims.Uncertain || len(mcv.Evidence) != 0 || len(mcv.NeedsConfirmation) != 1 || !strings.Contains(mcv.NeedsConfirmation[0], "未核实的证据：power|1:41.00|SpecialPower_ChronoSwap|587") {
 		t.Errorf("a lone false evidence string: %v, evidence %v, needsConfirmation %q", mcv.Level, mcv.Evidence, mcv.NeedsConfirmation)
 	}
@@ -144,7 +145,8 @@ func TestDowngradeActsOnWhatItCanFix(t *testing.T) {
 	if !strings.HasPrefix(out, "正文。\n\n"+marker) {
 		t.Errorf("the text changed:\n%s", out)
 	}
-	if len(done) != 3 || done[1].Path != "unitClaims[2]" || len(done[1].RemovedEvidence) != 1 || done[2].Path != "eventClaims[0]" {
+	if len(done) != 4 || done[1].Path != "unitClaims[1]" || !done[1].Removed || done[1].From != "possible" || done[1].To != "possible" ||
+		done[2].Path != "unitClaims[2]" || len(done[2].RemovedEvidence) != 1 || done[3].Path != "eventClaims[0]" {
 		t.Errorf("downgrades = %+v", done)
 	}
 	// A pack without a confirm text for the code: the issue's message keeps the contract.
@@ -159,5 +161,109 @@ func TestDowngradeActsOnWhatItCanFix(t *testing.T) {
 	out, _, _ = r2.downgrade(content, lowered, DefaultThreshold)
 	if u := r2.parser.Parse(out, claims.Optional).UnitClaims[2]; u.Level != claims.Possible || strings.Join(u.NeedsConfirmation, "") != "从未作为建造者出现。" {
 		t.Errorf("without a confirm text: %v %q, want possible with the issue's message", u.Level, u.NeedsConfirmation)
+	}
+	// A Warning below the threshold with no recommendation edits nothing.
+	out, done, _ = r.downgrade(content, []interceptors.Issue{{Code: "fake.warning", Severity: interceptors.Warning, Path: "unitClaims[1]", Message: "m"}}, DefaultThreshold)
+	if out != content || len(done) != 0 {
+		t.Errorf("a Warning without a recommendation changed the answer: %+v", done)
+	}
+	// A removal recommended on an Info issue is not acted on; on an evidence item it
+	// removes the item's claim.
+	out, _, _ = r.downgrade(content, []interceptors.Issue{{Code: "x", Severity: interceptors.Info, Path: "unitClaims[1]", Recommendation: interceptors.Recommendation{Remove: true}}}, DefaultThreshold)
+	if out != content {
+		t.Errorf("an Info issue removed its claim")
+	}
+	out, done, _ = r.downgrade(content, []interceptors.Issue{{Code: "x", Severity: interceptors.Warning, Path: "eventClaims[0].evidence[1]", Recommendation: interceptors.Recommendation{Remove: true}}}, DefaultThreshold)
+	if c := r.parser.Parse(out, claims.Optional); len(c.EventClaims) != 0 || len(c.UnitClaims) != 3 || len(done) != 1 || done[0].Path != "eventClaims[0]" || !done[0].Removed {
+		t.Errorf("removal on an evidence item: events %+v, downgrades %+v", c.EventClaims, done)
+	}
+	// asset.unknown is judged in the claimed player's faction: when another issue
+	// corrects the player, the claim is corrected, not removed (the next round
+	// removes it if asset.unknown survives).
+	out, done, _ = r.downgrade(content, []interceptors.Issue{
+		{Code: "asset.unknown", Severity: interceptors.Warning, Path: "unitClaims[1]", Recommendation: interceptors.Recommendation{Remove: true}},
+		{Code: "player.mismatch", Severity: interceptors.Contradiction, Path: "unitClaims[1]", Recommendation: interceptors.Recommendation{EvidenceLevel: "uncertain", Player: "PlayerB"}},
+	}, DefaultThreshold)
+	if c := r.parser.Parse(out, claims.Optional); len(c.UnitClaims) != 3 || c.UnitClaims[1].Player != "PlayerB" || c.UnitClaims[1].Level != claims.Uncertain || len(done) != 1 || done[0].Removed {
+		t.Errorf("a claim whose player is corrected: %+v, downgrades %+v", c.UnitClaims, done)
+	}
+}
+
+// TestRemovalsMapPathsBack checks that the delivered answer's paths, after claims
+// were removed over several rounds, lead back to the returned attempt's claims.
+func TestRemovalsMapPathsBack(t *testing.T) {
+	t.Parallel()
+	// Round 1 removes unitClaims[1] and [3] of [0..5], leaving 0 2 4 5; round 2
+	// removes the first of those (0), leaving 2 4 5; round 3 removes eventClaims[0].
+	gone := removals{{"unitClaims": {1, 3}}, {"unitClaims": {0}}, {"eventClaims": {0}}}
+	for in, want := range map[string]string{
+		"unitClaims[0]":             "unitClaims[2]",
+		"unitClaims[1].evidence[2]": "unitClaims[4].evidence[2]",
+		"unitClaims[2]":             "unitClaims[5]",
+		"eventClaims[0]":            "eventClaims[1]",
+		"timelineClaims[3]":         "timelineClaims[3]",
+		"unitClaims":                "unitClaims",
+		"":                          "",
+	} {
+		if got := gone.origin(in); got != want {
+			t.Errorf("origin(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := removals(nil).origin("unitClaims[1]"); got != "unitClaims[1]" {
+		t.Errorf("no removals: %q", got)
+	}
+}
+
+// TestRemovedClaimIsNamedNotCounted runs an accepted draft through the step: the
+// claim about a UnitId the facts never show is removed from the claims block, the
+// notice still names it (the prose states it), the claim after it is named as
+// itself although its path moved, and delivered= no longer counts the removed
+// claim's issue.
+func TestRemovedClaimIsNamedNotCounted(t *testing.T) {
+	t.Parallel()
+	draft := answer("100 是基地车，9999 是矿车，733 是轰炸机。",
+		unit{id: 100, claim: "AlliedMCV", level: "possible", evidence: []string{"select|1:00.00|100"}, alternatives: []string{"AlliedMiner"}},
+		unit{id: 9999, claim: "AlliedMiner", level: "possible", evidence: []string{"select|1:06.39|9999"}, alternatives: []string{"AlliedMCV"}},
+		unit{id: 733, claim: "AlliedBomberAircraft", level: "possible", evidence: []string{"select|6:02.00|733"}, alternatives: []string{"AlliedFighterAircraft"}})
+	f := newFixture(t, setup{draft: draft, rules: map[string]rule{
+		"9999 AlliedMiner":         {code: "unit.not_observed", severity: interceptors.Warning, rec: interceptors.Recommendation{Remove: true}},
+		"733 AlliedBomberAircraft": {code: "fake.warning", severity: interceptors.Warning}, // nothing fixes it
+	}})
+	f.run(t)
+	if o := f.outcome(); o != interceptors.OutcomeAccepted {
+		t.Fatalf("outcome %q, want accepted", o)
+	}
+	content := f.ex.Response.ChoiceContent(0)
+	units := parseUnits(t, content)
+	if len(units) != 2 || units[0].UnitID != 100 || units[1].UnitID != 733 {
+		t.Fatalf("unit claims delivered: %+v, want 100 and 733", units)
+	}
+	if !strings.HasPrefix(content, "100 是基地车，9999 是矿车，733 是轰炸机。") {
+		t.Errorf("the prose changed:\n%s", content)
+	}
+	if h := f.header(HeaderIssues); h != "draft=W2;final=W2;delivered=W1" {
+		t.Errorf("%s = %q, want draft=W2;final=W2;delivered=W1", HeaderIssues, h)
+	}
+	var downgrades []interceptors.Downgrade
+	var notice *interceptors.Notice
+	f.ex.Trace.Do(func(t *interceptors.Trace) { downgrades, notice = t.Downgrades, t.Notice })
+	if len(downgrades) != 1 || downgrades[0].Path != "unitClaims[1]" || !downgrades[0].Removed {
+		t.Errorf("downgrades = %+v, want unitClaims[1] removed", downgrades)
+	}
+	if notice == nil {
+		t.Fatal("no notice")
+	}
+	if !strings.Contains(notice.Text, "UnitId 9999 是 AlliedMiner") || !strings.Contains(notice.Text, "UnitId 733 是 AlliedBomberAircraft") {
+		t.Errorf("the notice does not name both claims:\n%s", notice.Text)
+	}
+	named := map[string]bool{}
+	for _, is := range notice.Issues {
+		named[is.Code+" "+is.Path] = true
+	}
+	if len(named) != 2 || !named["unit.not_observed unitClaims[1]"] || !named["fake.warning unitClaims[2]"] {
+		t.Errorf("the notice names %v, want unit.not_observed at unitClaims[1] and fake.warning at unitClaims[2] (the returned attempt's paths)", notice.Issues)
+	}
+	if !strings.Contains(content, notice.Text) {
+		t.Errorf("the notice is not in the content")
 	}
 }

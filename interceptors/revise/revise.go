@@ -668,14 +668,15 @@ func (ru *run) finish(ctx context.Context, draft *attempt) choiceResult {
 	}
 	content, delivered := best.content, best.issues
 	var downgrades []interceptors.Downgrade
+	var gone removals
 	if outcome != interceptors.OutcomeAccepted || ru.cfg.downgrade == DowngradeBelowThreshold {
-		content, delivered, downgrades = ru.settle(ctx, best)
+		content, delivered, downgrades, gone = ru.settle(ctx, best)
 		for i := range downgrades {
 			downgrades[i].Choice = ru.choice
 		}
 	}
 	var notice *interceptors.Notice
-	if data, named, ok := ru.notice(best, delivered, content, downgrades); ok && ru.r.pack.Revision.NoticeTmpl != nil {
+	if data, named, ok := ru.notice(best, delivered, content, downgrades, gone); ok && ru.r.pack.Revision.NoticeTmpl != nil {
 		text, err := ru.r.pack.RenderNotice(data)
 		switch {
 		case err != nil:

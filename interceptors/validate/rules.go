@@ -54,8 +54,10 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 		observed = r.ix.Observed(id)
 		owners = r.ix.UnitPlayers(id)
 		if !observed {
+			// No level makes a claim about a UnitId the facts never show honest:
+			// the claim goes.
 			r.add(finding{issue: newIssue(CodeUnitNotObserved, interceptors.Warning, u.Path,
-				interceptors.Recommendation{EvidenceLevel: levelUncertain},
+				interceptors.Recommendation{Remove: true},
 				"unit", unit, "player", u.Player, "claim", u.Claim),
 				assets: nonEmpty(u.Claim)})
 		}
@@ -91,8 +93,9 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 	judged := scope != "" && r.set != nil && r.set.HasScope(r.c.dim, scope)
 	known := judged && r.set.Has(r.c.dim, scope, u.Claim)
 	if judged && !known {
+		// Nor one about an asset the knowledge does not know.
 		r.add(finding{issue: newIssue(CodeAssetUnknown, interceptors.Warning, u.Path,
-			interceptors.Recommendation{},
+			interceptors.Recommendation{Remove: true},
 			"asset", u.Claim, "player", player, "scope", scope, "unit", unit),
 			units: []int64{id}})
 	}

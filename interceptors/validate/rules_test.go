@@ -427,6 +427,8 @@ func TestIssueContents(t *testing.T) {
 		unit("200", "Alice", "AlliedMCV", "confirmed", "power|1:10|SpecialPower_UnpackReplaceSelf|200"),
 		unit("200", "Alice", "AlliedFighterAircraft", "possible"),
 		unit("310", "Alice", "AlliedBomberAircraft", "highly likely", "select|2:30|310"),
+		unit("9999", "Alice", "AlliedMiner", "possible"),
+		unit("200", "Alice", "SovietWarFactory", "possible"),
 	)), env.input)
 	byKey := map[string]interceptors.Issue{}
 	for _, is := range issues {
@@ -445,6 +447,13 @@ func TestIssueContents(t *testing.T) {
 	}
 	if pm.Args["power"] != "SpecialPower_UnpackReplaceSelf" || !strings.Contains(pm.Message, "AlliedFighterAircraft") {
 		t.Errorf("power mismatch args %v, message %q", pm.Args, pm.Message)
+	}
+	// No edit makes a claim about a UnitId the facts never show, or an asset the
+	// knowledge does not know, honest: both recommend removing the claim.
+	for _, k := range []string{"unit.not_observed@unitClaims[3]", "asset.unknown@unitClaims[4]"} {
+		if rec := byKey[k].Recommendation; !rec.Remove || rec.EvidenceLevel != "" || len(rec.Alternatives) > 0 {
+			t.Errorf("%s recommendation %+v, want remove only", k, rec)
+		}
 	}
 	bp := byKey["timeline.before_production@unitClaims[2]"]
 	if bp.Args["time"] != "2:30.00" || bp.Args["produced"] != "3:00.00" {

@@ -194,10 +194,11 @@ function issueItem(is, id, markId) {
       h('code', { text: is.code }), ' ',
       is.path ? (markId ? h('a', { href: '#', 'data-goto': markId, text: is.path, 'aria-label': t('trace.goto', { path: is.path }) }) : h('code', { class: 'muted', text: is.path })) : null),
     h('p', { class: 'domain', text: is.message }),
-    rec.text || rec.evidenceLevel || (rec.alternatives && rec.alternatives.length)
+    rec.text || rec.evidenceLevel || rec.remove || (rec.alternatives && rec.alternatives.length)
       ? h('p', { class: 'recommendation' }, h('strong', { text: t('trace.recommendation') + ' ' }),
         rec.text ? h('span', { class: 'domain', text: rec.text }) : null,
         rec.evidenceLevel ? h('span', { class: 'muted', text: ` (${t('trace.level')}: ${rec.evidenceLevel})` }) : null,
+        rec.remove ? h('span', { class: 'muted', text: ` (${t('trace.removeClaim')})` }) : null,
         rec.alternatives && rec.alternatives.length ? h('span', { class: 'muted', text: ` (${t('trace.alternatives')}: ${rec.alternatives.join(', ')})` }) : null)
       : null,
     is.facts && is.facts.length
@@ -238,7 +239,7 @@ function downgradesSection(tr) {
   }
   add(sec, h('table', { class: 'compact' },
     h('thead', null, h('tr', null, [t('trace.claim'), t('trace.from'), t('trace.to'), t('trace.alternatives')].map((c) => h('th', { scope: 'col', text: c })))),
-    h('tbody', null, list.map((d) => h('tr', null, h('td', null, h('code', { text: d.path })), h('td', { text: d.from }), h('td', { text: d.to }),
+    h('tbody', null, list.map((d) => h('tr', null, h('td', null, h('code', { text: d.path })), h('td', { text: d.from }), h('td', { text: d.removed ? t('trace.removedClaim') : d.to }),
       h('td', { text: (d.alternatives || []).join(', ') }))))));
   return sec;
 }
