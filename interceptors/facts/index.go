@@ -1,6 +1,7 @@
 package facts
 
 import (
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -287,12 +288,20 @@ func (ix *Index) derive() {
 
 	// Per unit, as one compressed table over the distinct UnitIds in increasing
 	// order: count, then fill.
-	mentions := len(ix.units)
-	ids := make([]int64, mentions)
-	copy(ids, ix.units)
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	ix.unitIDs = clip(ids)
+	slotOf := ix.unitSlot
+	if set, ok := newUnitSet(ix.units); ok {
+		// UnitIds of one replay lie close together: a bit per UnitId in their range
+		// lists them in order without sorting the mentions, and finds a slot by
+		// counting bits instead of a binary search.
+		ix.unitIDs = set.ids()
+		slotOf = set.slot
+	} else {
+		ids := make([]int64, len(ix.units))
+		copy(ids, ix.units)
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		ix.unitIDs = clip(ids)
+	}
 	nu := len(ix.unitIDs)
 	lastOp := make([]int32, nu)
 	for s := range lastOp {
@@ -304,7 +313,7 @@ func (ix *Index) derive() {
 		r := &ops[i]
 		i32 := int32(i)
 		for _, u := range ix.units[r.unitsStart:r.unitsEnd] {
-			slot := ix.unitSlot(u)
+			slot := slotOf(u)
 			if lastOp[slot] == i32 { // a line naming a unit twice
 				continue
 			}
@@ -322,7 +331,7 @@ func (ix *Index) derive() {
 		r := &ops[i]
 		i32 := int32(i)
 		for _, u := range ix.units[r.unitsStart:r.unitsEnd] {
-			s := ix.unitSlot(u)
+			s := slotOf(u)
 			if f := fill[s]; f > ix.unitStart[s] && ix.unitOps[f-1] == i32 {
 				continue // named twice on this line
 			}
@@ -330,6 +339,63 @@ func (ix *Index) derive() {
 			fill[s]++
 		}
 	}
+}
+
+// unitSet is the set of UnitIds an index mentions, as one bit per UnitId from lo,
+// with the number of members before each word: a member's slot (its rank among
+// the members) is that count plus the bits below it in its word.
+type unitSet struct {
+	lo    int64
+	words []uint64
+	ranks []int32
+	n     int
+}
+
+// newUnitSet returns the set of units when their range is small enough for a bit
+// each to cost less than sorting them (at most 64 UnitIds per mention, plus 64 Ki);
+// ok is false otherwise.
+func newUnitSet(units []int64) (unitSet, bool) {
+	if len(units) == 0 {
+		return unitSet{}, false
+	}
+	lo, hi := units[0], units[0]
+	for _, u := range units {
+		lo = min(lo, u)
+		hi = max(hi, u)
+	}
+	if span := uint64(hi - lo); span >= uint64(64*len(units)+1<<16) {
+		return unitSet{}, false
+	}
+	n := int((hi-lo)>>6) + 1
+	set := unitSet{lo: lo, words: make([]uint64, n), ranks: make([]int32, n)}
+	for _, u := range units {
+		d := u - lo
+		set.words[d>>6] |= 1 << (d & 63)
+	}
+	for w, word := range set.words {
+		set.ranks[w] = int32(set.n)
+		set.n += bits.OnesCount64(word)
+	}
+	return set, true
+}
+
+// ids returns the members in increasing order.
+func (s unitSet) ids() []int64 {
+	ids := make([]int64, 0, s.n)
+	for w, word := range s.words {
+		for word != 0 {
+			ids = append(ids, s.lo+int64(w)<<6+int64(bits.TrailingZeros64(word)))
+			word &= word - 1
+		}
+	}
+	return ids
+}
+
+// slot returns u's rank among the members; u must be one.
+func (s unitSet) slot(u int64) int {
+	d := u - s.lo
+	w := d >> 6
+	return int(s.ranks[w]) + bits.OnesCount64(s.words[w]&(1<<(d&63)-1))
 }
 
 // unitSlot returns the slot of unit in unitIDs, -1 when no op names it.
