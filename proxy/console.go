@@ -40,6 +40,10 @@ func (s *Server) newConsole() error {
 		}
 		keys = append(keys, console.Key{Name: consoleAdminName, Secret: []byte(v), Admin: true})
 	}
+	if !keysMode {
+		s.log.Warn("console: auth.mode passthrough with console.enabled: every request and trace (the answers' text included) is readable by anyone who reaches the listener, without a key; the trace API still gives a trace only to the credential that made its request. Bind to loopback or put the listener behind your own auth",
+			"path", console.UIPath)
+	}
 	var routes []console.Route
 	for _, rc := range s.cfg.Routes {
 		rt := s.routeByName[rc.Name]

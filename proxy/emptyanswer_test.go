@@ -25,11 +25,14 @@ func TestAHeldAnswerWithoutAChoiceIsABadResponse(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				script := reviseScript(answerJSON{Fault: map[string]any{"status": 200, "body": tc.body}})
-				h := newHarness(t, script, reviseRouteConfig("never", ""))
+				// A held stream never commits its headers before the chain ends
+				// (withHeldCommit(nil)): a loaded machine cannot make the error an
+				// event of a committed stream.
+				h := newHarness(t, script, reviseRouteConfig("never", ""), withHeldCommit(nil))
 				status, hdr, body := h.post(t, "/v1/chat/completions", storyRequest(stream))
 				if stream {
-					// The answer took no keep-alive interval: it comes as an error,
-					// not as an event stream.
+					// The chain ended before the stream was committed: the answer
+					// comes as an error, not as an event stream.
 					if status != 502 || gjson.GetBytes(body, "error.code").Str != "upstream_bad_response" {
 						t.Fatalf("%d %s", status, body)
 					}

@@ -374,6 +374,10 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 	interval := time.Duration(s.cfg.Server.KeepaliveInterval)
 	var sent [][2]string // the upstream headers the stream's headers carry
 	timer := time.NewTimer(interval)
+	commit := timer.C
+	if s.heldCommit != nil {
+		commit = s.heldCommit()
+	}
 wait:
 	for {
 		select {
@@ -390,10 +394,11 @@ wait:
 				timer.Stop()
 				break wait
 			}
-		case <-timer.C:
+		case <-commit:
 			break wait
 		}
 	}
+	timer.Stop()
 	if upHeaders != nil {
 		select {
 		case sent = <-upHeaders:

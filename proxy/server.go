@@ -78,6 +78,11 @@ type Server struct {
 	// background tracks the proxy's own writes that outlive an answer (trace
 	// saves); Shutdown waits for them before the cache closes.
 	background sync.WaitGroup
+	// heldCommit, set by tests only, replaces a held stream's first
+	// keep-alive interval: its headers go out when the returned channel fires
+	// (unless the chain finished first), so that a test decides what is known by
+	// then instead of racing a timer.
+	heldCommit func() <-chan time.Time
 
 	// metricsSrv serves /metrics on server.metrics_listen; nil when /metrics is
 	// served on the main listener.

@@ -139,14 +139,35 @@ func serveRequests(c net.Conn, answer func(body string) bool) {
 	}
 }
 
+// paidConfig is rawConfig with retries on and a fallback upstream, %SPARE%: a
+// request the first upstream may have billed goes to neither.
+const paidConfig = `
+upstreams:
+  raw: {base_url: "%RAW%", read_timeout: 10s, retry: {max_retries: 3, base_delay: 1ms}}
+  spare: {base_url: "%SPARE%", read_timeout: 10s}
+routes:
+  - {name: plain, models: [alias], upstreams: [raw, spare]}
+  - {name: default, default: true, upstream: raw}
+`
+
 // TestAPaidRequestIsNeverSentTwice: an upstream that read a whole request on a
 // reused connection and then reset it may have billed it; the proxy must not
-// send it again.
+// send it again — not on a fresh connection, not as a retry, not to the route's
+// fallback upstream.
 func TestAPaidRequestIsNeverSentTwice(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
-	var paid, conns int
-	h := newRawHarness(t, func(c net.Conn) {
+	var paid, conns, spare int
+	spareURL := rawUpstream(t, func(c net.Conn) {
+		serveRequests(c, func(string) bool {
+			mu.Lock()
+			spare++
+			mu.Unlock()
+			_, err := io.WriteString(c, chatOK)
+			return err == nil
+		})
+	})
+	raw := rawUpstream(t, func(c net.Conn) {
 		mu.Lock()
 		conns++
 		mu.Unlock()
@@ -162,6 +183,7 @@ func TestAPaidRequestIsNeverSentTwice(t *testing.T) {
 			return err == nil
 		})
 	})
+	h := newHarness(t, "", strings.NewReplacer("%RAW%", raw, "%SPARE%", spareURL).Replace(paidConfig))
 	for _, tc := range []struct {
 		content string
 		status  int
@@ -182,6 +204,9 @@ func TestAPaidRequestIsNeverSentTwice(t *testing.T) {
 	}
 	if conns != 1 {
 		t.Fatalf("the proxy opened %d connections, want 1 (the paid request went on the pooled one)", conns)
+	}
+	if spare != 0 {
+		t.Fatalf("the fallback upstream got %d requests, want none", spare)
 	}
 }
 

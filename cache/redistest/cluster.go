@@ -348,17 +348,36 @@ func StartSentinel(t testing.TB, replicas int) *Sentinel {
 	}
 }
 
+// ready reports whether every sentinel can take part in a failover at once: it
+// names the master, knows the two other sentinels (a leader needs their votes),
+// and has a report from every replica whose link to the master is up (a
+// sentinel promotes only a replica it has heard from).
 func (s *Sentinel) ready() bool {
+	ctx := context.Background()
 	for _, n := range s.Sentinels {
 		cl := redis.NewSentinelClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
-		addr, err := cl.GetMasterAddrByName(context.Background(), s.MasterName).Result()
-		if err != nil || len(addr) != 2 || addr[1] != strconv.Itoa(s.Master.Port) {
-			_ = cl.Close()
-			return false
-		}
-		reps, err := cl.Replicas(context.Background(), s.MasterName).Result()
-		_ = cl.Close()
-		if err != nil || len(reps) < len(s.Replicas) {
+		ok := func() bool {
+			defer cl.Close()
+			addr, err := cl.GetMasterAddrByName(ctx, s.MasterName).Result()
+			if err != nil || len(addr) != 2 || addr[1] != strconv.Itoa(s.Master.Port) {
+				return false
+			}
+			m, err := cl.Master(ctx, s.MasterName).Result()
+			if err != nil || m["num-other-sentinels"] != strconv.Itoa(len(s.Sentinels)-1) {
+				return false
+			}
+			reps, err := cl.Replicas(ctx, s.MasterName).Result()
+			if err != nil || len(reps) < len(s.Replicas) {
+				return false
+			}
+			for _, r := range reps {
+				if r["master-link-status"] != "ok" || strings.Contains(r["flags"], "disconnected") {
+					return false
+				}
+			}
+			return true
+		}()
+		if !ok {
 			return false
 		}
 	}

@@ -80,6 +80,7 @@ type listed struct {
 		Outcome     string `json:"outcome"`
 		DraftIssues string `json:"draft_issues"`
 		FinalIssues string `json:"final_issues"`
+		Delivered   string `json:"delivered_issues"`
 		Revisions   int    `json:"revisions"`
 		Status      int    `json:"status"`
 		Tokens      struct {
@@ -190,6 +191,35 @@ func itoa(n uint64) string {
 // attempt with its issues located at their claims, the diff from draft to the
 // answer returned — for the owner and the admin; 404 for another client, as
 // for a trace that does not exist.
+// TestADowngradedAnswerIsListedByWhatWasDelivered: the requests page shows the
+// draft's issues → those of the answer as the client received it (after the
+// downgrade), X-Factgate-Issues' delivered count, not the returned attempt's
+// issues as validated.
+func TestADowngradedAnswerIsListedByWhatWasDelivered(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	status, h, b := f.do("POST", "/v1/chat/completions", keyApp, storyBody("坚持原稿：分析这局录像。"))
+	if status != 200 {
+		t.Fatalf("%d %s", status, b)
+	}
+	id := h.Get("X-Factgate-Trace-Id")
+	header := h.Get("X-Factgate-Issues") // draft=…;final=…;delivered=…
+	counts := map[string]string{}
+	for _, part := range strings.Split(header, ";") {
+		if k, v, ok := strings.Cut(part, "="); ok {
+			counts[k] = v
+		}
+	}
+	if counts["final"] == counts["delivered"] {
+		t.Fatalf("X-Factgate-Issues %q: the downgrade changed nothing, the test proves nothing", header)
+	}
+	waitFor(t, "the request in the list", func() bool { return len(f.list(keyApp, "").Requests) == 1 })
+	r := f.list(keyApp, "").Requests[0]
+	if r.TraceID != id || r.DraftIssues != counts["draft"] || r.FinalIssues != counts["final"] || r.Delivered != counts["delivered"] {
+		t.Fatalf("summary draft %q final %q delivered %q, want X-Factgate-Issues %q", r.DraftIssues, r.FinalIssues, r.Delivered, header)
+	}
+}
+
 func TestTraceViewOwnership(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "")

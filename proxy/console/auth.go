@@ -43,7 +43,10 @@ type Viewer struct {
 // client key named owner. This is the one place that decides it: an admin reads
 // everything, anyone else only what their own key made. In auth mode passthrough
 // requests have no owner ("") and the anonymous reader has no name, so the
-// read-only console shows them all — as the trace API does there.
+// read-only console shows them all to anyone who reaches it. That is what
+// console.enabled opts into there (off by default, warned of at start-up); the
+// trace API itself still gives a trace only to the credential that made its
+// request.
 func (v Viewer) MayRead(owner string) bool { return v.Admin || v.Name == owner }
 
 // MayEdit reports whether the viewer may edit knowledge overlays.

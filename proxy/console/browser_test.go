@@ -196,6 +196,10 @@ func TestBrowser(t *testing.T) {
 	live := f.story(keyApp, "分析这局录像。", "X-Factgate-Subject", "player-live")
 	b.until("the live row", `document.querySelector("table.requests tbody tr").dataset.trace === `+js(live))
 	revised = append(revised, live)
+	// The row shows the draft's issues → those of the answer as delivered.
+	if got := eval[string](b, `document.querySelector("table.requests tbody tr .issues").textContent`); !strings.HasPrefix(got, "C") || !strings.HasSuffix(got, " → 0") {
+		t.Errorf("the live row's issues %q, want the draft's Contradiction → 0 delivered", got)
+	}
 	b.screenshot("requests")
 
 	// Filter to revised requests and follow the newest to its trace.
@@ -212,6 +216,10 @@ func TestBrowser(t *testing.T) {
 	}
 	if got := eval[string](b, `document.querySelector("ul.oplines").textContent`); !strings.Contains(got, "6:02") {
 		t.Errorf("the cited operation lines %q", got)
+	}
+	// Every upstream try: the draft's and the revision's, both to the mock.
+	if got := eval[string](b, `[...document.querySelectorAll("table.upstream-attempts tbody tr")].map(r => r.cells[1].textContent + "/" + r.cells[4].textContent).join(" ")`); got != "mock/ok mock/ok" {
+		t.Errorf("the upstream tries on the trace page: %q, want the draft's and the revision's", got)
 	}
 	// Keyboard: the issue's path link moves focus to its claim.
 	b.do("following an issue to its claim", chromedp.Focus(chromedp.CSS(`a[data-goto]`)), chromedp.KeyEvent("\r"))

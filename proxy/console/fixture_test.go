@@ -74,7 +74,8 @@ var replay = func() string {
 
 // script: revision requests (with an assistant turn) get the fixed answer, a
 // request asking for a short summary gets it too (no revision), the rest the
-// contradicting draft.
+// contradicting draft — as does every call of a request that says 坚持原稿
+// (its revisions repeat the draft, which is then returned downgraded).
 func script() string {
 	answer := func(content string, tokens int) map[string]any {
 		return map[string]any{"content": content, "usage": map[string]int{"prompt_tokens": tokens, "completion_tokens": tokens / 4}}
@@ -83,6 +84,7 @@ func script() string {
 	b, _ := json.Marshal(map[string]any{
 		"default": answer(claimsAnswer(draftProse, claimBomber, claimMCV, claimBase), 2400),
 		"rules": []any{
+			map[string]any{"name": "stubborn", "match": map[string]any{"any_message": "坚持原稿"}, "answer": answer(claimsAnswer(draftProse, claimBomber, claimMCV, claimBase), 2400)},
 			map[string]any{"name": "revision", "match": map[string]any{"has_assistant": true}, "answer": answer(fixed, 2600)},
 			map[string]any{"name": "short", "match": map[string]any{"last_user": "^请简要"}, "answer": answer(fixed, 2000)},
 		},

@@ -38,8 +38,10 @@ func TestPassthroughConsoleIsOffByDefault(t *testing.T) {
 }
 
 // TestPassthroughConsoleReadOnlyUnlessAdmin: console.enabled in passthrough is a
-// read-only console for anyone who reaches it (as the trace API is there); the
-// admin key of console.admin_key_env logs in to edit knowledge.
+// read-only console for anyone who reaches it — every request and trace, unlike
+// the trace API, which still gives a trace only to the credential that made its
+// request; the proxy warns of it at start-up. The admin key of
+// console.admin_key_env logs in to edit knowledge.
 func TestPassthroughConsoleReadOnlyUnlessAdmin(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, passthroughConfig+"console: {enabled: true, admin_key_env: FACTGATE_TEST_CONSOLE_ADMIN, request_bytes: 0}\n")
@@ -59,6 +61,22 @@ func TestPassthroughConsoleReadOnlyUnlessAdmin(t *testing.T) {
 	}
 	if gjson.GetBytes(b, "trace.request").Exists() {
 		t.Fatal("request_bytes: 0 kept the request in the trace")
+	}
+	// Anonymous, without any credential: the console shows the trace.
+	if status, _, b := f.do("GET", "/factgate/v1/requests/"+id, "", ""); status != 200 || gjson.GetBytes(b, "trace.id").Str != id {
+		t.Fatalf("the trace on the anonymous console: %d %s", status, b)
+	}
+	// The trace API stays bound to the request's credential.
+	for _, tc := range []struct {
+		key    string
+		status int
+	}{{"", 401}, {"sk-someone-else", 404}, {"sk-provider-key-of-the-app", 200}} {
+		if status, _, b := f.do("GET", "/factgate/v1/traces/"+id, tc.key, ""); status != tc.status {
+			t.Errorf("GET /factgate/v1/traces/{id} with %q: %d %s, want %d", tc.key, status, b, tc.status)
+		}
+	}
+	if !strings.Contains(f.logs.String(), "every request and trace") {
+		t.Errorf("no start-up warning that the passthrough console shows every trace:\n%s", f.logs.String())
 	}
 	body := editBody("put", "", "", "house-rule", []string{"rule"}, "### 本站规则\n- 先写结论。", "", false)
 	if status, _, b := f.do("POST", "/factgate/v1/knowledge/sets/ra3/entries", "", body, "X-Factgate-Console", "1"); status != 403 || gjson.GetBytes(b, "error.code").Str != "admin_required" {

@@ -31,10 +31,14 @@ type Summary struct {
 	KnowledgeSet string `json:"knowledge_set,omitempty"`
 	// Validated reports that the draft was checked; the issue counts are then set.
 	Validated bool `json:"validated"`
-	// DraftIssues and FinalIssues count the issues of the first draft and of the
-	// answer returned by severity, as in X-Factgate-Issues ("C1,E2", "0").
-	DraftIssues string `json:"draft_issues,omitempty"`
-	FinalIssues string `json:"final_issues,omitempty"`
+	// DraftIssues, FinalIssues and DeliveredIssues count by severity, as
+	// X-Factgate-Issues does ("C1,E2", "0"), the issues of the first draft, of the
+	// answer returned as validated, and of that answer as the client received it
+	// (after the revision step's downgrade). The requests page shows draft →
+	// delivered.
+	DraftIssues     string `json:"draft_issues,omitempty"`
+	FinalIssues     string `json:"final_issues,omitempty"`
+	DeliveredIssues string `json:"delivered_issues,omitempty"`
 	// DraftWorst is the draft's most severe issue ("Contradiction"), "" when none.
 	DraftWorst string `json:"draft_worst,omitempty"`
 	// Outcome is the revision step's ("accepted", "resolved", "improved",
@@ -82,6 +86,7 @@ func Summarize(ex *interceptors.Exchange, status int, errCode string, latency ti
 	if s.Validated {
 		s.DraftIssues = interceptors.CountSeverities(ex.DraftIssues).String()
 		s.FinalIssues = interceptors.CountSeverities(ex.Issues).String()
+		s.DeliveredIssues = interceptors.CountSeverities(ex.DeliveredIssues).String()
 		if w, ok := interceptors.MaxSeverity(ex.DraftIssues); ok {
 			s.DraftWorst, s.draftWorst = w.String(), w
 		}

@@ -60,7 +60,8 @@ func TestReplicasFollowASentinelFailover(t *testing.T) {
 		}
 	}
 
-	eventually(t, 30*time.Second, "the sentinels to promote "+s.Replicas[0].Addr(), func() string {
+	// 60s: a sentinel on a loaded machine may spend 30s in TILT mode first.
+	eventually(t, 60*time.Second, "the sentinels to promote "+s.Replicas[0].Addr(), func() string {
 		if m := s.CurrentMaster(t); m != s.Replicas[0].Addr() {
 			return "the master is " + m
 		}

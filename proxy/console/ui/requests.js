@@ -149,10 +149,13 @@ export function render(ctx) {
   load(false).then(connect);
 }
 
+// issueCounts shows the draft's issues and those of the answer as the client
+// received it (after the downgrade), as X-Factgate-Issues' draft and delivered.
 function issueCounts(r) {
   const cls = (c) => (c === '0' ? 'clean' : /[CF]/.test(c) ? 'severe' : 'mild');
-  return h('span', { class: 'issues', 'aria-label': t('requests.issuesLabel', { draft: r.draft_issues, final: r.final_issues }) },
+  const delivered = r.delivered_issues ?? r.final_issues;
+  return h('span', { class: 'issues', 'aria-label': t('requests.issuesLabel', { draft: r.draft_issues, delivered }) },
     h('span', { class: ['count', cls(r.draft_issues)], text: r.draft_issues }),
     h('span', { 'aria-hidden': 'true', text: ' → ' }),
-    h('span', { class: ['count', cls(r.final_issues)], text: r.final_issues }));
+    h('span', { class: ['count', 'delivered', cls(delivered)], text: delivered }));
 }

@@ -1,6 +1,6 @@
 // Trace: one request's story — the client's request, every attempt with its
 // issues highlighted at their claims, the diff from draft to the answer returned,
-// downgrades, notice, tokens and timings.
+// downgrades, notice, every upstream try and hidden call, tokens and timings.
 import { h, fmtMs, fmtBytes, fmtDateTime, severityName, severityRank, add } from './dom.js';
 import { api } from './api.js';
 import { t } from './i18n.js';
@@ -28,6 +28,7 @@ export async function render(ctx, [id]) {
     diffSection(view, attempts),
     downgradesSection(tr),
     noticeSection(tr, final),
+    upstreamSection(tr),
     timingsSection(tr),
     notesSection(tr),
     h('details', { class: 'raw' }, h('summary', { text: t('trace.raw') }), h('pre', { text: JSON.stringify(tr, null, 2) })),
@@ -251,6 +252,42 @@ function noticeSection(tr, final) {
   return h('section', { class: 'card notice', 'aria-labelledby': 'nt-h' },
     h('h2', { id: 'nt-h', text: t('trace.notice') }),
     h('pre', { class: 'content domain', text: text }));
+}
+
+// upstreamSection lists every try of every upstream call (retries, fallbacks,
+// skipped upstreams) and the hidden calls that gave no answer (judge calls).
+function upstreamSection(tr) {
+  const tries = tr.upstream_attempts || [];
+  const calls = tr.calls || [];
+  if (!tries.length && !calls.length) return null;
+  const sec = h('section', { class: 'card', 'aria-labelledby': 'up-h' }, h('h2', { id: 'up-h', text: t('trace.upstream') }));
+  if (tries.length) {
+    add(sec, h('table', { class: 'compact upstream-attempts' },
+      h('caption', { text: t('trace.upstreamTries') }),
+      h('thead', null, h('tr', null, ['#', t('trace.upstreamName'), t('trace.key'), t('col.status'), t('col.outcome'), t('trace.wait'), t('trace.duration'), t('trace.error')].map((c) => h('th', { scope: 'col', text: c })))),
+      h('tbody', null, tries.map((a, i) => h('tr', null,
+        h('td', { class: 'num', text: String(i) }),
+        h('td', { text: a.upstream }),
+        h('td', null, a.key ? h('code', { text: a.key }) : null),
+        h('td', { class: 'num', text: a.status ? String(a.status) : '' }),
+        h('td', null, h('span', { class: ['badge', a.outcome === 'ok' ? 'good' : 'bad'], text: a.outcome })),
+        h('td', { class: 'num', text: a.wait ? fmtMs(a.wait) : '' }),
+        h('td', { class: 'num', text: fmtMs(a.duration || 0) }),
+        h('td', { class: 'small', text: a.error || '' }))))));
+  }
+  if (calls.length) {
+    add(sec, h('table', { class: 'compact hidden-calls' },
+      h('caption', { text: t('trace.hiddenCalls') }),
+      h('thead', null, h('tr', null, [t('trace.kind'), t('trace.validator'), t('col.outcome'), t('trace.duration'), t('col.tokens'), t('trace.error')].map((c) => h('th', { scope: 'col', text: c })))),
+      h('tbody', null, calls.map((c) => h('tr', null,
+        h('td', { text: c.kind }),
+        h('td', null, h('code', { text: c.validator })),
+        h('td', null, h('span', { class: ['badge', c.result === 'ok' ? 'good' : 'bad'], text: c.result })),
+        h('td', { class: 'num', text: fmtMs(c.duration || 0) }),
+        h('td', { class: 'num', text: String((c.usage || {}).total_tokens || 0) }),
+        h('td', { class: 'small', text: c.error || '' }))))));
+  }
+  return sec;
 }
 
 function timingsSection(tr) {
