@@ -34,12 +34,14 @@ func sizeClass(n int) int {
 
 // Buffer returns an empty buffer with room for at least n bytes that belongs to
 // the exchange: the proxy returns it to a pool once the answer is written and the
-// trace stored (Release); outside a proxy the garbage collector takes it. Use it
-// for the bodies the exchange holds (Body, Response.Body). Nothing may keep it,
-// or anything sharing its memory (a string made without a copy), beyond the
-// request, nor hand it to a goroutine that may outlive the request: the next
-// request writes over it. Appending past its room allocates a new array, which is
-// not pooled. Like the rest of the exchange, it is not safe for concurrent use.
+// trace stored (Release) and no goroutine holds the exchange any more (Hold);
+// outside a proxy the garbage collector takes it. Use it for the bodies the
+// exchange holds (Original, Body, Response.Body). Nothing may keep it, or
+// anything sharing its memory (a string made without a copy), beyond the
+// request, nor hand it to a goroutine that may outlive the request without a
+// Hold: the next request writes over it. Appending past its room allocates a new
+// array, which is not pooled. Like the rest of the exchange, it is not safe for
+// concurrent use: call it from the request's phases only.
 func (ex *Exchange) Buffer(n int) []byte {
 	c := sizeClass(n)
 	if c < 0 {
@@ -54,14 +56,42 @@ func (ex *Exchange) Buffer(n int) []byte {
 	return (*p)[:0]
 }
 
-// Release returns the exchange's buffers (Buffer) to the pool. The proxy calls it
-// once, when the request is finished: the answer written, the trace stored, the
-// chain done. After it nothing may read Body or Response.Body.
+// Hold keeps the exchange's buffers (Buffer) — and so Original and Body, which
+// may be in one — from going back to the pool until a matching Release, for a
+// phase that hands them to a goroutine that may outlive the request (the facts
+// stage's background job reads the client's body). Call it in the phase, before
+// starting the goroutine; the goroutine calls Release once, when it no longer
+// reads them. Only the buffers are held: the goroutine must still read nothing
+// of the exchange but what its phase handed it and the Trace.
+func (ex *Exchange) Hold() { ex.holds.Add(1) }
+
+// Release ends one hold on the exchange's buffers (Buffer): the proxy's, which
+// it ends once, when the request is finished (the answer written, the trace
+// stored, the chain done), or a goroutine's (Hold). The last one returns the
+// buffers to the pool: after the proxy's, nothing but a goroutine that holds the
+// exchange may read Original, Body or Response.Body. Release is safe to call
+// from any goroutine; Holds count the holders besides the proxy, so the last
+// release takes the count to -1, and the atomic orders every holder's reads
+// before the buffers are reused.
 func (ex *Exchange) Release() {
+	if ex.holds.Add(-1) >= 0 {
+		return
+	}
 	for i, p := range ex.buffers {
+		if poisonReleased {
+			b := (*p)[:cap(*p)]
+			for j := range b {
+				b[j] = poisonByte
+			}
+		}
 		*p = (*p)[:0]
 		bufferPools[sizeClass(cap(*p))].Put(p)
 		ex.buffers[i] = nil
 	}
 	ex.buffers = ex.buffers[:0]
 }
+
+// poisonByte fills a released buffer in a race-enabled build (poisonReleased),
+// so that a read after Release sees garbage — an invalid JSON byte — at once,
+// rather than only when the pool hands the buffer to another request.
+const poisonByte = 0xFF

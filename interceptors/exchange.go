@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -25,7 +26,8 @@ type HeaderReader interface {
 //
 // The proxy creates it; interceptors read and edit it. It is used by one request
 // at a time; interceptors that start goroutines must not touch it after their
-// phase returns, except through the Trace, which is safe for concurrent use.
+// phase returns, except through the Trace, which is safe for concurrent use, and
+// Release, to end a Hold on its buffers.
 type Exchange struct {
 	// Route is the name of the route the request matched.
 	Route string
@@ -93,7 +95,8 @@ type Exchange struct {
 	ResponseHeaders [][2]string
 
 	values  map[any]any
-	buffers []*[]byte // from Buffer, pooled again by Release
+	buffers []*[]byte    // from Buffer, pooled again by Release
+	holds   atomic.Int32 // goroutines holding the buffers besides the proxy (Hold)
 }
 
 // Choice is one choice of a checked answer.

@@ -112,3 +112,31 @@ func TestBufferSizeClasses(t *testing.T) {
 		t.Fatalf("a buffer beyond the largest class is pooled (cap %d)", cap(b))
 	}
 }
+
+// TestHoldKeepsBuffers: the buffers go back to the pool with the last release —
+// the proxy's or a holder's, in either order — and not before.
+func TestHoldKeepsBuffers(t *testing.T) {
+	t.Parallel()
+	for _, holderLast := range []bool{true, false} {
+		ex := &Exchange{}
+		b := append(ex.Buffer(10), "client body"...)
+		ex.Hold()
+		ex.Hold()
+		first, second := ex.Release, ex.Release // the proxy's, then a holder's
+		if !holderLast {
+			first, second = second, first
+		}
+		first()
+		second()
+		if len(ex.buffers) != 1 || string(b) != "client body" {
+			t.Fatalf("holderLast=%v: released with a hold left (buffers %d, body %q)", holderLast, len(ex.buffers), b)
+		}
+		ex.Release() // the last holder
+		if len(ex.buffers) != 0 {
+			t.Fatalf("holderLast=%v: %d buffers kept after the last release", holderLast, len(ex.buffers))
+		}
+		if poisonReleased && b[0] != poisonByte {
+			t.Errorf("a race-enabled build did not poison the released buffer: %q", b)
+		}
+	}
+}

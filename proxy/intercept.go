@@ -261,24 +261,11 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		caller.model = model
 	}
 	rc.Request.Header.CopyTo(caller.header)
-	// The exchange owns a copy of the client's body: the fact index is built from
-	// it in the background and may outlive the request. The outgoing body starts
-	// as the same bytes; request phases replace it, never edit it in place.
-	original := body
-	if rx == nil {
-		original = append([]byte(nil), body...)
-	} // a Responses request's chat translation is the exchange's already
-	out := original
-	if rt.upstreamModel != "" && rt.upstreamModel != model {
-		out, _ = sjson.SetBytes(out, "model", rt.upstreamModel)
-	}
 	trace := s.newTrace(rc, rt.name, client)
 	caller.trace = trace
 	ex := &interceptors.Exchange{
 		Route:     rt.name,
 		Model:     model,
-		Original:  original,
-		Body:      out,
 		Header:    caller.header,
 		ClientKey: client,
 		Stream:    stream,
@@ -294,6 +281,21 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, mode
 		Trace: trace,
 	}
 	ex.Trace.ClientKey = client
+	// The exchange owns a copy of the client's body, in a buffer it returns to
+	// the pool when the request is finished (finish): fasthttp reuses its own. A
+	// stage whose goroutine reads it after the request (the facts stage builds the
+	// fact index in the background) holds the exchange (Exchange.Hold). The
+	// outgoing body starts as the same bytes; request phases replace it, never
+	// edit it in place.
+	original := body
+	if rx == nil {
+		original = append(ex.Buffer(len(body)), body...)
+	} // a Responses request's chat translation is the exchange's already
+	out := original
+	if rt.upstreamModel != "" && rt.upstreamModel != model {
+		out, _ = sjson.SetBytes(out, "model", rt.upstreamModel)
+	}
+	ex.Original, ex.Body = original, out
 	if rx != nil {
 		// The client's Responses request is read until the answer is rendered:
 		// a copy the exchange owns, in a buffer the proxy reuses.

@@ -168,7 +168,10 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 	ex.SetValue(pendingKey{}, p)
 	// The job reads only what the exchange will never change (the client's body as
 	// received) and writes only to the trace, which is safe for concurrent use.
+	// The body may be in one of the exchange's pooled buffers: the job holds them
+	// until it has read the body, which may be after the request ended.
 	body, trace, start := ex.Original, ex.Trace, time.Now()
+	ex.Hold()
 	// The job outlives a client that goes away: what it builds is cached for the
 	// next request.
 	jobCtx := context.WithoutCancel(ctx)
@@ -176,6 +179,7 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 	go func() {
 		defer f.jobs.Done()
 		defer close(p.done)
+		defer ex.Release() // ends the hold: touches nothing else of ex
 		defer func() {
 			if r := recover(); r != nil {
 				p.ix, p.err = nil, fmt.Errorf("facts: resolving the fact index panicked: %v", r)

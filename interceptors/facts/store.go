@@ -124,7 +124,10 @@ func newStore(x *Extractor, keyVersion string, shared cache.Cache, s settings, o
 // texts...), "" when the body has no user text — and a function that returns the
 // texts, decoded on first use. The key is remembered per process by a fast digest
 // of the raw user contents, so a repeated log is neither decoded nor hashed with
-// SHA-256 again: only an index build needs the decoded texts.
+// SHA-256 again: only an index build needs the decoded texts. The function
+// reads body, so body must stay as it is until the caller is done with it (the
+// job holds the exchange's buffers: Exchange.Hold); the texts it returns are
+// copies.
 func (s *store) keyOf(body []byte) (string, func() []string) {
 	var texts []string
 	decode := func() []string {

@@ -33,7 +33,7 @@ func Applies(ex *interceptors.Exchange, pack *knowledge.Pack) knowledge.Applicab
 	if limit <= 0 {
 		limit = knowledge.DefaultContextMaxBytes
 	}
-	a := judge(pack, bytesView(body), limit+len("\uFEFF"))
+	a := judge(pack, bytesView(body), limit+len("\uFEFF"), ex.Buffer)
 	ex.SetValue(appliesKey{}, a)
 	return a
 }
@@ -41,10 +41,10 @@ func Applies(ex *interceptors.Exchange, pack *knowledge.Pack) knowledge.Applicab
 type appliesKey struct{}
 
 // judge applies the pack's rules to a request body; limit bounds the bytes of
-// each user text decoded.
-func judge(pack *knowledge.Pack, body string, limit int) knowledge.Applicability {
+// each user text decoded, into buf's buffers (userTextHeads).
+func judge(pack *knowledge.Pack, body string, limit int, buf func(n int) []byte) knowledge.Applicability {
 	return pack.Applies(knowledge.ApplyInput{
-		UserTexts:      userTextHeads(body, limit),
+		UserTexts:      userTextHeads(body, limit, buf),
 		ClientMentions: func(s string) bool { return clientMentions(body, s) },
 		JSONMode:       IsJSONMode(body),
 	})

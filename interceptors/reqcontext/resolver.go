@@ -99,7 +99,9 @@ func (r *Interceptor) OnRequest(_ context.Context, ex *interceptors.Exchange) er
 func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
 	body := bytesView(ex.Body)
 	meta := factgateMetadata(body)
-	heads := userTextHeads(body, r.limit)
+	// The heads are read in this phase only: their decoding goes in the
+	// exchange's pooled buffers.
+	heads := userTextHeads(body, r.limit, ex.Buffer)
 	ext := knowledge.ExtractContextTexts(r.pack, heads)
 	c := &Context{Players: ext.Players}
 	var notes []string

@@ -2,6 +2,7 @@ package reqcontext
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
@@ -28,9 +29,11 @@ func UserTexts(body []byte) []string {
 }
 
 // userTextHeads returns the first limit bytes (at least; the context rules cut
-// again) of each user text, decoded. The strings may alias body, so they must not
-// outlive the request phase; knowledge.ExtractContextTexts copies what it keeps.
-func userTextHeads(body string, limit int) []string {
+// again) of each user text, decoded. The strings may alias body, and a text with
+// escapes is decoded into buf(n) (a buffer with room for n bytes; nil: a new
+// one), so they must not outlive the request phase nor the buffer;
+// knowledge.ExtractContextTexts copies what it keeps.
+func userTextHeads(body string, limit int, buf func(n int) []byte) []string {
 	var out []string
 	eachUserText(body, func(raw string) bool {
 		inner := raw[1 : len(raw)-1]
@@ -40,9 +43,17 @@ func userTextHeads(body string, limit int) []string {
 		}
 		if strings.IndexByte(head, '\\') < 0 {
 			out = append(out, head)
-		} else {
-			out = append(out, rawjson.Unescape(inner, limit))
+			return true
 		}
+		n := len(head) + utf8.UTFMax // AppendUnescape's room
+		var b []byte
+		if buf != nil {
+			b = buf(n)
+		} else {
+			b = make([]byte, 0, n)
+		}
+		b = rawjson.AppendUnescape(b, inner, limit)
+		out = append(out, bytesView(b))
 		return true
 	})
 	return out

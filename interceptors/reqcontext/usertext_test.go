@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/factgate/factgate/interceptors"
 )
 
 func jsonString(s string) string {
@@ -61,10 +63,15 @@ func TestUserTextHeadsMatchTheFullTexts(t *testing.T) {
 	log := replay(t, "corona_celestial_vs_allied.txt")
 	body := chatBody(t, log, "")
 	for _, limit := range []int{1, 10, 100, 4096, 1 << 20} {
-		heads := userTextHeads(string(body), limit)
+		heads := userTextHeads(string(body), limit, nil)
 		if len(heads) != 1 {
 			t.Fatalf("limit %d: %d heads", limit, len(heads))
 		}
+		ex := &interceptors.Exchange{}
+		if pooled := userTextHeads(string(body), limit, ex.Buffer); len(pooled) != 1 || pooled[0] != heads[0] {
+			t.Fatalf("limit %d: the head decoded into the exchange's buffer differs", limit)
+		}
+		ex.Release()
 		if !strings.HasPrefix(log, heads[0]) || len(heads[0]) < min(limit, len(log)) {
 			t.Fatalf("limit %d: head of %d bytes is not the first %d bytes of the text", limit, len(heads[0]), min(limit, len(log)))
 		}

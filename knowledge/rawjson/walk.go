@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // The walker finds values' raw text in JSON that Check accepted, without decoding
@@ -155,10 +156,17 @@ func Unescape(s string, limit int) string {
 	if limit >= 0 && limit < n {
 		n = limit
 	}
-	var b strings.Builder
-	b.Grow(n + utf8.UTFMax)
+	b := AppendUnescape(make([]byte, 0, n+utf8.UTFMax), s, limit)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not kept: as strings.Builder does
+}
+
+// AppendUnescape appends Unescape(s, limit) to dst and returns the extended
+// buffer; limit counts the bytes appended. It appends without allocating when
+// dst has room for min(len(s), limit) + utf8.UTFMax bytes.
+func AppendUnescape(dst []byte, s string, limit int) []byte {
+	base := len(dst)
 	for i := 0; i < len(s); {
-		if limit >= 0 && b.Len() >= limit {
+		if limit >= 0 && len(dst)-base >= limit {
 			break
 		}
 		if s[i] != '\\' {
@@ -167,10 +175,10 @@ func Unescape(s string, limit int) string {
 			if j < 0 {
 				j = len(s) - i
 			}
-			if limit >= 0 && j > limit-b.Len() {
-				j = limit - b.Len()
+			if limit >= 0 && j > limit-(len(dst)-base) {
+				j = limit - (len(dst) - base)
 			}
-			b.WriteString(s[i : i+j])
+			dst = append(dst, s[i:i+j]...)
 			i += j
 			continue
 		}
@@ -179,31 +187,31 @@ func Unescape(s string, limit int) string {
 		}
 		switch s[i+1] {
 		case '"', '\\', '/':
-			b.WriteByte(s[i+1])
+			dst = append(dst, s[i+1])
 		case 'b':
-			b.WriteByte('\b')
+			dst = append(dst, '\b')
 		case 'f':
-			b.WriteByte('\f')
+			dst = append(dst, '\f')
 		case 'n':
-			b.WriteByte('\n')
+			dst = append(dst, '\n')
 		case 'r':
-			b.WriteByte('\r')
+			dst = append(dst, '\r')
 		case 't':
-			b.WriteByte('\t')
+			dst = append(dst, '\t')
 		case 'u':
 			r, size := unicodeEscape(s, i)
 			if size == 0 {
-				return b.String()
+				return dst
 			}
-			b.WriteRune(r)
+			dst = utf8.AppendRune(dst, r)
 			i += size
 			continue
 		default:
-			return b.String()
+			return dst
 		}
 		i += 2
 	}
-	return b.String()
+	return dst
 }
 
 // UnescapedLen is len(s) of StringValue(raw) for a raw JSON string, counted

@@ -220,6 +220,10 @@ func FuzzUnescape(f *testing.F) {
 		if !strings.HasPrefix(s, head) || len(head) < min(limit, len(s)) {
 			t.Fatalf("Unescape(%s, %d) = %q, not a prefix of %q of at least %d bytes", raw, limit, head, s, limit)
 		}
+		room := make([]byte, 3, 3+min(limit, len(inner))+utf8.UTFMax)
+		if got := AppendUnescape(room, inner, limit); string(got[3:]) != head || &got[0] != &room[0] {
+			t.Fatalf("AppendUnescape(%s, %d) appended %q (in place %v), want %q", raw, limit, got[3:], &got[0] == &room[0], head)
+		}
 		if v, ok := StringValue(raw); !ok || v != s {
 			t.Fatalf("StringValue(%s) = %q, %v", raw, v, ok)
 		}
