@@ -300,4 +300,3 @@ func (st *refState) stringList(v gjson.Result) []string {
 	}
 	return st.strs[start:len(st.strs):len(st.strs)]
 }
-
