@@ -44,9 +44,9 @@ type span struct {
 type choiceSpans struct {
 	span
 	// message is the element's first "message" member (an object element only);
-	// msgFields reports that message is an object whose members content,
-	// tool_calls and function_call each occur at most once, so that the spans below
-	// are what gjson reads.
+	// msgFields reports that message is the only "message" member, an object
+	// whose members content, tool_calls and function_call each occur at most
+	// once, so that the spans below are what gjson reads.
 	message   span
 	msgFields bool
 	content   span
@@ -86,7 +86,11 @@ func (a *answerSpans) walk(body string) bool {
 				return -1
 			}
 			a.choicesFound = true
-			return a.walkChoices(body, v)
+			e := a.walkChoices(body, v)
+			if e < 0 {
+				ok = false
+			}
+			return e
 		case rawjson.KeyIs(key, "usage"):
 			if usageFound {
 				ok = false
@@ -104,38 +108,59 @@ func (a *answerSpans) walk(body string) bool {
 	return ok && end >= 0
 }
 
+// walkChoices records the elements of the choices array at body[start] and
+// returns the offset just past it (-1 on a walk failure). Each byte is read once:
+// a choice's end is where its walk ends.
 func (a *answerSpans) walkChoices(body string, start int) int {
-	return rawjson.ScanElements(body, start, func(v int) int {
-		e := rawjson.ValueEnd(body, v)
+	ok := true
+	end := rawjson.ScanElements(body, start, func(v int) int {
+		var c choiceSpans
+		e := -1
+		if body[v] == '{' {
+			e = rawjson.ScanMembers(body, v, func(key string, m int) int {
+				if !rawjson.KeyIs(key, "message") {
+					return -1
+				}
+				if c.message.raw != "" {
+					// gjson reads a path below "message" on in the next
+					// "message" when the first lacks it: leave those to gjson.
+					c.msgFields = false
+					return -1
+				}
+				var me int
+				if body[m] == '{' {
+					me, c.msgFields = c.readMessage(body, m)
+				} else {
+					me = rawjson.ValueEnd(body, m)
+				}
+				if me > m {
+					c.message = span{raw: body[m:me], off: m}
+				}
+				return me
+			})
+		} else {
+			e = rawjson.ValueEnd(body, v)
+		}
 		if e < 0 {
+			ok = false
 			return -1
 		}
-		c := choiceSpans{span: span{raw: body[v:e], off: v}}
-		if body[v] == '{' {
-			rawjson.ScanMembers(body, v, func(key string, m int) int {
-				if c.message.raw == "" && rawjson.KeyIs(key, "message") {
-					me := rawjson.ValueEnd(body, m)
-					if me > m {
-						c.message = span{raw: body[m:me], off: m}
-					}
-					return me
-				}
-				return -1
-			})
-			if len(c.message.raw) > 0 && c.message.raw[0] == '{' {
-				c.msgFields = c.readMessage(body)
-			}
-		}
+		c.span = span{raw: body[v:e], off: v}
 		a.choices = append(a.choices, c)
 		return e
 	})
+	if !ok {
+		return -1
+	}
+	return end
 }
 
-// readMessage finds the message's content, tool_calls and function_call; false
-// when one of them occurs twice.
-func (c *choiceSpans) readMessage(body string) bool {
-	ok := true
-	rawjson.ScanMembers(body, c.message.off, func(key string, v int) int {
+// readMessage records the content, tool_calls and function_call of the message
+// object at body[start] and returns the offset just past it; ok is false when one
+// of them occurs twice.
+func (c *choiceSpans) readMessage(body string, start int) (end int, ok bool) {
+	ok = true
+	end = rawjson.ScanMembers(body, start, func(key string, v int) int {
 		var s *span
 		switch {
 		case rawjson.KeyIs(key, "content"):
@@ -149,14 +174,15 @@ func (c *choiceSpans) readMessage(body string) bool {
 		}
 		if s.raw != "" {
 			ok = false
+			return -1
 		}
 		e := rawjson.ValueEnd(body, v)
-		if e > v && s.raw == "" {
+		if e > v {
 			*s = span{raw: body[v:e], off: v}
 		}
 		return e
 	})
-	return ok
+	return end, ok
 }
 
 // choice returns the spans of the choice at position i, or nil.

@@ -415,10 +415,12 @@ func (r *Response) ChoiceContentNull(i int) bool {
 func (r *Response) contentValue(i int) (off, n int, ok bool) {
 	if a := r.spans(); a.fast {
 		c := a.choice(i)
-		if c == nil || c.message.raw == "" || c.message.raw[0] != '{' || c.content.raw == "" {
+		if c == nil {
 			return 0, 0, false
 		}
-		return c.content.off, len(c.content.raw), true
+		if c.msgFields {
+			return c.content.off, len(c.content.raw), c.content.raw != ""
+		}
 	}
 	msg := r.ChoiceField(i, "message") // an object is not decoded: Raw only
 	if !msg.IsObject() || msg.Index <= 0 {
