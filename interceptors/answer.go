@@ -63,11 +63,10 @@ func (r *Response) spans() *answerSpans {
 		return a
 	}
 	valid := same && a.valid
-	*a = answerSpans{body: unsafe.SliceData(r.Body), n: len(r.Body), read: true, valid: valid}
+	// The choices' backing array is reused by the walk of an edited body (a
+	// Response is not copied by value, so nothing else holds it).
+	*a = answerSpans{body: unsafe.SliceData(r.Body), n: len(r.Body), read: true, valid: valid, choices: a.choices[:0]}
 	a.fast = a.walk(r.view())
-	if !a.fast {
-		a.choices = nil
-	}
 	return a
 }
 

@@ -244,7 +244,7 @@ type Response struct {
 	// content caches the last ChoiceContent read, for the Body it was read from.
 	content contentCache
 	// answer is where the choices and the usage are in Body, for the Body it was
-	// read from.
+	// read from. It makes a Response unfit to copy by value once read.
 	answer answerSpans
 }
 
