@@ -389,7 +389,7 @@ func (r *Response) SetChoiceContent(i int, content string) error {
 		valid := r.answer.fast // a JSON string in place of a value keeps it valid
 		r.Body = out
 		if valid {
-			r.answer = answerSpans{body: unsafe.SliceData(out), n: len(out), valid: true}
+			r.answer = answerSpans{body: unsafe.SliceData(out), n: len(out), valid: true, choices: r.answer.choices[:0]}
 		}
 		return nil
 	}
