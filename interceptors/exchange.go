@@ -246,6 +246,9 @@ type Response struct {
 
 	// content caches the last ChoiceContent read, for the Body it was read from.
 	content contentCache
+	// answer is where the choices and the usage are in Body, for the Body it was
+	// read from. It makes a Response unfit to copy by value once read.
+	answer answerSpans
 }
 
 // contentCache is one decoded choice content and the body it was read from (its
@@ -283,6 +286,14 @@ func (r *Response) ContentType() string {
 // message object. A 2xx answer without one ({}, "choices": []) answers nothing:
 // it is the upstream's failure, not an answer to check, revise or return.
 func (r *Response) HasMessage() bool {
+	if a := r.spans(); a.fast {
+		for i := range a.choices {
+			if m := a.choices[i].message.raw; m != "" && m[0] == '{' {
+				return true
+			}
+		}
+		return false
+	}
 	found := false
 	gjson.Get(r.view(), "choices").ForEach(func(_, choice gjson.Result) bool {
 		found = choice.Get("message").IsObject()
@@ -300,6 +311,9 @@ func (r *Response) SetContent(content string) error { return r.SetChoiceContent(
 // NumChoices returns the number of choices of a chat.completion body (0 when it
 // has no choices array).
 func (r *Response) NumChoices() int {
+	if a := r.spans(); a.fast {
+		return len(a.choices)
+	}
 	n := 0
 	gjson.Get(r.view(), "choices").ForEach(func(_, _ gjson.Result) bool { n++; return true })
 	return n
@@ -327,6 +341,27 @@ func (r *Response) ChoiceContent(i int) string {
 // unless the string had escapes — share the body's memory, so they must be
 // copied (strings.Clone) to be kept beyond the next edit of Body.
 func (r *Response) ChoiceField(i int, path string) gjson.Result {
+	if a := r.spans(); a.fast && plainPath(path) {
+		c := a.choice(i)
+		switch {
+		case c == nil:
+			return gjson.Result{}
+		case path == "message":
+			return c.message.result()
+		case c.msgFields && path == "message.content":
+			return c.content.result()
+		case c.msgFields && path == "message.tool_calls":
+			return c.toolCalls.result()
+		case c.msgFields && path == "message.function_call":
+			return c.funcCall.result()
+		}
+		return get(c.raw, c.off, path)
+	}
+	return r.choiceFieldSlow(i, path)
+}
+
+// choiceFieldSlow is ChoiceField by one gjson.Get over the whole body.
+func (r *Response) choiceFieldSlow(i int, path string) gjson.Result {
 	var b [48]byte
 	p := append(b[:0], "choices."...)
 	p = strconv.AppendInt(p, int64(i), 10)
@@ -354,7 +389,11 @@ func (r *Response) SetChoiceContent(i int, content string) error {
 		out = append(out, r.Body[:off]...)
 		out = appendJSONString(out, content)
 		out = append(out, r.Body[off+n:]...)
+		valid := r.answer.fast // a JSON string in place of a value keeps it valid
 		r.Body = out
+		if valid {
+			r.answer = answerSpans{body: unsafe.SliceData(out), n: len(out), valid: true, choices: r.answer.choices[:0]}
+		}
 		return nil
 	}
 	b, err := sjson.SetBytes(r.Body, "choices."+strconv.Itoa(i)+".message.content", content)
@@ -377,6 +416,15 @@ func (r *Response) ChoiceContentNull(i int) bool {
 // content is missing. With duplicate keys the first one counts, as in gjson and
 // sjson.
 func (r *Response) contentValue(i int) (off, n int, ok bool) {
+	if a := r.spans(); a.fast {
+		c := a.choice(i)
+		if c == nil {
+			return 0, 0, false
+		}
+		if c.msgFields {
+			return c.content.off, len(c.content.raw), c.content.raw != ""
+		}
+	}
 	msg := r.ChoiceField(i, "message") // an object is not decoded: Raw only
 	if !msg.IsObject() || msg.Index <= 0 {
 		return 0, 0, false
@@ -427,6 +475,14 @@ func (r *Response) SetChoiceField(i int, path string, value any) error {
 // HasToolCalls reports whether the choice at position i carries tool calls (a
 // non-empty message.tool_calls array, or the legacy message.function_call).
 func (r *Response) HasToolCalls(i int) bool {
+	if a := r.spans(); a.fast {
+		if c := a.choice(i); c != nil && c.msgFields {
+			if tc := c.toolCalls.result(); tc.IsArray() && tc.Get("#").Int() > 0 {
+				return true
+			}
+			return c.funcCall.result().IsObject()
+		}
+	}
 	msg := r.ChoiceField(i, "message")
 	if tc := msg.Get("tool_calls"); tc.IsArray() && tc.Get("#").Int() > 0 {
 		return true
@@ -438,6 +494,9 @@ func (r *Response) HasToolCalls(i int) bool {
 func (r *Response) Usage() Usage {
 	if len(r.Body) == 0 {
 		return Usage{}
+	}
+	if a := r.spans(); a.fast {
+		return parseUsage(a.usage.result())
 	}
 	return parseUsage(gjson.Get(r.view(), "usage"))
 }

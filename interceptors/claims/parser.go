@@ -354,15 +354,20 @@ func (p *Parser) Parse(content string, req Requirement) *Claims {
 		return c
 	}
 	c.Valid = true
-	st := parseState{p: p, c: c}
-	var fields [3]gjson.Result
+	// Every evidence parameter follows a "|": the arena of the parameters (and of
+	// the few alternatives and confirmations) is allocated once.
+	st := parseState{p: p, c: c, strs: make([]string, 0, strings.Count(c.JSON, "|")+8)}
+	var fields [3]string // the arrays' raw text
 	var seen [3]bool
-	root.ForEach(func(k, v gjson.Result) bool {
-		if kind, ok := kindOf(k.Str); ok && !seen[kind] {
+	for it := membersOf(root.Raw); ; {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		if kind, ok := kindOf(rawjson.Key(k)); ok && !seen[kind] {
 			fields[kind], seen[kind] = v, true
 		}
-		return true
-	})
+	}
 	for kind := range fields {
 		st.claimArray(claimKind(kind), fields[kind])
 	}
@@ -382,14 +387,19 @@ type parseState struct {
 	strs     []string   // arena for parameters, alternatives and confirmations
 }
 
-func (st *parseState) claimArray(kind claimKind, arr gjson.Result) {
-	if !arr.IsArray() {
+func (st *parseState) claimArray(kind claimKind, arr string) {
+	if arr == "" || arr[0] != '[' {
 		return
 	}
 	limit := st.p.caps[kind]
 	count := 0
-	arr.ForEach(func(_, v gjson.Result) bool {
+	for it := elementsOf(arr); ; {
+		raw, ok := it.next()
+		if !ok {
+			break
+		}
 		if count < limit {
+			v := gjson.Parse(raw)
 			switch kind {
 			case unitKind:
 				if st.c.UnitClaims == nil {
@@ -397,14 +407,19 @@ func (st *parseState) claimArray(kind claimKind, arr gjson.Result) {
 				}
 				st.c.UnitClaims = append(st.c.UnitClaims, st.unitClaim(count, v))
 			case eventKind:
+				if st.c.EventClaims == nil {
+					st.c.EventClaims = make([]Claim, 0, min(limit, 16))
+				}
 				st.c.EventClaims = append(st.c.EventClaims, st.claim(kind, count, v))
 			case timelineKind:
+				if st.c.TimelineClaims == nil {
+					st.c.TimelineClaims = make([]Claim, 0, min(limit, 16))
+				}
 				st.c.TimelineClaims = append(st.c.TimelineClaims, st.claim(kind, count, v))
 			}
 		}
 		count++
-		return true
-	})
+	}
 	if count > limit {
 		field := claimFields[kind]
 		st.c.Issues = append(st.c.Issues, issue(CodeTruncated, interceptors.Info, field,
@@ -436,10 +451,14 @@ func readClaimFields(v gjson.Result) claimFieldsOf {
 	if !v.IsObject() {
 		return f
 	}
-	v.ForEach(func(k, val gjson.Result) bool {
+	for it := membersOf(v.Raw); ; {
+		k, raw, ok := it.next()
+		if !ok {
+			break
+		}
 		var slot *gjson.Result
 		var bit uint8
-		switch k.Str {
+		switch rawjson.Key(k) {
 		case "unitId":
 			slot, bit = &f.unitID, hasUnitID
 		case "player":
@@ -457,14 +476,13 @@ func readClaimFields(v gjson.Result) claimFieldsOf {
 		case "needsConfirmation":
 			slot, bit = &f.confirm, hasConfirm
 		default:
-			return true
+			continue
 		}
 		if f.has&bit == 0 {
-			*slot = val
+			*slot = gjson.Parse(raw)
 			f.has |= bit
 		}
-		return true
-	})
+	}
 	return f
 }
 
@@ -545,7 +563,11 @@ func (st *parseState) evidenceList(kind claimKind, i int, claimPath string, v gj
 		return nil
 	}
 	n := 0
-	v.ForEach(func(_, _ gjson.Result) bool { n++; return true })
+	for it := elementsOf(v.Raw); ; n++ {
+		if _, ok := it.next(); !ok {
+			break
+		}
+	}
 	if n == 0 {
 		return nil
 	}
@@ -578,7 +600,13 @@ func (st *parseState) evidenceItems(kind claimKind, i int, claimPath string, v g
 	if v.Type == gjson.String {
 		add(v)
 	} else {
-		v.ForEach(func(_, item gjson.Result) bool { add(item); return true })
+		for it := elementsOf(v.Raw); ; {
+			raw, ok := it.next()
+			if !ok {
+				break
+			}
+			add(gjson.Parse(raw))
+		}
 	}
 	return st.evidence[start:len(st.evidence):len(st.evidence)]
 }
@@ -599,7 +627,15 @@ func (st *parseState) stringList(v gjson.Result) []string {
 	case v.Type == gjson.String:
 		add(v)
 	case v.IsArray():
-		v.ForEach(func(_, item gjson.Result) bool { add(item); return true })
+		for it := elementsOf(v.Raw); ; {
+			raw, ok := it.next()
+			if !ok {
+				break
+			}
+			if raw[0] == '"' { // other items are skipped
+				add(gjson.Parse(raw))
+			}
+		}
 	}
 	if len(st.strs) == start {
 		return nil
