@@ -366,6 +366,10 @@ func scanString[T text](s T, i int) (int, failure) {
 	n := len(s)
 	i++
 	for {
+		// Eight bytes at a time while none of them ends the plain run.
+		for i+8 <= n && !special8(load8(s, i)) {
+			i += 8
+		}
 		for i < n && plain[s[i]] {
 			i++
 		}
@@ -400,6 +404,24 @@ func scanString[T text](s T, i int) (int, failure) {
 			return i, failure{off: i, prob: probString}
 		}
 	}
+}
+
+// load8 reads the eight bytes at s[i:] as a little-endian word.
+func load8[T text](s T, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// special8 reports whether one of the eight bytes of v is not plain: a control
+// character, the quote or the backslash. Each test sets a byte's high bit where
+// it holds; a byte that has its own high bit set (UTF-8) is plain and masked out.
+func special8(v uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := v ^ ('"' * ones)
+	backslash := v ^ ('\\' * ones)
+	hit := (quote - ones) | (backslash - ones) | (v - 0x20*ones)
+	return hit&^v&highs != 0
 }
 
 // scanLiteral reads true, false or null at s[i].

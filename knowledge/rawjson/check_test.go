@@ -157,3 +157,27 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// TestSpecial8AgreesWithThePlainTable: the eight-byte test finds a byte that is
+// not plain wherever it stands among plain ones, and never flags a word of plain
+// bytes (UTF-8 included).
+func TestSpecial8AgreesWithThePlainTable(t *testing.T) {
+	t.Parallel()
+	fill := []byte("aZ09 ~\x7f\x80\xe4\xbd\xa0\xff")
+	for c := 0; c < 256; c++ {
+		for pos := range 8 {
+			for _, f := range fill {
+				var w [8]byte
+				for k := range w {
+					w[k] = f
+				}
+				w[pos] = byte(c)
+				got := special8(load8(w[:], 0))
+				want := !plain[c] || !plain[f]
+				if got != want {
+					t.Fatalf("byte %#x at %d among %#x: special8 %v, want %v", c, pos, f, got, want)
+				}
+			}
+		}
+	}
+}
