@@ -20,7 +20,45 @@ const (
 	maxPooledBuffer = 1 << maxPooledShift
 )
 
-var bufferPools [maxPooledShift - minPooledShift + 1]sync.Pool // of *[]byte, empty
+// bufferPools are free lists rather than sync.Pools: a sync.Pool is emptied by
+// every other garbage collection, and a proxy whose heap is small collects often,
+// so the buffers would be allocated again and again. Each class keeps at most
+// maxFreeBytes of free buffers (and at most maxFreeBuffers of them); beyond that a
+// released buffer is left to the garbage collector.
+var bufferPools [maxPooledShift - minPooledShift + 1]freeList
+
+const (
+	maxFreeBytes   = 2 << 20
+	maxFreeBuffers = 64
+)
+
+// freeList is one size class's free buffers.
+type freeList struct {
+	mu   sync.Mutex
+	free []*[]byte
+}
+
+func (l *freeList) get() *[]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.free)
+	if n == 0 {
+		return nil
+	}
+	p := l.free[n-1]
+	l.free[n-1] = nil
+	l.free = l.free[:n-1]
+	return p
+}
+
+func (l *freeList) put(p *[]byte) {
+	limit := min(maxFreeBuffers, maxFreeBytes/max(cap(*p), 1))
+	l.mu.Lock()
+	if len(l.free) < limit {
+		l.free = append(l.free, p)
+	}
+	l.mu.Unlock()
+}
 
 // sizeClass returns the pool index for a buffer of n bytes (rounded up), or -1
 // when n is beyond the largest class.
@@ -47,7 +85,7 @@ func (ex *Exchange) Buffer(n int) []byte {
 	if c < 0 {
 		return make([]byte, 0, n)
 	}
-	p, _ := bufferPools[c].Get().(*[]byte)
+	p := bufferPools[c].get()
 	if p == nil {
 		b := make([]byte, 0, 1<<(c+minPooledShift))
 		p = &b
@@ -85,7 +123,7 @@ func (ex *Exchange) Release() {
 			}
 		}
 		*p = (*p)[:0]
-		bufferPools[sizeClass(cap(*p))].Put(p)
+		bufferPools[sizeClass(cap(*p))].put(p)
 		ex.buffers[i] = nil
 	}
 	ex.buffers = ex.buffers[:0]

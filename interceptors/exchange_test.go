@@ -1,6 +1,7 @@
 package interceptors
 
 import (
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -139,4 +140,45 @@ func TestHoldKeepsBuffers(t *testing.T) {
 			t.Errorf("a race-enabled build did not poison the released buffer: %q", b)
 		}
 	}
+}
+
+// TestReleasedBuffersAreKeptWithinTheirBound: a released buffer is handed to the
+// next request of its size class — it survives garbage collections, unlike a
+// sync.Pool's — and a class keeps no more free buffers than its bound.
+func TestReleasedBuffersAreKeptWithinTheirBound(t *testing.T) {
+	const n = maxPooledBuffer // the largest class: no other test asks for it
+	l := &bufferPools[sizeClass(n)]
+	l.mu.Lock()
+	l.free = nil
+	l.mu.Unlock()
+	exs := make([]*Exchange, 4)
+	for i := range exs {
+		exs[i] = &Exchange{}
+		exs[i].Buffer(n)
+	}
+	first := exs[0].buffers[0]
+	for _, ex := range exs {
+		ex.Release()
+	}
+	limit := min(maxFreeBuffers, maxFreeBytes/cap(*first))
+	l.mu.Lock()
+	kept := len(l.free)
+	l.mu.Unlock()
+	if kept != min(limit, len(exs)) {
+		t.Fatalf("%d free buffers of %d bytes kept, want %d", kept, cap(*first), min(limit, len(exs)))
+	}
+	runtime.GC()
+	runtime.GC()
+	ex := &Exchange{}
+	b := ex.Buffer(n)
+	if cap(b) != cap(*first) || len(ex.buffers) != 1 {
+		t.Fatalf("buffer of %d bytes", cap(b))
+	}
+	l.mu.Lock()
+	after := len(l.free)
+	l.mu.Unlock()
+	if after != kept-1 {
+		t.Errorf("after two collections and one Buffer, %d free buffers, want %d: the buffer was not reused", after, kept-1)
+	}
+	ex.Release()
 }
