@@ -24,11 +24,12 @@ const (
 // every other garbage collection, and a proxy whose heap is small collects often,
 // so the buffers would be allocated again and again. Each class keeps at most
 // maxFreeBytes of free buffers (and at most maxFreeBuffers of them); beyond that a
-// released buffer is left to the garbage collector.
+// released buffer is left to the garbage collector. All classes together keep at
+// most 7.75 MiB, within the runtime allowance of the memory budget.
 var bufferPools [maxPooledShift - minPooledShift + 1]freeList
 
 const (
-	maxFreeBytes   = 2 << 20
+	maxFreeBytes   = 1 << 20
 	maxFreeBuffers = 64
 )
 
