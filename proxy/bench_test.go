@@ -90,6 +90,18 @@ func BenchmarkValidatingRoute(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	s := benchValidatingServer(b)
+	body, _ := sjson.SetBytes([]byte(`{"model":"ra3-analyst","temperature":0.35,"messages":[{"role":"system","content":"你是红警 3 录像分析助手。"}]}`),
+		"messages.-1", map[string]string{"role": "user", "content": "分析这局录像。\n\n" + string(replay)})
+	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool {
+		return rc.Response.StatusCode() == 200 && string(rc.Response.Header.Peek("X-Factgate-Issues")) == "draft=0;final=0;delivered=0"
+	})
+}
+
+// benchValidatingServer is a proxy whose one route (pack ra3, inject, validate)
+// goes to an upstream answering the clean analysis of the sample replay.
+func benchValidatingServer(b *testing.B) *Server {
+	b.Helper()
 	caseJSON, err := os.ReadFile("testdata/bench/c01_clean.json")
 	if err != nil {
 		b.Fatal(err)
@@ -108,11 +120,7 @@ routes:
 	if err != nil {
 		b.Fatal(err)
 	}
-	body, _ := sjson.SetBytes([]byte(`{"model":"ra3-analyst","temperature":0.35,"messages":[{"role":"system","content":"你是红警 3 录像分析助手。"}]}`),
-		"messages.-1", map[string]string{"role": "user", "content": "分析这局录像。\n\n" + string(replay)})
-	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool {
-		return rc.Response.StatusCode() == 200 && string(rc.Response.Header.Peek("X-Factgate-Issues")) == "draft=0;final=0;delivered=0"
-	})
+	return s
 }
 
 // benchChat drives POST /v1/chat/completions with body through the server's

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"io"
-	"log/slog"
 	"os"
 	"testing"
 
@@ -70,24 +69,7 @@ func BenchmarkResponsesAnswer(b *testing.B) {
 // POST /v1/responses on an api: chat upstream: the same chain plus the
 // translation of the request and of the answer.
 func BenchmarkResponsesValidatingRoute(b *testing.B) {
-	caseJSON, err := os.ReadFile("testdata/bench/c01_clean.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	up := benchUpstreamAnswering(b, gjson.GetBytes(caseJSON, "answer").Str)
-	cfg, err := ParseConfig([]byte(`
-log: {access: false}
-upstreams: {u: {base_url: "`+up+`"}}
-routes:
-  - {name: ra3, default: true, upstream: u, pack: ra3, inject: {}, validate: {}}
-`), "bench.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := benchValidatingServer(b)
 	benchPost(b, s, "/v1/responses", storyResponsesRequest(b), func(rc *fasthttp.RequestCtx) bool {
 		return rc.Response.StatusCode() == 200 && string(rc.Response.Header.Peek("X-Factgate-Issues")) == "draft=0;final=0;delivered=0" &&
 			gjson.GetBytes(rc.Response.Body(), "object").Str == "response"
