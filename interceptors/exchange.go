@@ -327,13 +327,40 @@ func (r *Response) ChoiceContent(i int) string {
 	if c := &r.content; c.n == len(r.Body) && c.body == unsafe.SliceData(r.Body) && c.i == i && c.body != nil {
 		return c.value
 	}
-	v := r.ChoiceField(i, "message.content")
-	s := v.String()
-	if v.Type == gjson.String && aliases(s, r.Body) {
-		s = strings.Clone(s) // not unescaped: gjson's Str is a slice of the body
+	s, ok := r.stringContent(i)
+	if !ok {
+		v := r.ChoiceField(i, "message.content")
+		s = v.String()
+		if v.Type == gjson.String && aliases(s, r.Body) {
+			s = strings.Clone(s) // not unescaped: gjson's Str is a slice of the body
+		}
 	}
 	r.content = contentCache{body: unsafe.SliceData(r.Body), n: len(r.Body), i: i, value: s}
 	return s
+}
+
+// stringContent decodes the content of the choice at position i from its span
+// when it is a string (the common case): one copy, escapes decoded a run at a
+// time, where gjson decodes byte by byte. ok is false when the walk does not serve
+// the body or the content is not a string.
+func (r *Response) stringContent(i int) (string, bool) {
+	a := r.spans()
+	if !a.fast {
+		return "", false
+	}
+	c := a.choice(i)
+	if c == nil || !c.msgFields {
+		return "", false
+	}
+	raw := c.content.raw
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	if strings.IndexByte(inner, '\\') < 0 {
+		return strings.Clone(inner), true
+	}
+	return rawjson.Unescape(inner, -1), true
 }
 
 // ChoiceField reads path inside the choice at position i ("message.content",

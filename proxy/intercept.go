@@ -243,10 +243,10 @@ type outcome struct {
 // phases, one buffered upstream call, response phases in reverse order, then the
 // answer as JSON or as a synthesized stream. rx is set for a Responses API request,
 // whose chat completion translation body is: the answer is then rendered as a
-// Responses object or event stream.
-func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, model, client string, start time.Time, rx *responsesExchange) {
-	stream := gjson.GetBytes(body, "stream").Bool()
-	includeUsage := gjson.GetBytes(body, "stream_options.include_usage").Bool()
+// Responses object or event stream. head is body's head (readHead), its model the
+// one the client asked for.
+func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head requestHead, client string, start time.Time, rx *responsesExchange) {
+	model, stream, includeUsage := head.model.Str, head.stream, head.includeUsage
 	ctx, cancel := context.WithCancelCause(context.Background())
 	wc, _ := rc.Conn().(*watchConn)
 	if wc != nil {

@@ -27,10 +27,11 @@ func (s *Server) handleResponses(rc *fasthttp.RequestCtx) {
 	s.metrics.inFlight.Inc()
 	defer s.metrics.inFlight.Dec()
 
-	client, body, model, ok := s.admit(rc, start)
+	client, body, head, ok := s.admit(rc, start)
 	if !ok {
 		return
 	}
+	model := head.model.Str
 	rt := s.routeFor(model)
 	if rt == nil {
 		if s.passUp == nil {
@@ -53,7 +54,9 @@ func (s *Server) handleResponses(rc *fasthttp.RequestCtx) {
 	if rt.responseAlias {
 		rx.alias = model
 	}
-	s.intercept(rc, rt, chat, model, client, start, rx)
+	chatHead := readHead(chat)
+	chatHead.model = head.model
+	s.intercept(rc, rt, chat, chatHead, client, start, rx)
 }
 
 // responsesExchange is what the proxy keeps of a Responses API request while the

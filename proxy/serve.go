@@ -115,10 +115,11 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 	s.metrics.inFlight.Inc()
 	defer s.metrics.inFlight.Dec()
 
-	client, body, model, ok := s.admit(rc, start)
+	client, body, head, ok := s.admit(rc, start)
 	if !ok {
 		return
 	}
+	model := head.model.Str
 	rt := s.routeFor(model)
 	if rt == nil {
 		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
@@ -129,7 +130,7 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 		s.forward(rc, rt.targets, rt.modelSwap(model), rt.metrics, rt.mapModel(body, model), start, client)
 		return
 	}
-	s.intercept(rc, rt, body, model, client, start, nil)
+	s.intercept(rc, rt, body, head, client, start, nil)
 }
 
 // routeFor returns the route serving model: the one naming it, else the default
@@ -144,30 +145,31 @@ func (s *Server) routeFor(model string) *route {
 // admit authenticates a routed request (chat completions, Responses) and reads its
 // JSON body and model; it answers the client itself and returns ok false when one
 // of them is missing or wrong.
-func (s *Server) admit(rc *fasthttp.RequestCtx, start time.Time) (client string, body []byte, model string, ok bool) {
+func (s *Server) admit(rc *fasthttp.RequestCtx, start time.Time) (client string, body []byte, head requestHead, ok bool) {
 	client, aerr := s.authenticate(rc)
 	if aerr != nil {
 		s.fail(rc, s.passMetrics, start, aerr)
-		return "", nil, "", false
+		return "", nil, head, false
 	}
 	if !s.checkRateLimit(rc, client, start) {
-		return "", nil, "", false
+		return "", nil, head, false
 	}
 	body = rc.PostBody()
 	// The bounded check comes before anything recursive reads the body (gjson's
 	// own validity check overflowed the stack on 5.6 MB of "[").
 	if err := rawjson.Check(body, s.cfg.Server.MaxJSONDepth); err != nil {
 		s.fail(rc, s.passMetrics, start, invalidJSON(err))
-		return "", nil, "", false
+		return "", nil, head, false
 	}
-	m := gjson.GetBytes(body, "model")
+	head = readHead(body)
+	m := head.model
 	if m.Type != gjson.String || m.Str == "" {
 		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 400, Type: "invalid_request_error", Code: "missing_model",
 			Param: "model", Message: "request has no model (a string naming the model or route alias)"})
-		return "", nil, "", false
+		return "", nil, head, false
 	}
 	s.debugBodyLog("request body", m.Str, body)
-	return client, body, m.Str, true
+	return client, body, head, true
 }
 
 // mapModel returns body with the route's upstream_model as its model (body itself
