@@ -103,13 +103,13 @@ func ExtractContextTexts(p *Pack, texts []string) Extracted {
 				line, text = text, ""
 			}
 			line = strings.TrimSuffix(line, "\r")
-			if setRule != nil && !ex.SetMatched {
+			if setRule != nil && !ex.SetMatched && setRule.start.admits(line) {
 				if v, ok := matchValue(setRule, line); ok {
 					ex.KnowledgeSet, ex.SetMatched = mapValue(setRule, v), true
 					pending--
 				}
 			}
-			if players != nil && ex.Players == nil {
+			if players != nil && ex.Players == nil && players.start.admits(line) {
 				if v, ok := matchGroup(players.Re, line, "value"); ok {
 					ex.Players = readPlayers(players, v)
 					if ex.Players != nil {
@@ -125,6 +125,9 @@ func ExtractContextTexts(p *Pack, texts []string) Extracted {
 					continue
 				}
 				r := c.Scopes[dim]
+				if !r.start.admits(line) {
+					continue
+				}
 				if v, ok := matchValue(&r, line); ok {
 					ex.addScope(dim, mapValue(&r, v))
 					scopeDone[i] = true

@@ -2,7 +2,9 @@ package knowledge
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -196,6 +198,55 @@ func BenchmarkExtractContextNoHeader(b *testing.B) {
 	for b.Loop() {
 		if ex := ExtractContext(p, text); ex.SetMatched {
 			b.Fatal("matched")
+		}
+	}
+}
+
+// The context rules' prefilters skip the operation lines of a log (they start with
+// a time) and never a line the rule's regex matches.
+func TestContextRulesPrefilter(t *testing.T) {
+	t.Parallel()
+	p := ra3Pack(t)
+	c := &p.Context
+	rules := map[string]struct {
+		re    *regexp.Regexp
+		start *lineStart
+	}{
+		"knowledge_set": {c.KnowledgeSet.Re, c.KnowledgeSet.start},
+		"players":       {c.Players.Re, c.Players.start},
+	}
+	for dim, r := range c.Scopes {
+		rules["scopes."+dim] = struct {
+			re    *regexp.Regexp
+			start *lineStart
+		}{r.Re, r.start}
+	}
+	files, _ := filepath.Glob("testdata/replays/*.txt")
+	for name, r := range rules {
+		if r.start == nil || r.start.all {
+			t.Fatalf("context rule %s has no prefilter", name)
+		}
+		matched, skipped := 0, 0
+		for _, path := range files {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				line = strings.TrimSuffix(line, "\r")
+				admitted := r.start.admits(line)
+				if r.re.MatchString(line) {
+					matched++
+					if !admitted {
+						t.Fatalf("%s: the prefilter of rule %s rejects %q, which its regex matches", path, name, line)
+					}
+				} else if !admitted {
+					skipped++
+				}
+			}
+		}
+		if matched == 0 || skipped == 0 {
+			t.Errorf("rule %s: %d lines matched, %d skipped by the prefilter: want both", name, matched, skipped)
 		}
 	}
 }

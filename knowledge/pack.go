@@ -116,6 +116,9 @@ type ValueRule struct {
 	Default string            `yaml:"default"`
 
 	Re *regexp.Regexp `yaml:"-"`
+	// start is the bytes a line that Re matches can start with (nil: any), so
+	// that the lines of a log, which start with a time, cost no regex run.
+	start *lineStart
 }
 
 // PlayersRule extracts the players line (group "value", matched against single
@@ -129,6 +132,7 @@ type PlayersRule struct {
 
 	Re     *regexp.Regexp `yaml:"-"`
 	ItemRe *regexp.Regexp `yaml:"-"`
+	start  *lineStart     // as in ValueRule
 }
 
 // FactRules turn lines of the request's user messages into typed operations.

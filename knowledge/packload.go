@@ -341,6 +341,7 @@ func (l *packLoader) context() {
 	}
 	if r := c.KnowledgeSet; r != nil {
 		r.Re = l.compile("context.knowledge_set.regex", r.Regex, "value")
+		r.start = lineStartOf(r.Regex)
 		for _, from := range sortedKeys(r.Map) {
 			if !hasKey(p.Sets, r.Map[from]) {
 				l.fail(PackFile, "context.knowledge_set.map."+from, "names set %q, which knowledge_sets does not declare", r.Map[from])
@@ -352,6 +353,7 @@ func (l *packLoader) context() {
 	}
 	if r := c.Players; r != nil {
 		r.Re = l.compile("context.players.regex", r.Regex, "value")
+		r.start = lineStartOf(r.Regex)
 		r.ItemRe = l.compile("context.players.item", r.Item, "name", "scope")
 		if r.Dimension == "" {
 			l.fail(PackFile, "context.players.dimension", "missing (the dimension the players' scope values belong to, like factions)")
@@ -362,6 +364,7 @@ func (l *packLoader) context() {
 	for _, dim := range sortedKeys(c.Scopes) {
 		r := c.Scopes[dim]
 		r.Re = l.compile("context.scopes."+dim+".regex", r.Regex, "value")
+		r.start = lineStartOf(r.Regex)
 		if !l.isDimension(dim) {
 			l.fail(PackFile, "context.scopes."+dim, "%q is not a dimension of any of the pack's knowledge sets", dim)
 		}

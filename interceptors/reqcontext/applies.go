@@ -29,22 +29,18 @@ func Applies(ex *interceptors.Exchange, pack *knowledge.Pack) knowledge.Applicab
 	if body == nil {
 		body = ex.Body
 	}
-	limit := pack.Context.MaxBytes
-	if limit <= 0 {
-		limit = knowledge.DefaultContextMaxBytes
-	}
-	a := judge(pack, bytesView(body), limit+len("\uFEFF"), ex.Buffer)
+	a := judge(pack, bytesView(body), boundsOf(pack), ex.Buffer)
 	ex.SetValue(appliesKey{}, a)
 	return a
 }
 
 type appliesKey struct{}
 
-// judge applies the pack's rules to a request body; limit bounds the bytes of
-// each user text decoded, into buf's buffers (userTextHeads).
-func judge(pack *knowledge.Pack, body string, limit int, buf func(n int) []byte) knowledge.Applicability {
+// judge applies the pack's rules to a request body; bounds bound each user text
+// decoded, into buf's buffers (userTextHeads).
+func judge(pack *knowledge.Pack, body string, bounds headBounds, buf func(n int) []byte) knowledge.Applicability {
 	return pack.Applies(knowledge.ApplyInput{
-		UserTexts:      userTextHeads(body, limit, buf),
+		UserTexts:      userTextHeads(body, bounds, buf),
 		ClientMentions: func(s string) bool { return clientMentions(body, s) },
 		JSONMode:       IsJSONMode(body),
 	})

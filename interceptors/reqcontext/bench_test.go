@@ -56,3 +56,20 @@ func BenchmarkResolveProseNotAnAnalysis(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkResolveSampleReplay is BenchmarkResolveLargeReplay on the 24 KB sample
+// replay of factgate bench's validate mode: the context stage's cost per request
+// on the validating route, its buffers released as the proxy releases them.
+func BenchmarkResolveSampleReplay(b *testing.B) {
+	r := newResolver(b, nil)
+	body := chatBody(b, replay(b, "allied_vs_soviet.txt"), `"temperature":0.3`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ex := &interceptors.Exchange{Body: body}
+		if err := r.OnRequest(context.Background(), ex); err != nil {
+			b.Fatal(err)
+		}
+		ex.Release()
+	}
+}

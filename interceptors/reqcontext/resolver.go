@@ -33,7 +33,7 @@ type Interceptor struct {
 	route  Config
 	dims   []string          // every dimension the pack knows, sorted
 	header map[string]string // dimension -> its X-Factgate-Scope-* header name
-	limit  int               // bytes of each user text the pack's context rules read
+	bounds headBounds        // how much of each user text the pack's rules read
 }
 
 // New builds the context stage for a route. cfg holds the route's defaults (nil:
@@ -55,11 +55,7 @@ func New(cfg *Config, deps interceptors.Deps) (*Interceptor, error) {
 	for _, d := range r.dims {
 		r.header[d] = HeaderScopePrefix + strings.ToUpper(d[:1]) + d[1:]
 	}
-	r.limit = deps.Pack.Context.MaxBytes
-	if r.limit <= 0 {
-		r.limit = knowledge.DefaultContextMaxBytes
-	}
-	r.limit += len("\uFEFF") // the rules trim a byte-order mark before cutting
+	r.bounds = boundsOf(deps.Pack)
 	return r, nil
 }
 
@@ -101,7 +97,7 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 	meta := factgateMetadata(body)
 	// The heads are read in this phase only: their decoding goes in the
 	// exchange's pooled buffers.
-	heads := userTextHeads(body, r.limit, ex.Buffer)
+	heads := userTextHeads(body, r.bounds, ex.Buffer)
 	ext := knowledge.ExtractContextTexts(r.pack, heads)
 	c := &Context{Players: ext.Players}
 	var notes []string

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/factgate/factgate/knowledge"
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
@@ -28,12 +29,32 @@ func UserTexts(body []byte) []string {
 	return out
 }
 
-// userTextHeads returns the first limit bytes (at least; the context rules cut
-// again) of each user text, decoded. The strings may alias body, and a text with
-// escapes is decoded into buf(n) (a buffer with room for n bytes; nil: a new
-// one), so they must not outlive the request phase nor the buffer;
-// knowledge.ExtractContextTexts copies what it keeps.
-func userTextHeads(body string, limit int, buf func(n int) []byte) []string {
+// headBounds are how much of each user text the pack's context and apply rules
+// read: the first lines lines within the first bytes bytes.
+type headBounds struct{ bytes, lines int }
+
+// boundsOf returns the pack's head bounds, a byte-order mark included (the rules
+// trim one before cutting).
+func boundsOf(pack *knowledge.Pack) headBounds {
+	b := headBounds{bytes: pack.Context.MaxBytes, lines: pack.Context.MaxLines}
+	if b.bytes <= 0 {
+		b.bytes = knowledge.DefaultContextMaxBytes
+	}
+	if b.lines <= 0 {
+		b.lines = knowledge.DefaultContextMaxLines
+	}
+	b.bytes += len("\uFEFF")
+	return b
+}
+
+// userTextHeads returns the head of each user text within bounds (at least; the
+// rules cut again), decoded: a log's first lines are decoded, not the whole log.
+// The strings may alias body, and a text with escapes is decoded into buf(n) (a
+// buffer with room for n bytes; nil: a new one), so they must not outlive the
+// request phase nor the buffer; knowledge.ExtractContextTexts copies what it
+// keeps.
+func userTextHeads(body string, bounds headBounds, buf func(n int) []byte) []string {
+	limit := bounds.bytes
 	var out []string
 	eachUserText(body, func(raw string) bool {
 		inner := raw[1 : len(raw)-1]
@@ -52,7 +73,7 @@ func userTextHeads(body string, limit int, buf func(n int) []byte) []string {
 		} else {
 			b = make([]byte, 0, n)
 		}
-		b = rawjson.AppendUnescape(b, inner, limit)
+		b = rawjson.AppendUnescapeLines(b, inner, limit, bounds.lines)
 		out = append(out, bytesView(b))
 		return true
 	})

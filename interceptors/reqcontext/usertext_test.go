@@ -63,17 +63,33 @@ func TestUserTextHeadsMatchTheFullTexts(t *testing.T) {
 	log := replay(t, "corona_celestial_vs_allied.txt")
 	body := chatBody(t, log, "")
 	for _, limit := range []int{1, 10, 100, 4096, 1 << 20} {
-		heads := userTextHeads(string(body), limit, nil)
-		if len(heads) != 1 {
-			t.Fatalf("limit %d: %d heads", limit, len(heads))
-		}
-		ex := &interceptors.Exchange{}
-		if pooled := userTextHeads(string(body), limit, ex.Buffer); len(pooled) != 1 || pooled[0] != heads[0] {
-			t.Fatalf("limit %d: the head decoded into the exchange's buffer differs", limit)
-		}
-		ex.Release()
-		if !strings.HasPrefix(log, heads[0]) || len(heads[0]) < min(limit, len(log)) {
-			t.Fatalf("limit %d: head of %d bytes is not the first %d bytes of the text", limit, len(heads[0]), min(limit, len(log)))
+		for _, lines := range []int{1, 3, 200, 1 << 20} {
+			bounds := headBounds{bytes: limit, lines: lines}
+			heads := userTextHeads(string(body), bounds, nil)
+			if len(heads) != 1 {
+				t.Fatalf("limit %d: %d heads", limit, len(heads))
+			}
+			ex := &interceptors.Exchange{}
+			if pooled := userTextHeads(string(body), bounds, ex.Buffer); len(pooled) != 1 || pooled[0] != heads[0] {
+				t.Fatalf("limit %d, %d lines: the head decoded into the exchange's buffer differs", limit, lines)
+			}
+			ex.Release()
+			// The head is a prefix of the text that holds its first lines lines
+			// within the first limit bytes: what the rules read.
+			want := log[:min(limit, len(log))]
+			if n := strings.Count(want, "\n"); n >= lines {
+				cut := 0
+				for range lines {
+					cut += strings.IndexByte(want[cut:], '\n') + 1
+				}
+				want = want[:cut]
+			}
+			if !strings.HasPrefix(log, heads[0]) || !strings.HasPrefix(heads[0], want) {
+				t.Fatalf("limit %d, %d lines: head of %d bytes does not hold the first %d bytes of the text the rules read", limit, lines, len(heads[0]), len(want))
+			}
+			if lines < strings.Count(log, "\n") && strings.Count(heads[0], "\n") > lines {
+				t.Fatalf("limit %d, %d lines: head of %d lines decoded", limit, lines, strings.Count(heads[0], "\n"))
+			}
 		}
 	}
 }

@@ -164,6 +164,13 @@ func Unescape(s string, limit int) string {
 // buffer; limit counts the bytes appended. It appends without allocating when
 // dst has room for min(len(s), limit) + utf8.UTFMax bytes.
 func AppendUnescape(dst []byte, s string, limit int) []byte {
+	return AppendUnescapeLines(dst, s, limit, -1)
+}
+
+// AppendUnescapeLines is AppendUnescape that also stops once it has appended
+// lines newlines (lines < 0: no bound), so that reading the first lines of a long
+// text costs those lines only.
+func AppendUnescapeLines(dst []byte, s string, limit, lines int) []byte {
 	base := len(dst)
 	for i := 0; i < len(s); {
 		if limit >= 0 && len(dst)-base >= limit {
@@ -194,6 +201,9 @@ func AppendUnescape(dst []byte, s string, limit int) []byte {
 			dst = append(dst, '\f')
 		case 'n':
 			dst = append(dst, '\n')
+			if lines--; lines == 0 {
+				return dst
+			}
 		case 'r':
 			dst = append(dst, '\r')
 		case 't':
@@ -204,6 +214,11 @@ func AppendUnescape(dst []byte, s string, limit int) []byte {
 				return dst
 			}
 			dst = utf8.AppendRune(dst, r)
+			if r == '\n' {
+				if lines--; lines == 0 {
+					return dst
+				}
+			}
 			i += size
 			continue
 		default:

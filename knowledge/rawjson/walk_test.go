@@ -200,7 +200,7 @@ func FuzzWalker(f *testing.F) {
 }
 
 func FuzzUnescape(f *testing.F) {
-	for _, s := range []string{"", "plain", "Mod: corona\n玩家: 青龙 (神州)", "\"quoted\" \\ / \b\f\r\t", "😀 \u2028 \x01", string([]byte{0xff, 'a'})} {
+	for _, s := range []string{"", "plain", "Mod: corona\n玩家: 青龙 (神州)", "a\nb\n\nc\r\nd\u000ae", "\"quoted\" \\ / \b\f\r\t", "😀 \u2028 \x01", string([]byte{0xff, 'a'})} {
 		f.Add(s, 7)
 	}
 	f.Fuzz(func(t *testing.T, s string, limit int) {
@@ -226,6 +226,27 @@ func FuzzUnescape(f *testing.F) {
 		}
 		if v, ok := StringValue(raw); !ok || v != s {
 			t.Fatalf("StringValue(%s) = %q, %v", raw, v, ok)
+		}
+		// The first k lines: the text through its k-th newline (all of it when it
+		// has fewer), cut at the limit as well.
+		for k := 1; k <= 3; k++ {
+			want := s
+			for i, n := 0, 0; i < len(s); i++ {
+				if s[i] == '\n' {
+					if n++; n == k {
+						want = s[:i+1]
+						break
+					}
+				}
+			}
+			got := string(AppendUnescapeLines(nil, inner, -1, k))
+			if got != want {
+				t.Fatalf("AppendUnescapeLines(%s, -1, %d) = %q, want %q", raw, k, got, want)
+			}
+			got = string(AppendUnescapeLines(nil, inner, limit, k))
+			if short := Unescape(inner, limit); !strings.HasPrefix(want, got) || (got != want && got != short) {
+				t.Fatalf("AppendUnescapeLines(%s, %d, %d) = %q, want the shorter of %q and %q", raw, limit, k, got, want, short)
+			}
 		}
 		if n := UnescapedLen(raw); n != len(s) {
 			t.Fatalf("UnescapedLen(%s) = %d, want %d", raw, n, len(s))
