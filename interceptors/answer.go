@@ -54,6 +54,16 @@ type choiceSpans struct {
 	funcCall  span
 }
 
+// MarkValid records that Body, as it is now, is valid JSON within the proxy's
+// nesting bound (rawjson.Check passed): the readers' walk of the body then skips
+// its own validity check. An edit of Body (a new slice) forgets it.
+func (r *Response) MarkValid() {
+	if r == nil || len(r.Body) == 0 {
+		return
+	}
+	r.answer = answerSpans{body: unsafe.SliceData(r.Body), n: len(r.Body), valid: true, choices: r.answer.choices[:0]}
+}
+
 // spans returns the body's spans, walking the body when it changed since the last
 // walk.
 func (r *Response) spans() *answerSpans {

@@ -679,7 +679,7 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 			// to check, revise or relay.
 			if cerr := s.checkAnswer(resp.Body); cerr != nil {
 				resp, err = nil, cerr
-			} else if !resp.HasMessage() {
+			} else if resp.MarkValid(); !resp.HasMessage() {
 				resp, err = nil, errEmptyAnswer
 			}
 		}
