@@ -230,7 +230,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				order = [2]int{1, 0}
 			}
 			for _, i := range order {
+				before := mem.cpu()
 				r := drive(ctx, targets[i], body, *requests, *concurrency, *maxTime)
+				r.cpu = mem.cpu().since(before)
 				results[i] = append(results[i], r)
 				if i == 1 {
 					proxyServed += r.n
@@ -306,6 +308,9 @@ func printMode(w io.Writer, m benchMode, targets [2]benchTarget, results [2][]be
 		}
 		if t.check != nil {
 			fmt.Fprintf(w, "%-12s %d of %d proxy answers validated (%s: %q)\n", "", n-errs, n, validate.HeaderIssues, issues)
+		}
+		if line := cpuPerRequest(results[i]); line != "" {
+			fmt.Fprintf(w, "%-12s CPU per request: %s\n", "", line)
 		}
 	}
 	// Per-round ratios: the two targets of a round ran back to back, so drift
@@ -402,6 +407,85 @@ func (m benchMemory) line() string {
 		return fmt.Sprintf("%s %s (peak %s)", name, kBToMB(rss), kBToMB(hwm))
 	}
 	return one("proxy", m.proxyPid) + ", " + one("mock", m.mockPid)
+}
+
+// processCPUs is the CPU time (user + system) of the load driver (this process),
+// the mock and the proxy; a process that is not running apart counts in the
+// driver's.
+type processCPUs struct{ driver, mock, proxy time.Duration }
+
+// cpu reads the three processes' CPU time so far.
+func (m benchMemory) cpu() processCPUs {
+	var c processCPUs
+	c.driver, _ = processCPU(0)
+	if m.mockPid != 0 {
+		c.mock, _ = processCPU(m.mockPid)
+	}
+	if m.proxyPid != 0 {
+		c.proxy, _ = processCPU(m.proxyPid)
+	}
+	return c
+}
+
+// since is the CPU time used since before.
+func (c processCPUs) since(before processCPUs) processCPUs {
+	return processCPUs{driver: c.driver - before.driver, mock: c.mock - before.mock, proxy: c.proxy - before.proxy}
+}
+
+// cpuPerRequest renders the median over the rounds of each process's CPU time per
+// request: where the two cores went. "" when /proc could not be read.
+func cpuPerRequest(rounds []benchResult) string {
+	var driver, mock, proxy []float64
+	for _, r := range rounds {
+		if r.n == 0 || r.cpu.driver <= 0 {
+			continue
+		}
+		n := float64(r.n)
+		driver = append(driver, float64(r.cpu.driver.Microseconds())/n)
+		mock = append(mock, float64(r.cpu.mock.Microseconds())/n)
+		proxy = append(proxy, float64(r.cpu.proxy.Microseconds())/n)
+	}
+	if len(driver) == 0 {
+		return ""
+	}
+	total := median(driver) + median(mock) + median(proxy)
+	return fmt.Sprintf("load driver %.0f µs, mock %.0f µs, proxy %.0f µs (sum %.0f µs)", median(driver), median(mock), median(proxy), total)
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times: 100 on every
+// Linux architecture Go runs on.
+const clockTicks = 100
+
+// processCPU reads the user and system CPU time of a process from /proc (pid 0:
+// this process).
+func processCPU(pid int) (time.Duration, error) {
+	path := "/proc/self/stat"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/stat", pid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: the fields after it follow
+	// its closing parenthesis. utime and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New(path + ": no command name")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New(path + ": too few fields")
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
 // kBToMB turns /proc's "12345 kB" into "12.6 MB".
@@ -504,6 +588,8 @@ type benchResult struct {
 	issues   string // the first X-Factgate-Issues value seen
 	elapsed  time.Duration
 	lat      []time.Duration
+	// cpu is the CPU time each process used during the measurement.
+	cpu processCPUs
 }
 
 func (r benchResult) rps() float64 {
