@@ -850,12 +850,20 @@ const (
 )
 
 // saveTrace stores an intercepted request's trace; call it before the answer's
-// last bytes are written.
+// last bytes are written. A store in memory alone saves it in the request's
+// goroutine; one with Redis behind it in a goroutine of its own, waited for up
+// to traceSaveWait.
 func (s *Server) saveTrace(ex *interceptors.Exchange) {
 	if s.traces == nil || ex.Trace == nil {
 		return
 	}
 	ex.Trace.Do(func(t *interceptors.Trace) { t.Usage = ex.Usage })
+	if m, ok := s.traces.(memoryTraceStore); ok && m.SavesInMemory() {
+		if err := s.traces.SaveTrace(context.Background(), ex.Trace); err != nil {
+			s.log.Warn("saving trace failed", "trace_id", ex.Trace.ID, "error", err)
+		}
+		return
+	}
 	saved := make(chan struct{})
 	s.background.Add(1) // Shutdown waits for a save that outlives the answer
 	go func() {

@@ -99,6 +99,13 @@ type TraceStore interface {
 	LoadTrace(ctx context.Context, id string) ([]byte, bool, error)
 }
 
+// memoryTraceStore is a TraceStore that may say its saves never wait on I/O (no
+// Redis behind it): the proxy then saves a trace in the request's goroutine rather
+// than in one of its own that it waits for.
+type memoryTraceStore interface {
+	SavesInMemory() bool
+}
+
 // route is one configured route with its built chain.
 type route struct {
 	name string

@@ -25,7 +25,12 @@ type cacheTraces struct {
 	ttl      time.Duration
 	content  bool
 	maxBytes int
+	// inMemory reports a store without Redis: a save is a copy into memory.
+	inMemory bool
 }
+
+// SavesInMemory implements memoryTraceStore.
+func (t cacheTraces) SavesInMemory() bool { return t.inMemory }
 
 // newCacheTraces builds the trace store over shared with its own memory tier, and
 // exports that tier's metrics (factgate_traces_memory_*) on reg.
@@ -38,7 +43,8 @@ func newCacheTraces(shared cache.Cache, cfg TracesConfig, reg prometheus.Registe
 		}
 		closeFn = c.Close // the trace tier only; the shared cache closes itself
 	}
-	return cacheTraces{c: c, ttl: time.Duration(cfg.TTL), content: cfg.Content == nil || *cfg.Content, maxBytes: int(cfg.MaxBytes)}, closeFn, nil
+	_, inMemory := c.(*cache.Memory)
+	return cacheTraces{c: c, ttl: time.Duration(cfg.TTL), content: cfg.Content == nil || *cfg.Content, maxBytes: int(cfg.MaxBytes), inMemory: inMemory}, closeFn, nil
 }
 
 func traceKey(id string) string { return "trace:" + cache.HashTag(id) }

@@ -188,3 +188,36 @@ func TestShrinkTrace(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceSavedInTheRequestWithoutRedis: a trace store in memory alone says so,
+// and the proxy saves a trace in the request's goroutine (no goroutine and timer
+// per request); with Redis behind it, a save may wait on the network and runs
+// apart, the answer waiting at most traceSaveWait for it.
+func TestTraceSavedInTheRequestWithoutRedis(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig([]byte("upstreams: {u: {base_url: \"http://127.0.0.1:9/v1\"}}\nroutes: [{name: r, default: true, upstream: u}]\n"), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := s.traces.(memoryTraceStore); !ok || !m.SavesInMemory() {
+		t.Fatalf("the default trace store (%T) does not save in memory alone", s.traces)
+	}
+	url := factsRedisURL(t)
+	cfg, err = ParseConfig([]byte("upstreams: {u: {base_url: \"http://127.0.0.1:9/v1\"}}\nroutes: [{name: r, default: true, upstream: u}]\n"+
+		factsRedisCacheBlock(url, factsKeyPrefix(t, url))), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	if m, ok := s.traces.(memoryTraceStore); !ok || m.SavesInMemory() {
+		t.Fatalf("a trace store with Redis behind it (%T) claims to save in memory alone", s.traces)
+	}
+}
