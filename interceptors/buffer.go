@@ -53,7 +53,11 @@ func (l *freeList) get() *[]byte {
 }
 
 func (l *freeList) put(p *[]byte) {
-	limit := min(maxFreeBuffers, maxFreeBytes/max(cap(*p), 1))
+	l.putUpTo(p, min(maxFreeBuffers, maxFreeBytes/max(cap(*p), 1)))
+}
+
+// putUpTo keeps p when the list holds fewer than limit buffers.
+func (l *freeList) putUpTo(p *[]byte, limit int) {
 	l.mu.Lock()
 	if len(l.free) < limit {
 		l.free = append(l.free, p)
