@@ -40,12 +40,13 @@ const (
 // freeBytes is the capacity of all free buffers of all classes.
 var freeBytes atomic.Int64
 
-// freeList is one size class's free buffers.
+// freeList is a list of free buffers: one size class's, or traceScratch.
 type freeList struct {
 	mu   sync.Mutex
 	free []*[]byte
 }
 
+// get takes a free buffer, or returns nil.
 func (l *freeList) get() *[]byte {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -56,24 +57,35 @@ func (l *freeList) get() *[]byte {
 	p := l.free[n-1]
 	l.free[n-1] = nil
 	l.free = l.free[:n-1]
-	freeBytes.Add(-int64(cap(*p)))
 	return p
 }
 
-// put keeps p for the next request of its class when the bound allows it.
-func (l *freeList) put(p *[]byte) {
-	n := int64(cap(*p))
-	if freeBytes.Add(n) > maxFreeBytes {
-		freeBytes.Add(-n)
-		return
-	}
+// putUpTo keeps p when the list holds fewer than limit buffers, and reports
+// whether it did.
+func (l *freeList) putUpTo(p *[]byte, limit int) bool {
 	l.mu.Lock()
-	kept := len(l.free) < maxFreeBuffers
-	if kept {
-		l.free = append(l.free, p)
+	defer l.mu.Unlock()
+	if len(l.free) >= limit {
+		return false
 	}
-	l.mu.Unlock()
-	if !kept {
+	l.free = append(l.free, p)
+	return true
+}
+
+// getBuffer takes a free buffer of class c, or returns nil.
+func getBuffer(c int) *[]byte {
+	p := bufferPools[c].get()
+	if p != nil {
+		freeBytes.Add(-int64(cap(*p)))
+	}
+	return p
+}
+
+// putBuffer keeps p for the next request of its class when the shared bound
+// allows it.
+func putBuffer(p *[]byte) {
+	n := int64(cap(*p))
+	if freeBytes.Add(n) > maxFreeBytes || !bufferPools[sizeClass(cap(*p))].putUpTo(p, maxFreeBuffers) {
 		freeBytes.Add(-n)
 	}
 }
@@ -103,7 +115,7 @@ func (ex *Exchange) Buffer(n int) []byte {
 	if c < 0 {
 		return make([]byte, 0, n)
 	}
-	p := bufferPools[c].get()
+	p := getBuffer(c)
 	if p == nil {
 		b := make([]byte, 0, 1<<(c+minPooledShift))
 		p = &b
@@ -141,7 +153,7 @@ func (ex *Exchange) Release() {
 			}
 		}
 		*p = (*p)[:0]
-		bufferPools[sizeClass(cap(*p))].put(p)
+		putBuffer(p)
 		ex.buffers[i] = nil
 	}
 	ex.buffers = ex.buffers[:0]

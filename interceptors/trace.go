@@ -3,7 +3,6 @@ package interceptors
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -298,12 +297,4 @@ func (t *Trace) AddUpstreamAttempt(a UpstreamAttempt) {
 // AddCall appends a hidden call.
 func (t *Trace) AddCall(c Call) {
 	t.Do(func(t *Trace) { t.Calls = append(t.Calls, c) })
-}
-
-// MarshalJSON renders the trace under its lock.
-func (t *Trace) MarshalJSON() ([]byte, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	type plain Trace
-	return json.Marshal((*plain)(t))
 }
