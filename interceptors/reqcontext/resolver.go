@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -246,10 +247,22 @@ func (c *Context) describe() string {
 	b.WriteString(string(c.SetSource))
 	b.WriteString(")")
 	if c.Set != nil && c.Set.Version > 0 {
-		fmt.Fprintf(&b, " overlay v%d", c.Set.Version)
+		b.WriteString(" overlay v")
+		b.WriteString(strconv.FormatUint(c.Set.Version, 10))
 	}
 	for _, dim := range slices.Sorted(maps.Keys(c.Scopes)) {
-		fmt.Fprintf(&b, "; %s %s (%s)", dim, strings.Join(c.Scopes[dim], ","), c.ScopeSources[dim])
+		b.WriteString("; ")
+		b.WriteString(dim)
+		b.WriteByte(' ')
+		for i, v := range c.Scopes[dim] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(v)
+		}
+		b.WriteString(" (")
+		b.WriteString(string(c.ScopeSources[dim]))
+		b.WriteByte(')')
 	}
 	if len(c.Players) > 0 {
 		b.WriteString("; players")
@@ -257,7 +270,11 @@ func (c *Context) describe() string {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, " %s (%s)", p.Name, p.Scope)
+			b.WriteByte(' ')
+			b.WriteString(p.Name)
+			b.WriteString(" (")
+			b.WriteString(p.Scope)
+			b.WriteByte(')')
 		}
 	}
 	if c.Session != "" {

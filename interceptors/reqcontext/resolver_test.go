@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/factgate/factgate/knowledge"
+
 	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/interceptors"
@@ -356,5 +358,22 @@ func TestDnDPackGetsItsDefaultSet(t *testing.T) {
 	}
 	if c, _ := FromExchange(ex); c.KnowledgeSet != "dnd" || c.SetSource != SourceDefault || len(c.Scopes) != 0 {
 		t.Fatalf("%v", summary(c))
+	}
+}
+
+// The context's trace note names the set, every scope with its source, the
+// players and the session, in this form.
+func TestContextDescription(t *testing.T) {
+	t.Parallel()
+	c := &Context{
+		KnowledgeSet: "ra3", SetSource: SourceExtracted, Set: &knowledge.Set{Version: 3},
+		Scopes:       knowledge.Scopes{"maps": {"map_mp_2_rao1"}, "factions": {"盟军", "苏联"}},
+		ScopeSources: map[string]Source{"maps": SourceExtracted, "factions": SourceHeader},
+		Players:      []knowledge.Player{{Name: "PlayerA", Scope: "盟军"}, {Name: "PlayerB", Scope: "苏联"}},
+		Session:      "s1",
+	}
+	want := "context: knowledge set ra3 (extracted) overlay v3; factions 盟军,苏联 (header); maps map_mp_2_rao1 (extracted); players PlayerA (盟军), PlayerB (苏联); session s1"
+	if got := c.describe(); got != want {
+		t.Fatalf("describe() =\n%s\nwant\n%s", got, want)
 	}
 }
