@@ -408,9 +408,9 @@ func scanString[T text](s T, i int) (int, failure) {
 
 // load8 reads the eight bytes at s[i:] as a little-endian word.
 func load8[T text](s T, i int) uint64 {
-	_ = s[i+7]
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+	w := s[i : i+8] // one bounds check: the loads below need none
+	return uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
 }
 
 // special8 reports whether one of the eight bytes of v is not plain: a control
