@@ -9,8 +9,9 @@ package rawjson
 // Each method returns -1 when the text is not valid where it reads; the walk has
 // then failed (Failed) and every later call returns -1 too. The methods a
 // callback uses to read a value count for its container, so the checks hold at
-// any depth. The walker recurses only as deep as its caller's callbacks do: a
-// value they skip is checked by Check's iterative scanner.
+// any depth; a callback is only called with an offset inside the text. The
+// walker recurses only as deep as its caller's callbacks do: a value they skip is
+// checked by Check's iterative scanner.
 type Walker struct {
 	s        string
 	maxDepth int
@@ -66,6 +67,9 @@ func (w *Walker) Members(i int, fn func(key string, value int) int) int {
 			return w.fail()
 		}
 		i = skipSpace(s, i+1)
+		if i >= len(s) {
+			return w.fail()
+		}
 		var done bool
 		if i, done = w.next(i, fn(key, i), '}'); done || i < 0 {
 			return i
@@ -89,6 +93,9 @@ func (w *Walker) Elements(i int, fn func(value int) int) int {
 		return i + 1
 	}
 	for {
+		if i >= len(s) {
+			return w.fail()
+		}
 		var done bool
 		if i, done = w.next(i, fn(i), ']'); done || i < 0 {
 			return i

@@ -26,7 +26,7 @@ func walkText(s string, maxDepth int, read walkerRead) (bool, []string) {
 	var value func(i int) int
 	value = func(i int) int {
 		n++
-		if i >= len(s) || !read(n) {
+		if !read(n) {
 			return -1
 		}
 		switch s[i] {
@@ -56,6 +56,9 @@ func walkText(s string, maxDepth int, read walkerRead) (bool, []string) {
 		return -1
 	}
 	root := skipSpace(s, 0)
+	if root >= len(s) {
+		return w.End(w.Value(root)), nil
+	}
 	end := value(root)
 	if end < 0 && !w.Failed() {
 		end = w.Value(root)
