@@ -321,83 +321,102 @@ func (p *Parser) Parse(content string, req Requirement) *Claims {
 		c.invalid(fmt.Sprintf("the block is %d bytes, more than the %d allowed", c.Span.Len(), MaxBlockBytes))
 		return c
 	}
-	if !c.strictJSON() {
-		return c
+	switch {
+	case c.hasNorm:
+		// The fallback normalised the block and checked the result.
+		c.JSON = c.norm
+		p.read(c)
+	case p.readStrict(c):
+	default:
+		p.readTolerant(c)
 	}
-	root := skipSpace(c.JSON, 0)
-	if c.JSON[root] != '{' {
-		typ := jsonType(c.JSON[root:])
+	return c
+}
+
+// readStrict reads the block as written, checking it in the same walk. Valid JSON
+// holds nothing Normalize removes (comments, byte order marks and trailing commas
+// are invalid outside strings) and nests no deeper than it allows, so normalising
+// it would return the block itself. It reports false, leaving c as it was, when
+// the block is not strict JSON.
+func (p *Parser) readStrict(c *Claims) bool {
+	c.JSON = c.Block
+	if p.read(c) {
+		return true
+	}
+	c.JSON = ""
+	return false
+}
+
+// readTolerant normalises the block and reads the result, or reports why the
+// block is not valid JSON.
+func (p *Parser) readTolerant(c *Claims) {
+	norm, err := NormalizeString(c.Block)
+	if err != nil {
+		c.invalid(err.Error())
+		return
+	}
+	c.JSON = norm
+	if strings.TrimLeft(c.JSON, " \t\r\n") == "" {
+		c.invalid("the block is empty")
+		return
+	}
+	// The same text failed readStrict already.
+	if norm == c.Block || !p.read(c) {
+		// The position is in the normalised text, not the answer, so only the
+		// problem is told.
+		why := "invalid JSON" // not reached: the walk fails only where the check does
+		if err := rawjson.CheckString(c.JSON, MaxDepth); err != nil {
+			why = err.Error()
+			if se := (*rawjson.SyntaxError)(nil); errors.As(err, &se) {
+				why = se.Problem
+			}
+		}
+		c.invalid(why)
+	}
+}
+
+// read reads c.JSON, checking it in the same walk (see rawjson.Walker): the root
+// object's claim arrays, or the claims.root_not_object issue for another valid
+// root. It reports false, leaving c as it was, when c.JSON is not valid JSON
+// nested at most MaxDepth levels deep.
+func (p *Parser) read(c *Claims) bool {
+	s := c.JSON
+	st := parseState{p: p, c: c, w: rawjson.NewWalker(s, MaxDepth)}
+	root := skipSpace(s, 0)
+	if root >= len(s) || s[root] != '{' {
+		if !st.w.End(st.w.Value(root)) {
+			return false
+		}
+		typ := jsonType(s[root:])
 		c.Issues = append(c.Issues, issue(CodeRootNotObject, interceptors.Fatal, "",
 			"the claims block is a JSON "+typ+", not an object", "got", typ))
-		return c
+		return true
 	}
-	c.Valid = true
-	// Every evidence parameter follows a "|": the arena of the parameters (and of
-	// the few alternatives and confirmations) is allocated once.
-	st := parseState{p: p, c: c, strs: make([]string, 0, strings.Count(c.JSON, "|")+8)}
+	issues := c.Issues
 	scratch := evidenceScratch.Get().(*[]Evidence)
 	st.evidence = (*scratch)[:0]
+	defer st.release(scratch)
 	var seen [3]bool
 	var order arrayOrder
-	rawjson.ScanMembers(c.JSON, root, func(key string, v int) int {
+	end := st.w.Members(root, func(key string, v int) int {
 		kind, ok := kindOf(rawjson.Key(key))
 		if !ok || seen[kind] {
 			return -1
 		}
 		seen[kind] = true
-		if c.JSON[v] != '[' {
+		if s[v] != '[' {
 			return -1 // the first occurrence counts even when it is not an array
 		}
 		order.begin(kind, len(c.Issues))
 		return st.claimArray(kind, v)
 	})
+	if !st.w.End(end) {
+		c.UnitClaims, c.EventClaims, c.TimelineClaims, c.Issues = nil, nil, nil, issues
+		return false
+	}
+	c.Valid = true
 	c.Issues = order.sortIssues(c.Issues)
 	st.moveEvidence(&order)
-	if cap(st.evidence) <= maxScratchEvidence {
-		clear(st.evidence) // drop the references to this answer
-		*scratch = st.evidence[:0]
-		evidenceScratch.Put(scratch)
-	}
-	return c
-}
-
-// strictJSON sets c.JSON to the block as strict JSON. It reports false, with the
-// claims.json_invalid issue, when the block is not valid JSON even after
-// normalising.
-func (c *Claims) strictJSON() bool {
-	switch {
-	case c.hasNorm:
-		// The fallback normalised the block and checked the result.
-		c.JSON = c.norm
-		return true
-	case rawjson.ValidString(c.Block, MaxDepth):
-		// Valid JSON holds nothing Normalize removes (comments, byte order marks
-		// and trailing commas are invalid outside strings) and nests no deeper
-		// than it allows, so normalising would return the block itself.
-		c.JSON = c.Block
-		return true
-	}
-	norm, err := NormalizeString(c.Block)
-	if err != nil {
-		c.invalid(err.Error())
-		return false
-	}
-	c.JSON = norm
-	if strings.TrimLeft(c.JSON, " \t\r\n") == "" {
-		c.invalid("the block is empty")
-		return false
-	}
-	// Normalising bounded the nesting already; the check is what the walk relies
-	// on. Its position is in the normalised text, not the answer, so only the
-	// problem is told.
-	if err := rawjson.CheckString(c.JSON, MaxDepth); err != nil {
-		why := err.Error()
-		if se := (*rawjson.SyntaxError)(nil); errors.As(err, &se) {
-			why = se.Problem
-		}
-		c.invalid(why)
-		return false
-	}
 	return true
 }
 
@@ -445,12 +464,32 @@ func (o *arrayOrder) sortIssues(issues []interceptors.Issue) []interceptors.Issu
 	return out
 }
 
-// parseState holds one Parse call's shared buffers.
+// parseState holds one read's walker and shared buffers.
 type parseState struct {
 	p        *Parser
 	c        *Claims
+	w        rawjson.Walker
 	evidence []Evidence // the claims' evidence items in walk order (see moveEvidence)
-	strs     []string   // arena for parameters, alternatives and confirmations
+	strs     []string   // arena for parameters, alternatives and confirmations (see strArena)
+}
+
+// strArena returns the arena of parameters, alternatives and confirmations,
+// allocated at its first use: every evidence parameter follows a "|", so it is
+// allocated once.
+func (st *parseState) strArena() *[]string {
+	if st.strs == nil {
+		st.strs = make([]string, 0, strings.Count(st.c.JSON, "|")+8)
+	}
+	return &st.strs
+}
+
+// release returns the evidence buffer to the pool.
+func (st *parseState) release(scratch *[]Evidence) {
+	if cap(st.evidence) <= maxScratchEvidence {
+		clear(st.evidence) // drop the references to this answer
+		*scratch = st.evidence[:0]
+		evidenceScratch.Put(scratch)
+	}
 }
 
 // claimArray reads the claims array at c.JSON[at] and returns the offset just
@@ -458,7 +497,7 @@ type parseState struct {
 func (st *parseState) claimArray(kind claimKind, at int) int {
 	limit := st.p.caps[kind]
 	count := 0
-	end := rawjson.ScanElements(st.c.JSON, at, func(v int) int {
+	end := st.w.Elements(at, func(v int) int {
 		i := count
 		count++
 		if i >= limit {
@@ -533,18 +572,18 @@ func (st *parseState) readClaim(kind claimKind, i int, path string, at int) (cla
 		return f, -1
 	}
 	unit, event := kind == unitKind, kind == eventKind
-	end := rawjson.ScanMembers(s, at, func(key string, v int) int {
+	end := st.w.Members(at, func(key string, v int) int {
 		switch rawjson.Key(key) {
 		case "unitId":
-			return readField(s, v, &f.unitID, unit)
+			return st.readField(v, &f.unitID, unit)
 		case "player":
-			return readField(s, v, &f.player, unit)
+			return st.readField(v, &f.player, unit)
 		case "claim":
-			return readField(s, v, &f.claim, true)
+			return st.readField(v, &f.claim, true)
 		case "event":
-			return readField(s, v, &f.event, event)
+			return st.readField(v, &f.event, event)
 		case "evidenceLevel":
-			return readField(s, v, &f.level, true)
+			return st.readField(v, &f.level, true)
 		case "evidence":
 			if !f.first(listEvidence) {
 				return -1
@@ -581,15 +620,15 @@ func (f *claimValues) first(list uint8) bool {
 	return true
 }
 
-// readField reads the value at s[at] into *v when the claim uses the field and
-// has not met it before. It returns the offset just past the value, or -1 when it
-// left the value to the walker.
-func readField(s string, at int, v *value, used bool) int {
+// readField reads the value at c.JSON[at] into *v when the claim uses the field
+// and has not met it before. It returns the offset just past the value, or -1
+// when it left the value to the walker (or the walk failed).
+func (st *parseState) readField(at int, v *value, used bool) int {
 	if !used || v.exists() {
 		return -1
 	}
 	var end int
-	*v, end = readValue(s, at)
+	*v, end = readValue(&st.w, st.c.JSON, at)
 	return end
 }
 
@@ -695,7 +734,7 @@ func (st *parseState) evidenceList(kind claimKind, i int, claimPath string, at i
 	case '"':
 		end = st.addEvidence(kind, i, claimPath, start, at)
 	case '[':
-		end = rawjson.ScanElements(s, at, func(v int) int {
+		end = st.w.Elements(at, func(v int) int {
 			return st.addEvidence(kind, i, claimPath, start, v)
 		})
 	default:
@@ -718,10 +757,14 @@ func (st *parseState) addEvidence(kind claimKind, i int, claimPath string, start
 	isString := s[at] == '"'
 	if isString {
 		var text string
-		text, end = readString(s, at)
-		ev, err = st.p.parseEvidence(text, &st.strs)
+		if text, end = st.w.String(at); end < 0 {
+			return -1
+		}
+		ev, err = st.p.parseEvidence(text, st.strArena())
 	} else {
-		end = rawjson.ValueEnd(s, at)
+		if end = st.w.Value(at); end < 0 {
+			return -1
+		}
 		ev = Evidence{Raw: s[at:end]}
 		err = fmt.Errorf("the item is a JSON %s, not a string", jsonType(ev.Raw))
 	}
@@ -780,7 +823,7 @@ func (st *parseState) stringList(at int) ([]string, int) {
 	case '"':
 		end = st.addString(at)
 	case '[':
-		end = rawjson.ScanElements(s, at, func(v int) int {
+		end = st.w.Elements(at, func(v int) int {
 			if s[v] != '"' {
 				return -1 // other items are skipped
 			}
@@ -796,9 +839,10 @@ func (st *parseState) stringList(at int) ([]string, int) {
 // addString appends the trimmed string at c.JSON[at] to the arena unless it is
 // blank, and returns the offset just past it.
 func (st *parseState) addString(at int) int {
-	str, end := readString(st.c.JSON, at)
+	str, end := st.w.String(at)
 	if str = strings.TrimSpace(str); str != "" {
-		st.strs = append(st.strs, str)
+		arena := st.strArena()
+		*arena = append(*arena, str)
 	}
 	return end
 }

@@ -21,6 +21,17 @@ var diffSeeds = []string{
 	`{"unitClaims": {"0": {"unitId": 1}}, "eventClaims": "x", "timelineClaims": null}`,
 	`{"unitClaims": [{"alternatives": ["a", 1, " ", "b\n"], "needsConfirmation": [], "evidenceLevel": 3}]}`,
 	`{"unitClaims":[{"unitId":"\ud800","claim":"\ud83d\ude00","evidence":["\"|\\|\/"]}]}`,
+	// Read and then refused as strict JSON (a trailing comma, a missing brace).
+	`{"eventClaims": [{"event": "e", "evidence": [2]}], "unitClaims": [{"unitId": "x", "evidence": ["a|b"]}],}`,
+	`{"unitClaims": [{"unitId": 1, "evidence": ["a|b", 3]}]`,
+	// The arrays out of order, with issues in each; a comment holding bars.
+	`{"timelineClaims": [{"evidence": ["x"]}, {}, {}, {}], "eventClaims": [{"evidence": [1], "evidenceLevel": "?"}], "unitClaims": [{}]}`,
+	`{/* a|b|c */ "unitClaims": [{"unitId": 1, "evidence": ["sell|1:00|2"], "alternatives": "a|b"}]}`,
+	// Nesting at the bound and past it, in a field the parser skips.
+	`{"unitClaims": [{"x": ` + strings.Repeat("[", MaxDepth-3) + strings.Repeat("]", MaxDepth-3) + `}]}`,
+	`{"unitClaims": [{"x": ` + strings.Repeat("[", MaxDepth-2) + strings.Repeat("]", MaxDepth-2) + `}]}`,
+	`{"unitClaims": [{"evidence": [` + strings.Repeat("{\"a\":", MaxDepth-4) + `1` + strings.Repeat("}", MaxDepth-4) + `]}]}`,
+	`{"unitClaims": [{"evidence": [` + strings.Repeat("{\"a\":", MaxDepth-3) + `1` + strings.Repeat("}", MaxDepth-3) + `]}]}`,
 }
 
 // Parse reads every block as the gjson walk before it (parser_ref_test.go) did.
@@ -46,14 +57,15 @@ func TestParseAsGjsonWalk(t *testing.T) {
 	}
 }
 
-// The walk finds the members and elements gjson's ForEach finds, in order, and
-// reads every value as gjson did: its raw text, a string's decoded value, its type,
-// and a unitId.
+// The walk of valid JSON finds the members and elements gjson's ForEach finds, in
+// order, and reads every value as gjson did: its raw text, a string's decoded
+// value, its type, and a unitId.
 func checkWalkAsGjson(t *testing.T, js string) {
 	t.Helper()
+	w := rawjson.NewWalker(js, MaxDepth)
 	var walk func(at int, want gjson.Result) int
 	walk = func(at int, want gjson.Result) int {
-		got, end := readValue(js, at)
+		got, end := readValue(&w, js, at)
 		if got.raw != want.Raw || got.isString() != (want.Type == gjson.String) || got.isNumber() != (want.Type == gjson.Number) ||
 			got.text() != refTextOf(want) || got.rawText() != refRawText(want) || jsonType(got.raw) != refJSONType(want) {
 			t.Fatalf("readValue at %d = %#v, gjson %#v", at, got, want)
@@ -74,7 +86,7 @@ func checkWalkAsGjson(t *testing.T, js string) {
 		n, e := 0, end
 		switch {
 		case want.IsObject():
-			e = rawjson.ScanMembers(js, at, func(key string, v int) int {
+			e = w.Members(at, func(key string, v int) int {
 				if n >= len(vals) || rawjson.Key(key) != keys[n] {
 					t.Fatalf("member %d of %s: key %q, gjson %q", n, want.Raw, key, keys)
 				}
@@ -82,7 +94,7 @@ func checkWalkAsGjson(t *testing.T, js string) {
 				return walk(v, vals[n-1])
 			})
 		case want.IsArray():
-			e = rawjson.ScanElements(js, at, func(v int) int {
+			e = w.Elements(at, func(v int) int {
 				if n >= len(vals) {
 					t.Fatalf("elements of %s: more than gjson's %d", want.Raw, len(vals))
 				}
@@ -98,7 +110,9 @@ func checkWalkAsGjson(t *testing.T, js string) {
 		return end
 	}
 	at := skipSpace(js, 0)
-	walk(at, gjson.Parse(strings.TrimRight(js[at:], " \t\r\n")))
+	if !w.End(walk(at, gjson.Parse(strings.TrimRight(js[at:], " \t\r\n")))) {
+		t.Fatalf("the walk of valid JSON %q failed", js)
+	}
 }
 
 // The walk reads any valid JSON as gjson does (strings with escapes and

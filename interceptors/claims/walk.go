@@ -2,16 +2,17 @@ package claims
 
 import "github.com/factgate/factgate/knowledge/rawjson"
 
-// The block is read in one walk over its text (it passed rawjson's check, so the
-// walk needs no error handling of its own): rawjson.ScanMembers and ScanElements
-// visit the members and elements, and the parser reads each value it needs where it
-// finds it and hands back the offset just past it, so no level of the block is
-// scanned again to find the end of what a deeper level already read. The values the
-// parser does not read are skipped by the scanner.
+// The block is read in one walk over its text with rawjson.Walker, which checks
+// the text as it goes: the parser reads each value it needs where the walker meets
+// it and hands back the offset just past it, so no level of the block is scanned
+// again to find the end of what a deeper level already read, and no separate pass
+// checks the block first. The values the parser does not read are checked and
+// skipped by the walker. A walk that fails leaves nothing behind (see
+// Parser.read).
 //
-// Strings are decoded with rawjson.StringValue, which gives gjson's decoding of
-// valid JSON (a lone surrogate escape becomes U+FFFD, a surrogate pair one rune):
-// parser_diff_test.go compares them on every value of fuzzed blocks.
+// Strings are decoded as rawjson.StringValue decodes them, which is gjson's
+// decoding of valid JSON (a lone surrogate escape becomes U+FFFD, a surrogate pair
+// one rune): parser_diff_test.go compares them on every value of fuzzed blocks.
 
 // value is one JSON value the parser keeps: its text and, for a string, its
 // decoded value. The zero value is an absent field.
@@ -20,23 +21,21 @@ type value struct {
 	str string // a string's decoded value; "" for other values
 }
 
-// readValue reads the value starting at s[i] and returns it with the offset just
-// past it.
-func readValue(s string, i int) (value, int) {
+// readValue reads the value starting at s[i] with w and returns it with the
+// offset just past it, or the zero value and -1 when the walk failed.
+func readValue(w *rawjson.Walker, s string, i int) (value, int) {
 	if s[i] == '"' {
-		str, end := readString(s, i)
+		str, end := w.String(i)
+		if end < 0 {
+			return value{}, -1
+		}
 		return value{raw: s[i:end], str: str}, end
 	}
-	end := rawjson.ValueEnd(s, i)
+	end := w.Value(i)
+	if end < 0 {
+		return value{}, -1
+	}
 	return value{raw: s[i:end]}, end
-}
-
-// readString decodes the string whose opening quote is s[i] and returns it with
-// the offset just past its closing quote. Without escapes it aliases s.
-func readString(s string, i int) (string, int) {
-	end := rawjson.ValueEnd(s, i)
-	str, _ := rawjson.StringValue(s[i:end])
-	return str, end
 }
 
 // exists reports a field that is present.
