@@ -323,7 +323,8 @@ func (p *Parser) Parse(content string, req Requirement) *Claims {
 	}
 	switch {
 	case c.hasNorm:
-		// The fallback normalised the block and checked the result.
+		// The fallback normalised the block and checked the result, so the read
+		// cannot fail.
 		c.JSON = c.norm
 		p.read(c)
 	case p.readStrict(c):
@@ -360,19 +361,24 @@ func (p *Parser) readTolerant(c *Claims) {
 		c.invalid("the block is empty")
 		return
 	}
-	// The same text failed readStrict already.
+	// An unchanged block failed readStrict already.
 	if norm == c.Block || !p.read(c) {
-		// The position is in the normalised text, not the answer, so only the
-		// problem is told.
-		why := "invalid JSON" // not reached: the walk fails only where the check does
-		if err := rawjson.CheckString(c.JSON, MaxDepth); err != nil {
-			why = err.Error()
-			if se := (*rawjson.SyntaxError)(nil); errors.As(err, &se) {
-				why = se.Problem
-			}
-		}
-		c.invalid(why)
+		c.invalid(syntaxProblem(c.JSON))
 	}
+}
+
+// syntaxProblem says what is wrong with a text the walk refused, in
+// rawjson.CheckString's words. The position is in the normalised text, not the
+// answer, so only the problem is told.
+func syntaxProblem(s string) string {
+	err := rawjson.CheckString(s, MaxDepth)
+	if se := (*rawjson.SyntaxError)(nil); errors.As(err, &se) {
+		return se.Problem
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "invalid JSON" // not reached: the walk refuses exactly what the check does
 }
 
 // read reads c.JSON, checking it in the same walk (see rawjson.Walker): the root
@@ -392,7 +398,7 @@ func (p *Parser) read(c *Claims) bool {
 			"the claims block is a JSON "+typ+", not an object", "got", typ))
 		return true
 	}
-	issues := c.Issues
+	units, events, timeline, issues := c.UnitClaims, c.EventClaims, c.TimelineClaims, c.Issues
 	scratch := evidenceScratch.Get().(*[]Evidence)
 	st.evidence = (*scratch)[:0]
 	defer st.release(scratch)
@@ -411,7 +417,7 @@ func (p *Parser) read(c *Claims) bool {
 		return st.claimArray(kind, v)
 	})
 	if !st.w.End(end) {
-		c.UnitClaims, c.EventClaims, c.TimelineClaims, c.Issues = nil, nil, nil, issues
+		c.UnitClaims, c.EventClaims, c.TimelineClaims, c.Issues = units, events, timeline, issues
 		return false
 	}
 	c.Valid = true
@@ -439,16 +445,18 @@ func (o *arrayOrder) begin(kind claimKind, issues int) {
 	o.n++
 }
 
-// sortIssues returns the issues with each array's run in the canonical order.
+// sortIssues returns the issues with each array's run in the canonical order
+// (the issues before the first array's stay first).
 func (o *arrayOrder) sortIssues(issues []interceptors.Issue) []interceptors.Issue {
 	sorted := true
 	for k := 1; k < o.n; k++ {
 		sorted = sorted && o.kinds[k-1] < o.kinds[k]
 	}
-	if sorted || len(issues) == 0 {
+	if sorted || len(issues) == o.start[0] {
 		return issues
 	}
 	out := make([]interceptors.Issue, 0, len(issues))
+	out = append(out, issues[:o.start[0]]...)
 	for kind := range claimKind(len(claimFields)) {
 		for k := range o.n {
 			if o.kinds[k] != kind {
@@ -725,7 +733,7 @@ const maxScratchEvidence = 1024
 // string as one item. It appends the items to st.evidence and returns them (a
 // run of st.evidence, only valid until st.evidence grows: moveEvidence uses its
 // length only) and the offset just past the value; nil and -1 for another value
-// (the walker skips it).
+// (the walker checks and skips it).
 func (st *parseState) evidenceList(kind claimKind, i int, claimPath string, at int) ([]Evidence, int) {
 	s := st.c.JSON
 	start := len(st.evidence) // the list's first item
@@ -813,8 +821,8 @@ func (st *parseState) moveEvidence(order *arrayOrder) {
 
 // stringList reads an array of strings at c.JSON[at] (a lone string counts as one
 // item); blank and non-string items are skipped. It returns the strings and the
-// offset just past the value; -1 for a value that is neither (the walker skips
-// it).
+// offset just past the value; -1 for a value that is neither (the walker checks
+// and skips it).
 func (st *parseState) stringList(at int) ([]string, int) {
 	s := st.c.JSON
 	start := len(st.strs)
