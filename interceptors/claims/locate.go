@@ -119,7 +119,10 @@ func (fs *fenceScanner) next() (fence, bool) {
 		f.whole.Start = lineStart
 		f.body.Start = next
 		for fs.pos < len(s) {
-			closeStart := fs.pos
+			closeStart := fs.nextLineWith(ch)
+			if closeStart < 0 {
+				break
+			}
 			cl, after := lineAt(s, closeStart)
 			fs.pos = after
 			if closingFence(cl, ch, n) {
@@ -128,6 +131,7 @@ func (fs *fenceScanner) next() (fence, bool) {
 				return f, true
 			}
 		}
+		fs.pos = len(s)
 		f.body.End, f.whole.End = len(s), len(s)
 		if f.body.Start > len(s) {
 			f.body.Start = len(s)
@@ -135,6 +139,17 @@ func (fs *fenceScanner) next() (fence, bool) {
 		return f, true
 	}
 	return fence{}, false
+}
+
+// nextLineWith returns the start of the first line from fs.pos on that holds c,
+// or -1. Only such a line can close a fence of c, so the lines of a fence's body
+// are skipped in one memory scan, not examined one by one.
+func (fs *fenceScanner) nextLineWith(c byte) int {
+	k := strings.IndexByte(fs.s[fs.pos:], c)
+	if k < 0 {
+		return -1
+	}
+	return fs.pos + strings.LastIndexByte(fs.s[fs.pos:fs.pos+k], '\n') + 1
 }
 
 // lineAt returns the line starting at i without its "\n" (a trailing "\r" stays) and

@@ -3,11 +3,11 @@ package claims
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/tidwall/gjson"
+	"sync"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge"
@@ -321,57 +321,109 @@ func (p *Parser) Parse(content string, req Requirement) *Claims {
 		c.invalid(fmt.Sprintf("the block is %d bytes, more than the %d allowed", c.Span.Len(), MaxBlockBytes))
 		return c
 	}
-	if c.hasNorm {
+	switch {
+	case c.hasNorm:
+		// The fallback normalised the block and checked the result, so the read
+		// cannot fail.
 		c.JSON = c.norm
-	} else {
-		norm, err := NormalizeString(c.Block)
-		if err != nil {
-			c.invalid(err.Error())
-			return c
-		}
-		c.JSON = norm
-	}
-	if strings.TrimLeft(c.JSON, " \t\r\n") == "" {
-		c.invalid("the block is empty")
-		return c
-	}
-	// Normalising bounded the nesting already; the check is what the recursive
-	// gjson code below relies on. Its position is in the normalised text, not the
-	// answer, so only the problem is told.
-	if err := rawjson.CheckString(c.JSON, MaxDepth); err != nil {
-		why := err.Error()
-		if se := (*rawjson.SyntaxError)(nil); errors.As(err, &se) {
-			why = se.Problem
-		}
-		c.invalid(why)
-		return c
-	}
-	root := gjson.Parse(c.JSON)
-	if !root.IsObject() {
-		typ := jsonType(root)
-		c.Issues = append(c.Issues, issue(CodeRootNotObject, interceptors.Fatal, "",
-			"the claims block is a JSON "+typ+", not an object", "got", typ))
-		return c
-	}
-	c.Valid = true
-	// Every evidence parameter follows a "|": the arena of the parameters (and of
-	// the few alternatives and confirmations) is allocated once.
-	st := parseState{p: p, c: c, strs: make([]string, 0, strings.Count(c.JSON, "|")+8)}
-	var fields [3]string // the arrays' raw text
-	var seen [3]bool
-	for it := membersOf(root.Raw); ; {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		if kind, ok := kindOf(rawjson.Key(k)); ok && !seen[kind] {
-			fields[kind], seen[kind] = v, true
-		}
-	}
-	for kind := range fields {
-		st.claimArray(claimKind(kind), fields[kind])
+		p.read(c)
+	case p.readStrict(c):
+	default:
+		p.readTolerant(c)
 	}
 	return c
+}
+
+// readStrict reads the block as written, checking it in the same walk. Valid JSON
+// holds nothing Normalize removes (comments, byte order marks and trailing commas
+// are invalid outside strings) and nests no deeper than it allows, so normalising
+// it would return the block itself. It reports false, leaving c as it was, when
+// the block is not strict JSON.
+func (p *Parser) readStrict(c *Claims) bool {
+	c.JSON = c.Block
+	if p.read(c) {
+		return true
+	}
+	c.JSON = ""
+	return false
+}
+
+// readTolerant normalises the block and reads the result, or reports why the
+// block is not valid JSON.
+func (p *Parser) readTolerant(c *Claims) {
+	norm, err := NormalizeString(c.Block)
+	if err != nil {
+		c.invalid(err.Error())
+		return
+	}
+	c.JSON = norm
+	if strings.TrimLeft(c.JSON, " \t\r\n") == "" {
+		c.invalid("the block is empty")
+		return
+	}
+	// An unchanged block failed readStrict already.
+	if norm == c.Block || !p.read(c) {
+		c.invalid(syntaxProblem(c.JSON))
+	}
+}
+
+// syntaxProblem says what is wrong with a text the walk refused, in
+// rawjson.CheckString's words. The position is in the normalised text, not the
+// answer, so only the problem is told.
+func syntaxProblem(s string) string {
+	err := rawjson.CheckString(s, MaxDepth)
+	if se := (*rawjson.SyntaxError)(nil); errors.As(err, &se) {
+		return se.Problem
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "invalid JSON" // not reached: the walk refuses exactly what the check does
+}
+
+// read reads c.JSON, checking it in the same walk (see rawjson.Walker): the root
+// object's claim arrays, or the claims.root_not_object issue for another valid
+// root. It reports false, leaving c as it was, when c.JSON is not valid JSON
+// nested at most MaxDepth levels deep.
+func (p *Parser) read(c *Claims) bool {
+	s := c.JSON
+	st := parseState{p: p, c: c, w: rawjson.NewWalker(s, MaxDepth)}
+	root := skipSpace(s, 0)
+	if root >= len(s) || s[root] != '{' {
+		if !st.w.End(st.w.Value(root)) {
+			return false
+		}
+		typ := jsonType(s[root:])
+		c.Issues = append(c.Issues, issue(CodeRootNotObject, interceptors.Fatal, "",
+			"the claims block is a JSON "+typ+", not an object", "got", typ))
+		return true
+	}
+	units, events, timeline, issues := c.UnitClaims, c.EventClaims, c.TimelineClaims, c.Issues
+	scratch := evidenceScratch.Get().(*[]Evidence)
+	st.evidence = (*scratch)[:0]
+	defer st.release(scratch)
+	var seen [3]bool
+	var order arrayOrder
+	end := st.w.Members(root, func(key string, v int) int {
+		kind, ok := kindOf(rawjson.Key(key))
+		if !ok || seen[kind] {
+			return -1
+		}
+		seen[kind] = true
+		if s[v] != '[' {
+			return -1 // the first occurrence counts even when it is not an array
+		}
+		order.begin(kind, len(c.Issues))
+		return st.claimArray(kind, v)
+	})
+	if !st.w.End(end) {
+		c.UnitClaims, c.EventClaims, c.TimelineClaims, c.Issues = units, events, timeline, issues
+		return false
+	}
+	c.Valid = true
+	c.Issues = order.sortIssues(c.Issues)
+	st.moveEvidence(&order)
+	return true
 }
 
 func (c *Claims) invalid(reason string) {
@@ -379,127 +431,232 @@ func (c *Claims) invalid(reason string) {
 		"the claims block is not valid JSON: "+reason, "error", reason))
 }
 
-// parseState holds one Parse call's shared buffers.
+// arrayOrder remembers the order in which the walk met the claim arrays and where
+// each one's issues begin, so that the issues can be reported array by array in
+// the order unitClaims, eventClaims, timelineClaims whatever the block's order.
+type arrayOrder struct {
+	kinds [3]claimKind
+	start [3]int // offset in Claims.Issues of each array's first issue
+	n     int
+}
+
+func (o *arrayOrder) begin(kind claimKind, issues int) {
+	o.kinds[o.n], o.start[o.n] = kind, issues
+	o.n++
+}
+
+// sortIssues returns the issues with each array's run in the canonical order
+// (the issues before the first array's stay first).
+func (o *arrayOrder) sortIssues(issues []interceptors.Issue) []interceptors.Issue {
+	sorted := true
+	for k := 1; k < o.n; k++ {
+		sorted = sorted && o.kinds[k-1] < o.kinds[k]
+	}
+	if sorted || len(issues) == o.start[0] {
+		return issues
+	}
+	out := make([]interceptors.Issue, 0, len(issues))
+	out = append(out, issues[:o.start[0]]...)
+	for kind := range claimKind(len(claimFields)) {
+		for k := range o.n {
+			if o.kinds[k] != kind {
+				continue
+			}
+			end := len(issues)
+			if k+1 < o.n {
+				end = o.start[k+1]
+			}
+			out = append(out, issues[o.start[k]:end]...)
+		}
+	}
+	return out
+}
+
+// parseState holds one read's walker and shared buffers.
 type parseState struct {
 	p        *Parser
 	c        *Claims
-	evidence []Evidence // arena for the claims' evidence lists
-	strs     []string   // arena for parameters, alternatives and confirmations
+	w        rawjson.Walker
+	evidence []Evidence // the claims' evidence items in walk order (see moveEvidence)
+	strs     []string   // arena for parameters, alternatives and confirmations (see strArena)
 }
 
-func (st *parseState) claimArray(kind claimKind, arr string) {
-	if arr == "" || arr[0] != '[' {
-		return
+// strArena returns the arena of parameters, alternatives and confirmations,
+// allocated at its first use: every evidence parameter follows a "|", so it is
+// allocated once.
+func (st *parseState) strArena() *[]string {
+	if st.strs == nil {
+		st.strs = make([]string, 0, strings.Count(st.c.JSON, "|")+8)
 	}
+	return &st.strs
+}
+
+// release returns the evidence buffer to the pool.
+func (st *parseState) release(scratch *[]Evidence) {
+	if cap(st.evidence) <= maxScratchEvidence {
+		clear(st.evidence) // drop the references to this answer
+		*scratch = st.evidence[:0]
+		evidenceScratch.Put(scratch)
+	}
+}
+
+// claimArray reads the claims array at c.JSON[at] and returns the offset just
+// past it.
+func (st *parseState) claimArray(kind claimKind, at int) int {
 	limit := st.p.caps[kind]
 	count := 0
-	for it := elementsOf(arr); ; {
-		raw, ok := it.next()
-		if !ok {
-			break
-		}
-		if count < limit {
-			v := gjson.Parse(raw)
-			switch kind {
-			case unitKind:
-				if st.c.UnitClaims == nil {
-					st.c.UnitClaims = make([]UnitClaim, 0, min(limit, 16))
-				}
-				st.c.UnitClaims = append(st.c.UnitClaims, st.unitClaim(count, v))
-			case eventKind:
-				if st.c.EventClaims == nil {
-					st.c.EventClaims = make([]Claim, 0, min(limit, 16))
-				}
-				st.c.EventClaims = append(st.c.EventClaims, st.claim(kind, count, v))
-			case timelineKind:
-				if st.c.TimelineClaims == nil {
-					st.c.TimelineClaims = make([]Claim, 0, min(limit, 16))
-				}
-				st.c.TimelineClaims = append(st.c.TimelineClaims, st.claim(kind, count, v))
-			}
-		}
+	end := st.w.Elements(at, func(v int) int {
+		i := count
 		count++
-	}
+		if i >= limit {
+			return -1 // dropped: only counted
+		}
+		return st.addClaim(kind, i, v)
+	})
 	if count > limit {
 		field := claimFields[kind]
 		st.c.Issues = append(st.c.Issues, issue(CodeTruncated, interceptors.Info, field,
 			fmt.Sprintf("%s has %d claims; only the first %d are kept", field, count, limit),
 			"list", field, "count", strconv.Itoa(count), "cap", strconv.Itoa(limit)))
 	}
+	return end
 }
 
-// claimFieldsOf reads the fields of one claim object; the first occurrence of a
-// field counts.
-type claimFieldsOf struct {
-	unitID, player, claim, event, level, evidence, alternatives, confirm gjson.Result
-	has                                                                  uint8
+// addClaim reads claim i of a claims array at c.JSON[at], appends it to its list
+// and returns the offset just past it (-1 for a value it did not walk).
+func (st *parseState) addClaim(kind claimKind, i, at int) int {
+	limit := st.p.caps[kind]
+	var end int
+	switch kind {
+	case unitKind:
+		if st.c.UnitClaims == nil {
+			st.c.UnitClaims = make([]UnitClaim, 0, min(limit, 16))
+		}
+		var u UnitClaim
+		u, end = st.unitClaim(i, at)
+		st.c.UnitClaims = append(st.c.UnitClaims, u)
+	case eventKind:
+		if st.c.EventClaims == nil {
+			st.c.EventClaims = make([]Claim, 0, min(limit, 16))
+		}
+		var c Claim
+		c, end = st.claim(kind, i, at)
+		st.c.EventClaims = append(st.c.EventClaims, c)
+	case timelineKind:
+		if st.c.TimelineClaims == nil {
+			st.c.TimelineClaims = make([]Claim, 0, min(limit, 16))
+		}
+		var c Claim
+		c, end = st.claim(kind, i, at)
+		st.c.TimelineClaims = append(st.c.TimelineClaims, c)
+	}
+	return end
+}
+
+// claimValues are the fields of one claim object, read in one walk over it; the
+// first occurrence of a field counts. The lists are read where the walk meets
+// them; the other fields are kept for the claim to interpret.
+type claimValues struct {
+	unitID, player, claim, event, level value
+	evidence                            []Evidence
+	alternatives, confirm               []string
+	lists                               uint8 // the list fields met (listEvidence...)
 }
 
 const (
-	hasUnitID = 1 << iota
-	hasPlayer
-	hasClaim
-	hasEvent
-	hasLevel
-	hasEvidence
-	hasAlternatives
-	hasConfirm
+	listEvidence = 1 << iota
+	listAlternatives
+	listConfirm
 )
 
-func readClaimFields(v gjson.Result) claimFieldsOf {
-	var f claimFieldsOf
-	if !v.IsObject() {
-		return f
+// readClaim reads the fields a claim of kind uses from the claim object at
+// c.JSON[at], and returns them with the offset just past the object (-1 when the
+// claim is not an object: it then has no fields). The evidence items' issues are
+// added to c.Issues as the items are read.
+func (st *parseState) readClaim(kind claimKind, i int, path string, at int) (claimValues, int) {
+	var f claimValues
+	s := st.c.JSON
+	if s[at] != '{' {
+		return f, -1
 	}
-	for it := membersOf(v.Raw); ; {
-		k, raw, ok := it.next()
-		if !ok {
-			break
-		}
-		var slot *gjson.Result
-		var bit uint8
-		switch rawjson.Key(k) {
+	unit, event := kind == unitKind, kind == eventKind
+	end := st.w.Members(at, func(key string, v int) int {
+		switch rawjson.Key(key) {
 		case "unitId":
-			slot, bit = &f.unitID, hasUnitID
+			return st.readField(v, &f.unitID, unit)
 		case "player":
-			slot, bit = &f.player, hasPlayer
+			return st.readField(v, &f.player, unit)
 		case "claim":
-			slot, bit = &f.claim, hasClaim
+			return st.readField(v, &f.claim, true)
 		case "event":
-			slot, bit = &f.event, hasEvent
+			return st.readField(v, &f.event, event)
 		case "evidenceLevel":
-			slot, bit = &f.level, hasLevel
+			return st.readField(v, &f.level, true)
 		case "evidence":
-			slot, bit = &f.evidence, hasEvidence
+			if !f.first(listEvidence) {
+				return -1
+			}
+			var end int
+			f.evidence, end = st.evidenceList(kind, i, path, v)
+			return end
 		case "alternatives":
-			slot, bit = &f.alternatives, hasAlternatives
+			if !unit || !f.first(listAlternatives) {
+				return -1
+			}
+			var end int
+			f.alternatives, end = st.stringList(v)
+			return end
 		case "needsConfirmation":
-			slot, bit = &f.confirm, hasConfirm
-		default:
-			continue
+			if !f.first(listConfirm) {
+				return -1
+			}
+			var end int
+			f.confirm, end = st.stringList(v)
+			return end
 		}
-		if f.has&bit == 0 {
-			*slot = gjson.Parse(raw)
-			f.has |= bit
-		}
-	}
-	return f
+		return -1
+	})
+	return f, end
 }
 
-func (st *parseState) unitClaim(i int, v gjson.Result) UnitClaim {
+// first reports the first occurrence of a list field, and marks it met.
+func (f *claimValues) first(list uint8) bool {
+	if f.lists&list != 0 {
+		return false
+	}
+	f.lists |= list
+	return true
+}
+
+// readField reads the value at c.JSON[at] into *v when the claim uses the field
+// and has not met it before. It returns the offset just past the value, or -1
+// when it left the value to the walker (or the walk failed).
+func (st *parseState) readField(at int, v *value, used bool) int {
+	if !used || v.exists() {
+		return -1
+	}
+	var end int
+	*v, end = readValue(&st.w, st.c.JSON, at)
+	return end
+}
+
+// unitClaim reads unit claim i at c.JSON[at] and returns it with the offset just
+// past it.
+func (st *parseState) unitClaim(i, at int) (UnitClaim, int) {
 	p := st.p
-	f := readClaimFields(v)
 	u := UnitClaim{Path: p.claimPath(unitKind, i)}
-	if f.has&hasUnitID != 0 {
-		u.UnitIDRaw = rawText(f.unitID)
+	own := len(st.c.Issues) // the claim's level issue precedes its evidence's issues
+	f, end := st.readClaim(unitKind, i, u.Path, at)
+	if f.unitID.exists() {
+		u.UnitIDRaw = f.unitID.rawText()
 		u.UnitID, u.HasUnitID = unitID(f.unitID)
 	}
-	u.Player = strings.TrimSpace(textOf(f.player))
-	u.Claim = strings.TrimSpace(textOf(f.claim))
-	u.Level, u.LevelRaw, u.LevelKnown = st.level(u.Path, f.level, f.has&hasLevel != 0)
-	u.Evidence = st.evidenceList(unitKind, i, u.Path, f.evidence)
-	u.Alternatives = st.stringList(f.alternatives)
-	u.NeedsConfirmation = st.stringList(f.confirm)
+	u.Player = strings.TrimSpace(f.player.text())
+	u.Claim = strings.TrimSpace(f.claim.text())
+	u.Level, u.LevelRaw, u.LevelKnown = st.level(&own, u.Path, f.level)
+	u.Evidence = f.evidence
+	u.Alternatives = f.alternatives
+	u.NeedsConfirmation = f.confirm
 	if !u.HasUnitID {
 		msg := "the unit claim has no unitId"
 		if u.UnitIDRaw != "" {
@@ -515,154 +672,208 @@ func (st *parseState) unitClaim(i int, v gjson.Result) UnitClaim {
 		st.c.Issues = append(st.c.Issues, issue(CodeUnitMissingClaim, interceptors.Warning, u.Path,
 			"the unit claim does not say what the unit is (no claim)", "unit", id))
 	}
-	return u
+	return u, end
 }
 
-func (st *parseState) claim(kind claimKind, i int, v gjson.Result) Claim {
+// claim reads claim i of eventClaims or timelineClaims at c.JSON[at] and returns
+// it with the offset just past it.
+func (st *parseState) claim(kind claimKind, i, at int) (Claim, int) {
 	p := st.p
-	f := readClaimFields(v)
 	c := Claim{Path: p.claimPath(kind, i)}
-	c.Claim = strings.TrimSpace(textOf(f.claim))
-	if c.Claim == "" && kind == eventKind && f.has&hasEvent != 0 {
-		if ev := strings.TrimSpace(textOf(f.event)); ev != "" {
+	own := len(st.c.Issues) // the claim's alias and level issues precede its evidence's
+	f, end := st.readClaim(kind, i, c.Path, at)
+	c.Claim = strings.TrimSpace(f.claim.text())
+	if c.Claim == "" && kind == eventKind && f.event.exists() {
+		if ev := strings.TrimSpace(f.event.text()); ev != "" {
 			c.Claim, c.Aliased = ev, true
-			st.c.Issues = append(st.c.Issues, issue(CodeFieldAlias, interceptors.Info, c.Path,
+			st.insertIssue(&own, issue(CodeFieldAlias, interceptors.Info, c.Path,
 				`the event claim uses "event" instead of "claim"`, "alias", "event", "field", "claim"))
 		}
 	}
-	c.Level, c.LevelRaw, c.LevelKnown = st.level(c.Path, f.level, f.has&hasLevel != 0)
-	c.Evidence = st.evidenceList(kind, i, c.Path, f.evidence)
-	c.NeedsConfirmation = st.stringList(f.confirm)
-	return c
+	c.Level, c.LevelRaw, c.LevelKnown = st.level(&own, c.Path, f.level)
+	c.Evidence = f.evidence
+	c.NeedsConfirmation = f.confirm
+	return c, end
 }
 
-func (st *parseState) level(path string, v gjson.Result, exists bool) (Level, string, bool) {
+// insertIssue adds is at c.Issues[*at] and advances *at past it.
+func (st *parseState) insertIssue(at *int, is interceptors.Issue) {
+	st.c.Issues = slices.Insert(st.c.Issues, *at, is)
+	*at++
+}
+
+// level reads a claim's evidenceLevel; an unknown or missing level's issue is
+// inserted at *at.
+func (st *parseState) level(at *int, path string, v value) (Level, string, bool) {
 	raw := ""
-	if exists {
-		raw = rawText(v)
-		if v.Type == gjson.String {
-			if l, ok := st.p.ParseLevel(v.Str); ok {
+	if v.exists() {
+		raw = v.rawText()
+		if v.isString() {
+			if l, ok := st.p.ParseLevel(v.str); ok {
 				return l, raw, true
 			}
 		}
 	}
 	msg := "the claim has no evidenceLevel; treated as uncertain"
-	if exists {
+	if v.exists() {
 		msg = fmt.Sprintf("evidenceLevel %q is not one of confirmed, highly likely, possible, uncertain, ruled out; treated as uncertain", raw)
 	}
-	st.c.Issues = append(st.c.Issues, issue(CodeUnknownLevel, interceptors.Info, path, msg, "level", raw))
+	st.insertIssue(at, issue(CodeUnknownLevel, interceptors.Info, path, msg, "level", raw))
 	return Uncertain, raw, false
 }
 
-// evidenceList parses a claim's evidence array (a lone string counts as one item).
-func (st *parseState) evidenceList(kind claimKind, i int, claimPath string, v gjson.Result) []Evidence {
-	if v.Type == gjson.String {
-		return st.evidenceItems(kind, i, claimPath, v, 1)
+// evidenceScratch holds the buffers a Parse call collects the evidence items in
+// before moveEvidence copies them into an arena of their exact size.
+var evidenceScratch = sync.Pool{New: func() any { return new([]Evidence) }}
+
+// maxScratchEvidence bounds the evidence buffers kept for reuse.
+const maxScratchEvidence = 1024
+
+// evidenceList reads the evidence of claim i at c.JSON[at]: an array, or a lone
+// string as one item. It appends the items to st.evidence and returns them (a
+// run of st.evidence, only valid until st.evidence grows: moveEvidence uses its
+// length only) and the offset just past the value; nil and -1 for another value
+// (the walker checks and skips it).
+func (st *parseState) evidenceList(kind claimKind, i int, claimPath string, at int) ([]Evidence, int) {
+	s := st.c.JSON
+	start := len(st.evidence) // the list's first item
+	var end int
+	switch s[at] {
+	case '"':
+		end = st.addEvidence(kind, i, claimPath, start, at)
+	case '[':
+		end = st.w.Elements(at, func(v int) int {
+			return st.addEvidence(kind, i, claimPath, start, v)
+		})
+	default:
+		return nil, -1
 	}
-	if !v.IsArray() {
-		return nil
+	if len(st.evidence) == start {
+		return nil, end
 	}
-	n := 0
-	for it := elementsOf(v.Raw); ; n++ {
-		if _, ok := it.next(); !ok {
-			break
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	return st.evidenceItems(kind, i, claimPath, v, n)
+	return st.evidence[start:len(st.evidence):len(st.evidence)], end
 }
 
-func (st *parseState) evidenceItems(kind claimKind, i int, claimPath string, v gjson.Result, n int) []Evidence {
-	if cap(st.evidence)-len(st.evidence) < n {
-		st.evidence = make([]Evidence, 0, max(n, 32))
-	}
-	start := len(st.evidence)
-	add := func(item gjson.Result) {
-		j := len(st.evidence) - start
-		path := st.p.evidencePath(kind, i, claimPath, j)
-		var ev Evidence
-		var err error
-		if item.Type == gjson.String {
-			ev, err = st.p.parseEvidence(item.Str, &st.strs)
-		} else {
-			ev, err = Evidence{Raw: item.Raw}, fmt.Errorf("the item is a JSON %s, not a string", jsonType(item))
+// addEvidence reads the evidence item at c.JSON[at], appends it to the list that
+// starts at st.evidence[start] and returns the offset just past it.
+func (st *parseState) addEvidence(kind claimKind, i int, claimPath string, start, at int) int {
+	s := st.c.JSON
+	path := st.p.evidencePath(kind, i, claimPath, len(st.evidence)-start)
+	var ev Evidence
+	var err error
+	var end int
+	isString := s[at] == '"'
+	if isString {
+		var text string
+		if text, end = st.w.String(at); end < 0 {
+			return -1
 		}
-		ev.Path = path
-		st.evidence = append(st.evidence, ev)
-		if err != nil && (len(st.p.evidence) > 0 || item.Type != gjson.String) {
-			st.c.Issues = append(st.c.Issues, issue(CodeEvidenceUnstructured, interceptors.Info, path,
-				fmt.Sprintf("evidence %q is not structured evidence: %v", ev.Raw, err),
-				"evidence", ev.Raw, "reason", err.Error()))
-		}
-	}
-	if v.Type == gjson.String {
-		add(v)
+		ev, err = st.p.parseEvidence(text, st.strArena())
 	} else {
-		for it := elementsOf(v.Raw); ; {
-			raw, ok := it.next()
-			if !ok {
-				break
-			}
-			add(gjson.Parse(raw))
+		if end = st.w.Value(at); end < 0 {
+			return -1
 		}
+		ev = Evidence{Raw: s[at:end]}
+		err = fmt.Errorf("the item is a JSON %s, not a string", jsonType(ev.Raw))
 	}
-	return st.evidence[start:len(st.evidence):len(st.evidence)]
+	ev.Path = path
+	st.evidence = append(st.evidence, ev)
+	if err != nil && (len(st.p.evidence) > 0 || !isString) {
+		st.c.Issues = append(st.c.Issues, issue(CodeEvidenceUnstructured, interceptors.Info, path,
+			fmt.Sprintf("evidence %q is not structured evidence: %v", ev.Raw, err),
+			"evidence", ev.Raw, "reason", err.Error()))
+	}
+	return end
 }
 
-// stringList reads an array of strings (a lone string counts as one item); blank
-// and non-string items are skipped.
-func (st *parseState) stringList(v gjson.Result) []string {
-	start := len(st.strs)
-	add := func(item gjson.Result) {
-		if item.Type != gjson.String {
-			return
-		}
-		if s := strings.TrimSpace(item.Str); s != "" {
-			st.strs = append(st.strs, s)
+// moveEvidence copies the evidence items into one arena of their exact size and
+// points each claim's Evidence at its run there. The walk read the arrays in
+// order's order and each array's claims in index order, so the runs follow each
+// other in that order with the lengths the claims hold.
+func (st *parseState) moveEvidence(order *arrayOrder) {
+	if len(st.evidence) == 0 {
+		return
+	}
+	arena := make([]Evidence, len(st.evidence))
+	copy(arena, st.evidence)
+	take := func(list *[]Evidence) {
+		if n := len(*list); n > 0 {
+			*list, arena = arena[:n:n], arena[n:]
 		}
 	}
-	switch {
-	case v.Type == gjson.String:
-		add(v)
-	case v.IsArray():
-		for it := elementsOf(v.Raw); ; {
-			raw, ok := it.next()
-			if !ok {
-				break
+	for _, kind := range order.kinds[:order.n] {
+		switch kind {
+		case unitKind:
+			for i := range st.c.UnitClaims {
+				take(&st.c.UnitClaims[i].Evidence)
 			}
-			if raw[0] == '"' { // other items are skipped
-				add(gjson.Parse(raw))
+		case eventKind:
+			for i := range st.c.EventClaims {
+				take(&st.c.EventClaims[i].Evidence)
+			}
+		case timelineKind:
+			for i := range st.c.TimelineClaims {
+				take(&st.c.TimelineClaims[i].Evidence)
 			}
 		}
+	}
+}
+
+// stringList reads an array of strings at c.JSON[at] (a lone string counts as one
+// item); blank and non-string items are skipped. It returns the strings and the
+// offset just past the value; -1 for a value that is neither (the walker checks
+// and skips it).
+func (st *parseState) stringList(at int) ([]string, int) {
+	s := st.c.JSON
+	start := len(st.strs)
+	end := -1
+	switch s[at] {
+	case '"':
+		end = st.addString(at)
+	case '[':
+		end = st.w.Elements(at, func(v int) int {
+			if s[v] != '"' {
+				return -1 // other items are skipped
+			}
+			return st.addString(v)
+		})
 	}
 	if len(st.strs) == start {
-		return nil
+		return nil, end
 	}
-	return st.strs[start:len(st.strs):len(st.strs)]
+	return st.strs[start:len(st.strs):len(st.strs)], end
+}
+
+// addString appends the trimmed string at c.JSON[at] to the arena unless it is
+// blank, and returns the offset just past it.
+func (st *parseState) addString(at int) int {
+	str, end := st.w.String(at)
+	if str = strings.TrimSpace(str); str != "" {
+		arena := st.strArena()
+		*arena = append(*arena, str)
+	}
+	return end
 }
 
 // unitID reads a usable UnitId: a non-negative integer, a whole-number float, or a
 // string of decimal digits.
-func unitID(v gjson.Result) (int64, bool) {
+func unitID(v value) (int64, bool) {
 	var s string
-	switch v.Type {
-	case gjson.Number:
-		s = v.Raw
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+	switch {
+	case v.isNumber():
+		if n, err := strconv.ParseInt(v.raw, 10, 64); err == nil {
 			if n < 0 {
 				return 0, false
 			}
 			return n, true
 		}
-		f := v.Num
+		f, _ := strconv.ParseFloat(v.raw, 64) // as gjson reads numbers
 		if f >= 0 && f < 1<<53 && f == float64(int64(f)) {
 			return int64(f), true
 		}
 		return 0, false
-	case gjson.String:
-		s = strings.TrimSpace(v.Str)
+	case v.isString():
+		s = strings.TrimSpace(v.str)
 	default:
 		return 0, false
 	}
@@ -679,40 +890,6 @@ func unitID(v gjson.Result) (int64, bool) {
 		return 0, false
 	}
 	return n, true
-}
-
-// textOf returns a string value, or "" for anything else.
-func textOf(v gjson.Result) string {
-	if v.Type == gjson.String {
-		return v.Str
-	}
-	return ""
-}
-
-// rawText returns a string's value, or another value's JSON text.
-func rawText(v gjson.Result) string {
-	if v.Type == gjson.String {
-		return v.Str
-	}
-	return v.Raw
-}
-
-func jsonType(v gjson.Result) string {
-	switch {
-	case v.IsObject():
-		return "object"
-	case v.IsArray():
-		return "array"
-	}
-	switch v.Type {
-	case gjson.String:
-		return "string"
-	case gjson.Number:
-		return "number"
-	case gjson.True, gjson.False:
-		return "boolean"
-	}
-	return "null"
 }
 
 // issue builds an Issue; args are key/value pairs.

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // diffSeeds add shapes the raw walker must read as gjson did: escaped and
@@ -19,6 +21,17 @@ var diffSeeds = []string{
 	`{"unitClaims": {"0": {"unitId": 1}}, "eventClaims": "x", "timelineClaims": null}`,
 	`{"unitClaims": [{"alternatives": ["a", 1, " ", "b\n"], "needsConfirmation": [], "evidenceLevel": 3}]}`,
 	`{"unitClaims":[{"unitId":"\ud800","claim":"\ud83d\ude00","evidence":["\"|\\|\/"]}]}`,
+	// Read and then refused as strict JSON (a trailing comma, a missing brace).
+	`{"eventClaims": [{"event": "e", "evidence": [2]}], "unitClaims": [{"unitId": "x", "evidence": ["a|b"]}],}`,
+	`{"unitClaims": [{"unitId": 1, "evidence": ["a|b", 3]}]`,
+	// The arrays out of order, with issues in each; a comment holding bars.
+	`{"timelineClaims": [{"evidence": ["x"]}, {}, {}, {}], "eventClaims": [{"evidence": [1], "evidenceLevel": "?"}], "unitClaims": [{}]}`,
+	`{/* a|b|c */ "unitClaims": [{"unitId": 1, "evidence": ["sell|1:00|2"], "alternatives": "a|b"}]}`,
+	// Nesting at the bound and past it, in a field the parser skips.
+	`{"unitClaims": [{"x": ` + strings.Repeat("[", MaxDepth-3) + strings.Repeat("]", MaxDepth-3) + `}]}`,
+	`{"unitClaims": [{"x": ` + strings.Repeat("[", MaxDepth-2) + strings.Repeat("]", MaxDepth-2) + `}]}`,
+	`{"unitClaims": [{"evidence": [` + strings.Repeat("{\"a\":", MaxDepth-4) + `1` + strings.Repeat("}", MaxDepth-4) + `]}]}`,
+	`{"unitClaims": [{"evidence": [` + strings.Repeat("{\"a\":", MaxDepth-3) + `1` + strings.Repeat("}", MaxDepth-3) + `]}]}`,
 }
 
 // Parse reads every block as the gjson walk before it (parser_ref_test.go) did.
@@ -44,54 +57,82 @@ func TestParseAsGjsonWalk(t *testing.T) {
 	}
 }
 
-// The walkers find the members and elements gjson's ForEach finds.
+// The walk of valid JSON finds the members and elements gjson's ForEach finds, in
+// order, and reads every value as gjson did: its raw text, a string's decoded
+// value, its type, and a unitId.
 func checkWalkAsGjson(t *testing.T, js string) {
 	t.Helper()
-	var walk func(v gjson.Result)
-	walk = func(v gjson.Result) {
-		switch {
-		case v.IsObject():
-			it := membersOf(v.Raw)
-			v.ForEach(func(k, val gjson.Result) bool {
-				key, raw, ok := it.next()
-				if !ok || k.Str != keyText(key) || raw != val.Raw {
-					t.Fatalf("members of %s: got %q %q %v, gjson %q %q", v.Raw, key, raw, ok, k.Str, val.Raw)
-				}
-				if pv := gjson.Parse(raw); pv.Type != val.Type || pv.Str != val.Str || pv.Num != val.Num || pv.Raw != val.Raw {
-					t.Fatalf("gjson.Parse(%q) = %#v, ForEach gave %#v", raw, pv, val)
-				}
-				walk(val)
-				return true
-			})
-			if key, raw, ok := it.next(); ok {
-				t.Fatalf("members of %s: extra %q %q", v.Raw, key, raw)
-			}
-		case v.IsArray():
-			it := elementsOf(v.Raw)
-			v.ForEach(func(_, val gjson.Result) bool {
-				raw, ok := it.next()
-				if !ok || raw != val.Raw {
-					t.Fatalf("elements of %s: got %q %v, gjson %q", v.Raw, raw, ok, val.Raw)
-				}
-				if pv := gjson.Parse(raw); pv.Type != val.Type || pv.Str != val.Str || pv.Num != val.Num || pv.Raw != val.Raw {
-					t.Fatalf("gjson.Parse(%q) = %#v, ForEach gave %#v", raw, pv, val)
-				}
-				walk(val)
-				return true
-			})
-			if raw, ok := it.next(); ok {
-				t.Fatalf("elements of %s: extra %q", v.Raw, raw)
-			}
+	w := rawjson.NewWalker(js, MaxDepth)
+	var walk func(at int, want gjson.Result) int
+	walk = func(at int, want gjson.Result) int {
+		got, end := readValue(&w, js, at)
+		if got.raw != want.Raw || got.isString() != (want.Type == gjson.String) || got.isNumber() != (want.Type == gjson.Number) ||
+			got.text() != refTextOf(want) || got.rawText() != refRawText(want) || jsonType(got.raw) != refJSONType(want) {
+			t.Fatalf("readValue at %d = %#v, gjson %#v", at, got, want)
 		}
+		if id, ok := unitID(got); id != 0 || ok {
+			if wid, wok := refUnitID(want); id != wid || ok != wok {
+				t.Fatalf("unitID(%s) = %d %v, gjson %d %v", got.raw, id, ok, wid, wok)
+			}
+		} else if _, wok := refUnitID(want); wok {
+			t.Fatalf("unitID(%s) fails, gjson reads it", got.raw)
+		}
+		var keys []string
+		var vals []gjson.Result
+		want.ForEach(func(k, v gjson.Result) bool {
+			keys, vals = append(keys, k.Str), append(vals, v)
+			return true
+		})
+		n, e := 0, end
+		switch {
+		case want.IsObject():
+			e = w.Members(at, func(key string, v int) int {
+				if n >= len(vals) || rawjson.Key(key) != keys[n] {
+					t.Fatalf("member %d of %s: key %q, gjson %q", n, want.Raw, key, keys)
+				}
+				n++
+				return walk(v, vals[n-1])
+			})
+		case want.IsArray():
+			e = w.Elements(at, func(v int) int {
+				if n >= len(vals) {
+					t.Fatalf("elements of %s: more than gjson's %d", want.Raw, len(vals))
+				}
+				n++
+				return walk(v, vals[n-1])
+			})
+		default:
+			vals = nil
+		}
+		if n != len(vals) || e != end {
+			t.Fatalf("walk of %s: %d values ending at %d, gjson %d ending at %d", want.Raw, n, e, len(vals), end)
+		}
+		return end
 	}
-	walk(gjson.Parse(js))
+	at := skipSpace(js, 0)
+	if !w.End(walk(at, gjson.Parse(strings.TrimRight(js[at:], " \t\r\n")))) {
+		t.Fatalf("the walk of valid JSON %q failed", js)
+	}
 }
 
-func keyText(raw string) string {
-	if strings.IndexByte(raw, '\\') < 0 {
-		return raw
+// The walk reads any valid JSON as gjson does (strings with escapes and
+// surrogates above all).
+func FuzzWalkAsGjson(f *testing.F) {
+	for _, s := range diffSeeds {
+		f.Add(s)
 	}
-	return gjson.Parse(`"` + raw + `"`).Str
+	for _, s := range []string{
+		`"\ud83d\ude00"`, `"\ud800\u0041"`, `"\udc00\ud800"`, `"\ud800"`, `"\ud800\ud800\udc00"`, `"a\u00e9\n\t\"\\\/\b\f\r"`,
+		"\"\xff\xc3\\u0000\"", `[-0, 1e400, -1e-400, 12345678901234567890, 9007199254740993, 1.5E+2, true, false, null]`,
+		`{"a\u0000b": {"": []}, "\ud800": "\ud800\u002f"}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, js string) {
+		if rawjson.ValidString(js, MaxDepth) {
+			checkWalkAsGjson(t, js)
+		}
+	})
 }
 
 func FuzzParseAsGjsonWalk(f *testing.F) {

@@ -73,7 +73,7 @@ func (p *Parser) refParse(content string, req Requirement) *Claims {
 	}
 	root := gjson.Parse(c.JSON)
 	if !root.IsObject() {
-		typ := jsonType(root)
+		typ := refJSONType(root)
 		c.Issues = append(c.Issues, issue(CodeRootNotObject, interceptors.Fatal, "",
 			"the claims block is a JSON "+typ+", not an object", "got", typ))
 		return c
@@ -167,11 +167,11 @@ func (st *refState) unitClaim(i int, v gjson.Result) UnitClaim {
 	f := refReadClaimFields(v)
 	u := UnitClaim{Path: p.claimPath(unitKind, i)}
 	if f.has&hasUnitID != 0 {
-		u.UnitIDRaw = rawText(f.unitID)
-		u.UnitID, u.HasUnitID = unitID(f.unitID)
+		u.UnitIDRaw = refRawText(f.unitID)
+		u.UnitID, u.HasUnitID = refUnitID(f.unitID)
 	}
-	u.Player = strings.TrimSpace(textOf(f.player))
-	u.Claim = strings.TrimSpace(textOf(f.claim))
+	u.Player = strings.TrimSpace(refTextOf(f.player))
+	u.Claim = strings.TrimSpace(refTextOf(f.claim))
 	u.Level, u.LevelRaw, u.LevelKnown = st.level(u.Path, f.level, f.has&hasLevel != 0)
 	u.Evidence = st.evidenceList(unitKind, i, u.Path, f.evidence)
 	u.Alternatives = st.stringList(f.alternatives)
@@ -198,9 +198,9 @@ func (st *refState) claim(kind claimKind, i int, v gjson.Result) Claim {
 	p := st.p
 	f := refReadClaimFields(v)
 	c := Claim{Path: p.claimPath(kind, i)}
-	c.Claim = strings.TrimSpace(textOf(f.claim))
+	c.Claim = strings.TrimSpace(refTextOf(f.claim))
 	if c.Claim == "" && kind == eventKind && f.has&hasEvent != 0 {
-		if ev := strings.TrimSpace(textOf(f.event)); ev != "" {
+		if ev := strings.TrimSpace(refTextOf(f.event)); ev != "" {
 			c.Claim, c.Aliased = ev, true
 			st.c.Issues = append(st.c.Issues, issue(CodeFieldAlias, interceptors.Info, c.Path,
 				`the event claim uses "event" instead of "claim"`, "alias", "event", "field", "claim"))
@@ -215,7 +215,7 @@ func (st *refState) claim(kind claimKind, i int, v gjson.Result) Claim {
 func (st *refState) level(path string, v gjson.Result, exists bool) (Level, string, bool) {
 	raw := ""
 	if exists {
-		raw = rawText(v)
+		raw = refRawText(v)
 		if v.Type == gjson.String {
 			if l, ok := st.p.ParseLevel(v.Str); ok {
 				return l, raw, true
@@ -259,7 +259,7 @@ func (st *refState) evidenceItems(kind claimKind, i int, claimPath string, v gjs
 		if item.Type == gjson.String {
 			ev, err = st.p.parseEvidence(item.Str, &st.strs)
 		} else {
-			ev, err = Evidence{Raw: item.Raw}, fmt.Errorf("the item is a JSON %s, not a string", jsonType(item))
+			ev, err = Evidence{Raw: item.Raw}, fmt.Errorf("the item is a JSON %s, not a string", refJSONType(item))
 		}
 		ev.Path = path
 		st.evidence = append(st.evidence, ev)
@@ -299,4 +299,96 @@ func (st *refState) stringList(v gjson.Result) []string {
 		return nil
 	}
 	return st.strs[start:len(st.strs):len(st.strs)]
+}
+
+// The gjson helpers the parser used before it read the block with its own walk.
+
+// claimFieldsOf reads the fields of one claim object; the first occurrence of a
+// field counts.
+type claimFieldsOf struct {
+	unitID, player, claim, event, level, evidence, alternatives, confirm gjson.Result
+	has                                                                  uint8
+}
+
+const (
+	hasUnitID = 1 << iota
+	hasPlayer
+	hasClaim
+	hasEvent
+	hasLevel
+	hasEvidence
+	hasAlternatives
+	hasConfirm
+)
+
+// refUnitID reads a usable UnitId: a non-negative integer, a whole-number float,
+// or a string of decimal digits.
+func refUnitID(v gjson.Result) (int64, bool) {
+	var s string
+	switch v.Type {
+	case gjson.Number:
+		s = v.Raw
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			if n < 0 {
+				return 0, false
+			}
+			return n, true
+		}
+		f := v.Num
+		if f >= 0 && f < 1<<53 && f == float64(int64(f)) {
+			return int64(f), true
+		}
+		return 0, false
+	case gjson.String:
+		s = strings.TrimSpace(v.Str)
+	default:
+		return 0, false
+	}
+	if s == "" {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// refTextOf returns a string value, or "" for anything else.
+func refTextOf(v gjson.Result) string {
+	if v.Type == gjson.String {
+		return v.Str
+	}
+	return ""
+}
+
+// refRawText returns a string's value, or another value's JSON text.
+func refRawText(v gjson.Result) string {
+	if v.Type == gjson.String {
+		return v.Str
+	}
+	return v.Raw
+}
+
+func refJSONType(v gjson.Result) string {
+	switch {
+	case v.IsObject():
+		return "object"
+	case v.IsArray():
+		return "array"
+	}
+	switch v.Type {
+	case gjson.String:
+		return "string"
+	case gjson.Number:
+		return "number"
+	case gjson.True, gjson.False:
+		return "boolean"
+	}
+	return "null"
 }

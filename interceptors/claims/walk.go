@@ -2,108 +2,84 @@ package claims
 
 import "github.com/factgate/factgate/knowledge/rawjson"
 
-// The block's arrays and objects are walked with rawjson's scanner (the block
-// passed rawjson.CheckString): each value's raw text is found once, by a scan that
-// decodes nothing, and only the values the parser reads are then decoded with
-// gjson.Parse. gjson's ForEach decoded every member (and skipped each object
-// element twice: once to find its end, once to read its fields).
+// The block is read in one walk over its text with rawjson.Walker, which checks
+// the text as it goes: the parser reads each value it needs where the walker meets
+// it and hands back the offset just past it, so no level of the block is scanned
+// again to find the end of what a deeper level already read, and no separate pass
+// checks the block first. The values the parser does not read are checked and
+// skipped by the walker. A walk that fails leaves nothing behind (see
+// Parser.read).
+//
+// Strings are decoded as rawjson.StringValue decodes them, which is gjson's
+// decoding of valid JSON (a lone surrogate escape becomes U+FFFD, a surrogate pair
+// one rune): parser_diff_test.go compares them on every value of fuzzed blocks.
 
-// elements iterates the elements of a valid JSON array, in order.
-type elements struct {
-	s string
-	i int // offset of the next element, or -1
+// value is one JSON value the parser keeps: its text and, for a string, its
+// decoded value. The zero value is an absent field.
+type value struct {
+	raw string // the JSON text; "" when absent
+	str string // a string's decoded value; "" for other values
 }
 
-func elementsOf(arr string) elements {
-	i := skipSpace(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return elements{i: -1}
+// readValue reads the value starting at s[i] with w and returns it with the
+// offset just past it, or the zero value and -1 when the walk failed.
+func readValue(w *rawjson.Walker, s string, i int) (value, int) {
+	if s[i] == '"' {
+		str, end := w.String(i)
+		if end < 0 {
+			return value{}, -1
+		}
+		return value{raw: s[i:end], str: str}, end
 	}
-	i = skipSpace(arr, i+1)
-	if i >= len(arr) || arr[i] == ']' {
-		return elements{i: -1}
+	end := w.Value(i)
+	if end < 0 {
+		return value{}, -1
 	}
-	return elements{s: arr, i: i}
+	return value{raw: s[i:end]}, end
 }
 
-// next returns the next element's raw text; false at the end.
-func (it *elements) next() (string, bool) {
-	if it.i < 0 {
-		return "", false
+// exists reports a field that is present.
+func (v value) exists() bool { return v.raw != "" }
+
+// isString reports a JSON string.
+func (v value) isString() bool { return v.raw != "" && v.raw[0] == '"' }
+
+// text returns a string's value, or "" for anything else.
+func (v value) text() string { return v.str }
+
+// rawText returns a string's value, or another value's JSON text.
+func (v value) rawText() string {
+	if v.isString() {
+		return v.str
 	}
-	e := rawjson.ValueEnd(it.s, it.i)
-	if e < 0 {
-		it.i = -1
-		return "", false
-	}
-	v := it.s[it.i:e]
-	it.i = after(it.s, e)
-	return v, true
+	return v.raw
 }
 
-// members iterates the members of a valid JSON object, in order, duplicates
-// included.
-type members struct {
-	s string
-	i int // offset of the next key's opening quote, or -1
+// jsonType names the type of the valid JSON value raw (white space may precede
+// it) as the issues do: object, array, string, number, boolean or null.
+func jsonType(raw string) string {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) {
+		return "null"
+	}
+	switch raw[i] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
 }
 
-func membersOf(obj string) members {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return members{i: -1}
-	}
-	i = skipSpace(obj, i+1)
-	if i >= len(obj) || obj[i] != '"' {
-		return members{i: -1}
-	}
-	return members{s: obj, i: i}
-}
-
-// next returns the next member's key as written (without its quotes, escapes
-// kept: decode it with rawjson.Key) and its value's raw text; false at the end.
-func (it *members) next() (key, value string, ok bool) {
-	if it.i < 0 {
-		return "", "", false
-	}
-	s := it.s
-	ke := rawjson.ValueEnd(s, it.i)
-	if ke < 0 {
-		it.i = -1
-		return "", "", false
-	}
-	key = s[it.i+1 : ke-1]
-	i := skipSpace(s, ke)
-	if i >= len(s) || s[i] != ':' {
-		it.i = -1
-		return "", "", false
-	}
-	i = skipSpace(s, i+1)
-	ve := rawjson.ValueEnd(s, i)
-	if ve < 0 {
-		it.i = -1
-		return "", "", false
-	}
-	value = s[i:ve]
-	it.i = after(s, ve)
-	if it.i >= 0 && s[it.i] != '"' {
-		it.i = -1
-	}
-	return key, value, true
-}
-
-// after returns the offset of the value after the separator that follows offset e,
-// or -1 when the container ends there.
-func after(s string, e int) int {
-	i := skipSpace(s, e)
-	if i >= len(s) || s[i] != ',' {
-		return -1
-	}
-	i = skipSpace(s, i+1)
-	if i >= len(s) {
-		return -1
-	}
-	return i
+// isNumber reports a JSON number.
+func (v value) isNumber() bool {
+	return v.raw != "" && (v.raw[0] == '-' || '0' <= v.raw[0] && v.raw[0] <= '9')
 }
 
 func skipSpace(s string, i int) int {
