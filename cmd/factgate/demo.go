@@ -170,6 +170,9 @@ func (d *demo) run(ctx context.Context, w io.Writer) error {
 	fmt.Fprintf(w, "   usage: prompt %d, completion %d, total %d\n", resp.Usage.PromptTokens, resp.Usage.CompletionTokens, resp.Usage.TotalTokens)
 	fmt.Fprintf(w, "   X-Factgate-Overhead: %s   (time spent in the proxy, upstream excluded)\n", d.hdrs.Get("X-Factgate-Overhead"))
 	fmt.Fprintf(w, "   x-request-id from the upstream: %s\n", d.hdrs.Get("X-Request-Id"))
+	if err := d.mock.WaitIdle(5 * time.Second); err != nil {
+		return err // the mock records a request once its answer is written
+	}
 	if recs := d.mock.Requests(); len(recs) > 0 {
 		last := recs[len(recs)-1]
 		fmt.Fprintf(w, "   the upstream received model %q: the route rewrote only that field\n", modelOf(last.Body))
@@ -252,6 +255,9 @@ func (d *demo) runInjection(ctx context.Context, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "   resolved from the log's header lines: knowledge set %s, factions %s (player order), map %s\n",
 		gjson.GetBytes(tr, "knowledge_set").Str, joinJSON(gjson.GetBytes(tr, "scopes.factions")), joinJSON(gjson.GetBytes(tr, "scopes.maps")))
+	if err := d.mock.WaitIdle(5 * time.Second); err != nil {
+		return err // the mock records a request once its answer is written
+	}
 	recs := d.mock.Requests()
 	if len(recs) == 0 {
 		return errors.New("the mock upstream recorded no request")

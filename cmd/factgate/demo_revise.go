@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
 	"github.com/tidwall/gjson"
@@ -74,6 +75,11 @@ func (d *demo) runRevision(ctx context.Context, w io.Writer) error {
 			{Role: "user", Content: demoAsk + "\n" + demoReplay},
 		},
 	}
+	// The records of the earlier sections' requests may still be on their way:
+	// the mock records a request once its answer is written.
+	if err := d.mock.WaitIdle(5 * time.Second); err != nil {
+		return err
+	}
 	before := len(d.mock.Requests())
 	resp, err := d.client().CreateChatCompletion(ctx, req)
 	if err != nil {
@@ -85,8 +91,9 @@ func (d *demo) runRevision(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	recs := d.mock.Requests()[before:]
-	if len(recs) < 2 {
+	all, err := d.mock.WaitFor(before+2, 5*time.Second)
+	recs := all[before:]
+	if err != nil || len(recs) < 2 {
 		return fmt.Errorf("the mock upstream saw %d calls, want the draft and a revision", len(recs))
 	}
 

@@ -635,3 +635,34 @@ func TestWaitForStartedSeesARequestInFlight(t *testing.T) {
 		t.Fatal("Reset kept the started count")
 	}
 }
+
+// WaitIdle returns once every request that reached the mock is finished and
+// recorded, and times out while one is still in flight.
+func TestWaitIdleWaitsForTheRequestsInFlight(t *testing.T) {
+	t.Parallel()
+	s := startMock(t, &Script{Default: &Answer{Content: "late", Latency: time.Minute}}, Options{Record: true})
+	if err := s.WaitIdle(10 * time.Millisecond); err != nil {
+		t.Fatalf("WaitIdle with no request: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(chatBody("m", "q", false)))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	if err := s.WaitForStarted(1, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitIdle(50 * time.Millisecond); !errors.Is(err, ErrWaitTimeout) {
+		t.Fatalf("WaitIdle with a request in flight: %v, want a timeout", err)
+	}
+	cancel()
+	if err := s.WaitIdle(10 * time.Second); err != nil {
+		t.Fatalf("WaitIdle after the request ended: %v", err)
+	}
+	if n := len(s.Requests()); n != 1 {
+		t.Fatalf("%d records after WaitIdle, want the one request", n)
+	}
+}

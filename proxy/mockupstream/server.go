@@ -265,6 +265,24 @@ func (s *Server) WaitForStarted(n int, timeout time.Duration) error {
 	return s.waitUntil(&s.started, n, timeout, "started")
 }
 
+// WaitIdle waits until every request that reached the server since the last
+// Reset has finished (and is recorded, when Options.Record is set), or timeout
+// passes (then ErrWaitTimeout, wrapped with the counts). A request is recorded
+// once its answer is written, so a client can have its answer before the record
+// exists: count the records after WaitIdle, not right after an answer.
+func (s *Server) WaitIdle(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		started := s.started.Load()
+		if err := s.waitUntil(&s.finished, int(started), time.Until(deadline), "finished"); err != nil {
+			return err
+		}
+		if s.started.Load() == started {
+			return nil
+		}
+	}
+}
+
 // waitUntil waits until count reaches n or timeout passes.
 func (s *Server) waitUntil(count *atomic.Int64, n int, timeout time.Duration, what string) error {
 	s.waiters.Add(1)
