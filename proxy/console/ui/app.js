@@ -8,7 +8,15 @@ import * as trace from './trace.js';
 import * as experiments from './experiments.js';
 import * as knowledge from './knowledge.js';
 
-const state = { session: null, cleanup: null, first: true };
+// view counts the views shown: a view's pending work (a fetch that resolves after
+// the reader moved on) checks ctx.alive() before it touches the page or the URL.
+const state = { session: null, cleanup: null, first: true, view: 0 };
+
+// leaveView ends the current view: its cleanup runs and its ctx.alive() turns false.
+function leaveView() {
+  state.view++;
+  if (state.cleanup) { state.cleanup(); state.cleanup = null; }
+}
 
 async function boot() {
   const sel = document.getElementById('lang');
@@ -62,7 +70,7 @@ async function logout() {
 }
 
 function showLogin() {
-  if (state.cleanup) { state.cleanup(); state.cleanup = null; }
+  leaveView();
   const main = clear(document.getElementById('main'));
   const err = h('p', { class: 'error', role: 'alert' });
   const input = h('input', { id: 'login-key', type: 'password', autocomplete: 'current-password', required: true, spellcheck: 'false' });
@@ -103,7 +111,7 @@ function setCurrent(page) {
 function route() {
   // In-page anchors (#main) are not views.
   if (location.hash && !location.hash.startsWith('#/')) return;
-  if (state.cleanup) { state.cleanup(); state.cleanup = null; }
+  leaveView();
   const [path, qs] = location.hash.replace(/^#/, '').split('?');
   const parts = path.split('/').filter(Boolean);
   const page = parts[0] || 'requests';
@@ -112,20 +120,24 @@ function route() {
     return;
   }
   const main = clear(document.getElementById('main'));
+  const view = state.view;
   const ctx = {
     main,
     session: state.session,
     params: new URLSearchParams(qs || ''),
-    onCleanup: (fn) => { state.cleanup = fn; },
+    // A view left before it registered its cleanup has it run at once.
+    onCleanup: (fn) => { if (state.view === view) state.cleanup = fn; else fn(); },
+    // alive reports that this view is still the one shown.
+    alive: () => state.view === view,
   };
   const views = { requests, trace, experiments, knowledge };
-  const view = views[page];
+  const shown = views[page];
   setCurrent(page === 'trace' ? 'requests' : page);
-  if (!view) {
+  if (!shown) {
     add(main, h('h1', { text: t('notFound') }));
     return;
   }
-  view.render(ctx, parts.slice(1).map(decodeURIComponent));
+  shown.render(ctx, parts.slice(1).map(decodeURIComponent));
   if (!state.first) {
     // Move focus to the new view for keyboard and screen reader users.
     main.focus({ preventScroll: false });

@@ -16,9 +16,10 @@ export async function render(ctx) {
   try {
     rep = await api('/factgate/v1/experiments');
   } catch (e) {
-    add(main, h('p', { class: 'error', role: 'alert', text: e.message }));
+    if (ctx.alive()) add(main, h('p', { class: 'error', role: 'alert', text: e.message }));
     return;
   }
+  if (!ctx.alive()) return; // the reader moved on while the report loaded
   if (!rep.experiments.length) {
     add(main, h('p', { class: 'card', text: t('exp.none') }));
     return;

@@ -15,9 +15,10 @@ export async function render(ctx) {
   try {
     info = await api('/factgate/v1/knowledge');
   } catch (e) {
-    add(main, h('p', { class: 'error', role: 'alert', text: e.message }));
+    if (ctx.alive()) add(main, h('p', { class: 'error', role: 'alert', text: e.message }));
     return;
   }
+  if (!ctx.alive()) return; // the reader moved on while the sets loaded
   const state = { info, set: null, data: null, scope: params.get('scope') || '', tag: params.get('tag') || '', q: params.get('q') || '' };
   const setName = params.get('set') || (info.sets.find((s) => s.default) || info.sets[0] || {}).name;
 
@@ -61,6 +62,7 @@ export async function render(ctx) {
       add(clear(list), h('p', { class: 'error', role: 'alert', text: e.message }));
       return;
     }
+    if (!ctx.alive()) return;
     const d = state.data;
     add(clear(scopeSel), h('option', { value: '', text: t('kn.allScopes') }),
       ...d.scopes.map((sc) => h('option', { value: scopeKey(sc), text: scopeLabel(sc), selected: scopeKey(sc) === state.scope })));
@@ -100,7 +102,7 @@ export async function render(ctx) {
     }
     count.textContent = t('kn.count', { n: shown });
     const q2 = query({ set: state.set, scope: state.scope, tag: state.tag, q: state.q });
-    history.replaceState(null, '', '#/knowledge' + q2);
+    if (ctx.alive()) history.replaceState(null, '', '#/knowledge' + q2);
   }
 
   if (setName) await loadSet(setName);

@@ -99,6 +99,7 @@ export function render(ctx) {
     status.textContent = t('loading');
     try {
       const data = await api('/factgate/v1/requests' + query(params));
+      if (!ctx.alive()) return;
       if (!append) clear(tbody);
       for (const r of data.requests) {
         add(tbody, row(r, false));
@@ -117,6 +118,9 @@ export function render(ctx) {
 
   function connect() {
     if (source) source.close();
+    source = null;
+    // A list that loaded after the reader left opens no feed: nothing would close it.
+    if (!ctx.alive()) return;
     const latest = tbody.firstElementChild ? tbody.firstElementChild.dataset.seq : '';
     source = new EventSource('/factgate/v1/requests/stream' + query({ ...filters, after: latest }));
     let burst = 0;
@@ -134,7 +138,7 @@ export function render(ctx) {
 
   function apply() {
     const q = query(Object.fromEntries(FILTERS.map((k) => [k, filters[k]])));
-    history.replaceState(null, '', '#/requests' + q);
+    if (ctx.alive()) history.replaceState(null, '', '#/requests' + q);
     load(false).then(() => { if (live.getAttribute('aria-pressed') === 'true') connect(); });
   }
 

@@ -14,9 +14,11 @@ export async function render(ctx, [id]) {
   try {
     view = await api('/factgate/v1/requests/' + encodeURIComponent(id));
   } catch (e) {
+    if (!ctx.alive()) return;
     add(main, h('h1', { text: t('trace.title') }), h('p', { class: 'error', role: 'alert', text: e.status === 404 ? t('trace.notFound', { id }) : e.message }));
     return;
   }
+  if (!ctx.alive()) return; // the reader moved on while the trace loaded
   const tr = view.trace;
   const attempts = tr.attempts || [];
   const final = tr.final || null;
