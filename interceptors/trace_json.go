@@ -71,10 +71,8 @@ const (
 // appendJSON writes the trace's members in their declaration order.
 func (t *Trace) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, '{')
-	b = appendKey(b, "id")
-	b = appendString(b, t.ID)
-	b = appendKey(b, "route")
-	b = appendString(b, t.Route)
+	b = appendStringMember(b, "id", t.ID)
+	b = appendStringMember(b, "route", t.Route)
 	b = appendOptionalString(b, "variant", t.Variant)
 	b = appendKey(b, "started")
 	b, err := appendTime(b, t.Started)
@@ -130,28 +128,21 @@ func appendTraceRequest(b []byte, r *TraceRequest) []byte {
 
 func appendTraceMessage(b []byte, m *TraceMessage) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "role")
-	b = appendString(b, m.Role)
-	b = appendKey(b, "content")
-	b = appendString(b, m.Content)
-	b = appendKey(b, "bytes")
-	b = strconv.AppendInt(b, int64(m.Bytes), 10)
+	b = appendStringMember(b, "role", m.Role)
+	b = appendStringMember(b, "content", m.Content)
+	b = appendIntMember(b, "bytes", m.Bytes)
 	b = appendOptionalBool(b, "truncated", m.Truncated)
 	return append(b, '}')
 }
 
 func appendAttempt(b []byte, a *Attempt) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "kind")
-	b = appendString(b, a.Kind)
-	b = appendKey(b, "choice")
-	b = strconv.AppendInt(b, int64(a.Choice), 10)
+	b = appendStringMember(b, "kind", a.Kind)
+	b = appendIntMember(b, "choice", a.Choice)
 	b = appendKey(b, "issues")
 	b = appendArray(b, a.Issues, appendIssue)
-	b = appendKey(b, "counts")
-	b = appendString(b, a.Counts)
-	b = appendKey(b, "request_bytes")
-	b = strconv.AppendInt(b, int64(a.RequestBytes), 10)
+	b = appendStringMember(b, "counts", a.Counts)
+	b = appendIntMember(b, "request_bytes", a.RequestBytes)
 	b = appendKey(b, "duration")
 	b = appendMillis(b, a.Duration)
 	b = appendKey(b, "usage")
@@ -164,14 +155,11 @@ func appendAttempt(b []byte, a *Attempt) []byte {
 
 func appendIssue(b []byte, is *Issue) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "code")
-	b = appendString(b, is.Code)
+	b = appendStringMember(b, "code", is.Code)
 	b = appendKey(b, "severity")
 	b = appendString(b, is.Severity.String()) // its MarshalText
-	b = appendKey(b, "path")
-	b = appendString(b, is.Path)
-	b = appendKey(b, "message")
-	b = appendString(b, is.Message)
+	b = appendStringMember(b, "path", is.Path)
+	b = appendStringMember(b, "message", is.Message)
 	b = appendKey(b, "recommendation")
 	b = appendRecommendation(b, &is.Recommendation)
 	b = appendOptionalArray(b, "facts", is.Facts, appendFactLine)
@@ -197,19 +185,15 @@ func appendFactLine(b []byte, f *FactLine) []byte {
 	b = append(b, '{')
 	b = appendKey(b, "at")
 	b = strconv.AppendInt(b, int64(f.At), 10) // a time.Duration is its nanoseconds
-	b = appendKey(b, "text")
-	b = appendString(b, f.Text)
+	b = appendStringMember(b, "text", f.Text)
 	return append(b, '}')
 }
 
 func appendCall(b []byte, c *Call) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "kind")
-	b = appendString(b, c.Kind)
-	b = appendKey(b, "validator")
-	b = appendString(b, c.Validator)
-	b = appendKey(b, "result")
-	b = appendString(b, c.Result)
+	b = appendStringMember(b, "kind", c.Kind)
+	b = appendStringMember(b, "validator", c.Validator)
+	b = appendStringMember(b, "result", c.Result)
 	b = appendKey(b, "duration")
 	b = appendMillis(b, c.Duration)
 	b = appendKey(b, "usage")
@@ -220,15 +204,13 @@ func appendCall(b []byte, c *Call) []byte {
 
 func appendUpstreamAttempt(b []byte, a *UpstreamAttempt) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "upstream")
-	b = appendString(b, a.Upstream)
+	b = appendStringMember(b, "upstream", a.Upstream)
 	b = appendOptionalString(b, "key", a.Key)
 	if a.Status != 0 {
 		b = appendKey(b, "status")
 		b = strconv.AppendInt(b, int64(a.Status), 10)
 	}
-	b = appendKey(b, "outcome")
-	b = appendString(b, a.Outcome)
+	b = appendStringMember(b, "outcome", a.Outcome)
 	b = appendOptionalString(b, "error", a.Error)
 	if a.Wait != 0 {
 		b = appendKey(b, "wait")
@@ -241,14 +223,10 @@ func appendUpstreamAttempt(b []byte, a *UpstreamAttempt) []byte {
 
 func appendFinalOutcome(b []byte, f *FinalOutcome) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "choice")
-	b = strconv.AppendInt(b, int64(f.Choice), 10)
-	b = appendKey(b, "attempt")
-	b = strconv.AppendInt(b, int64(f.Attempt), 10)
-	b = appendKey(b, "outcome")
-	b = appendString(b, f.Outcome)
-	b = appendKey(b, "counts")
-	b = appendString(b, f.Counts)
+	b = appendIntMember(b, "choice", f.Choice)
+	b = appendIntMember(b, "attempt", f.Attempt)
+	b = appendStringMember(b, "outcome", f.Outcome)
+	b = appendStringMember(b, "counts", f.Counts)
 	b = appendOptionalString(b, "delivered", f.Delivered)
 	if f.Notice != nil {
 		b = appendKey(b, "notice")
@@ -259,14 +237,10 @@ func appendFinalOutcome(b []byte, f *FinalOutcome) []byte {
 
 func appendDowngrade(b []byte, d *Downgrade) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "choice")
-	b = strconv.AppendInt(b, int64(d.Choice), 10)
-	b = appendKey(b, "path")
-	b = appendString(b, d.Path)
-	b = appendKey(b, "from")
-	b = appendString(b, d.From)
-	b = appendKey(b, "to")
-	b = appendString(b, d.To)
+	b = appendIntMember(b, "choice", d.Choice)
+	b = appendStringMember(b, "path", d.Path)
+	b = appendStringMember(b, "from", d.From)
+	b = appendStringMember(b, "to", d.To)
 	b = appendOptionalStrings(b, "alternatives", d.Alternatives)
 	b = appendOptionalStrings(b, "removed_evidence", d.RemovedEvidence)
 	b = appendOptionalStrings(b, "needs_confirmation", d.NeedsConfirmation)
@@ -277,12 +251,9 @@ func appendDowngrade(b []byte, d *Downgrade) []byte {
 
 func appendNotice(b []byte, n *Notice) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "choice")
-	b = strconv.AppendInt(b, int64(n.Choice), 10)
-	b = appendKey(b, "mode")
-	b = appendString(b, n.Mode)
-	b = appendKey(b, "text")
-	b = appendString(b, n.Text)
+	b = appendIntMember(b, "choice", n.Choice)
+	b = appendStringMember(b, "mode", n.Mode)
+	b = appendStringMember(b, "text", n.Text)
 	b = appendKey(b, "issues")
 	b = appendArray(b, n.Issues, appendNoticeIssue)
 	return append(b, '}')
@@ -290,23 +261,18 @@ func appendNotice(b []byte, n *Notice) []byte {
 
 func appendNoticeIssue(b []byte, is *NoticeIssue) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "code")
-	b = appendString(b, is.Code)
+	b = appendStringMember(b, "code", is.Code)
 	b = appendKey(b, "severity")
 	b = appendString(b, is.Severity.String()) // its MarshalText
-	b = appendKey(b, "path")
-	b = appendString(b, is.Path)
+	b = appendStringMember(b, "path", is.Path)
 	return append(b, '}')
 }
 
 func appendUsage(b []byte, u *Usage) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "prompt_tokens")
-	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
-	b = appendKey(b, "completion_tokens")
-	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
-	b = appendKey(b, "total_tokens")
-	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	b = appendIntMember(b, "prompt_tokens", u.PromptTokens)
+	b = appendIntMember(b, "completion_tokens", u.CompletionTokens)
+	b = appendIntMember(b, "total_tokens", u.TotalTokens)
 	return append(b, '}')
 }
 
@@ -364,13 +330,22 @@ func appendKey(b []byte, name string) []byte {
 	return append(b, ':')
 }
 
+// appendStringMember writes a string member.
+func appendStringMember(b []byte, name, s string) []byte {
+	return appendString(appendKey(b, name), s)
+}
+
+// appendIntMember writes an integer member.
+func appendIntMember(b []byte, name string, v int) []byte {
+	return strconv.AppendInt(appendKey(b, name), int64(v), 10)
+}
+
 // appendOptionalString writes a string member tagged omitempty: none when s is "".
 func appendOptionalString(b []byte, name, s string) []byte {
 	if s == "" {
 		return b
 	}
-	b = appendKey(b, name)
-	return appendString(b, s)
+	return appendStringMember(b, name, s)
 }
 
 // appendOptionalBool writes a bool member tagged omitempty: none when v is false.
