@@ -12,8 +12,14 @@ import (
 // 17,797-line operation log (862 KB): finding the user texts, reading their heads,
 // the pack's header rules, and the resolution.
 func BenchmarkResolveLargeReplay(b *testing.B) {
+	benchResolve(b, "allied_vs_soviet.large.txt")
+}
+
+// benchResolve runs the context stage on a request carrying the named replay, its
+// buffers released as the proxy releases them.
+func benchResolve(b *testing.B, name string) {
 	r := newResolver(b, nil)
-	body := chatBody(b, replay(b, "allied_vs_soviet.large.txt"), `"temperature":0.3`)
+	body := chatBody(b, replay(b, name), `"temperature":0.3`)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -21,6 +27,7 @@ func BenchmarkResolveLargeReplay(b *testing.B) {
 		if err := r.OnRequest(context.Background(), ex); err != nil {
 			b.Fatal(err)
 		}
+		ex.Release()
 	}
 }
 
@@ -61,15 +68,5 @@ func BenchmarkResolveProseNotAnAnalysis(b *testing.B) {
 // replay of factgate bench's validate mode: the context stage's cost per request
 // on the validating route, its buffers released as the proxy releases them.
 func BenchmarkResolveSampleReplay(b *testing.B) {
-	r := newResolver(b, nil)
-	body := chatBody(b, replay(b, "allied_vs_soviet.txt"), `"temperature":0.3`)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		ex := &interceptors.Exchange{Body: body}
-		if err := r.OnRequest(context.Background(), ex); err != nil {
-			b.Fatal(err)
-		}
-		ex.Release()
-	}
+	benchResolve(b, "allied_vs_soviet.txt")
 }

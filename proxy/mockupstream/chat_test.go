@@ -612,14 +612,8 @@ func TestWaitForStartedSeesARequestInFlight(t *testing.T) {
 	if err := s.WaitForStarted(1, 50*time.Millisecond); !errors.Is(err, ErrWaitTimeout) {
 		t.Fatalf("WaitForStarted(1) with no request: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	cancel := postInFlight(s)
 	defer cancel()
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(chatBody("m", "q", false)))
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
 	if err := s.WaitForStarted(1, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -644,14 +638,8 @@ func TestWaitIdleWaitsForTheRequestsInFlight(t *testing.T) {
 	if err := s.WaitIdle(10 * time.Millisecond); err != nil {
 		t.Fatalf("WaitIdle with no request: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	cancel := postInFlight(s)
 	defer cancel()
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(chatBody("m", "q", false)))
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
 	if err := s.WaitForStarted(1, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -665,4 +653,16 @@ func TestWaitIdleWaitsForTheRequestsInFlight(t *testing.T) {
 	if n := len(s.Requests()); n != 1 {
 		t.Fatalf("%d records after WaitIdle, want the one request", n)
 	}
+}
+
+// postInFlight sends a chat completion to s from a goroutine; cancel ends it.
+func postInFlight(s *Server) (cancel func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(chatBody("m", "q", false)))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	return cancel
 }
