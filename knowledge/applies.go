@@ -1,9 +1,6 @@
 package knowledge
 
-import (
-	"regexp"
-	"strings"
-)
+import "regexp"
 
 // ApplyRules say which requests a pack is about — which requests its contract
 // applies to. Only those get the contract (the claims contract, or the answer
@@ -50,6 +47,9 @@ type ApplyInput struct {
 	// UserTexts are the texts of the user messages (their first bytes suffice:
 	// the rules read no further than the context rules' bounds).
 	UserTexts []string
+	// Heads, when not nil, are read instead of UserTexts: the same texts, whose
+	// lines the caller produces as the rules ask for them (TextHeads).
+	Heads TextHeads
 	// ClientMentions reports whether the client's own messages contain s (the
 	// claims marker); called only when a rule needs it. Nil means they do not.
 	ClientMentions func(s string) bool
@@ -79,12 +79,16 @@ type Applicability struct {
 func (p *Pack) Applies(in ApplyInput) Applicability {
 	var a Applicability
 	rules := p.ApplyRules
+	texts, heads := in.UserTexts, in.Heads
+	if heads != nil {
+		texts = nil
+	}
 	switch {
 	case rules == nil:
 		a.Domain, a.Reason = true, "pack "+p.Name+" applies to every request"
-	case rules.Facts && p.Facts != nil && p.hasOperationLine(in.UserTexts, rules.opStart):
+	case rules.Facts && p.Facts != nil && p.hasOperationLine(texts, heads, rules.opStart):
 		a.Domain, a.Reason = true, "a user message holds an operation the pack's fact rules read"
-	case rules.UserLineRe != nil && p.anyLine(in.UserTexts, func(line string) bool {
+	case rules.UserLineRe != nil && p.anyLine(texts, heads, func(line string) bool {
 		return rules.userLineStart.admits(line) && rules.UserLineRe.MatchString(line)
 	}):
 		a.Domain, a.Reason = true, "a user message has a line the pack's user_line rule matches"
@@ -104,11 +108,11 @@ func (p *Pack) Applies(in ApplyInput) Applicability {
 	return a
 }
 
-// hasOperationLine reports whether a line of the texts is an operation; start,
+// hasOperationLine reports whether a line of heads (nil: texts) is an operation; start,
 // when not nil, skips lines no operation rule can match.
-func (p *Pack) hasOperationLine(texts []string, start *lineStart) bool {
+func (p *Pack) hasOperationLine(texts []string, heads TextHeads, start *lineStart) bool {
 	ops := p.Facts.Ops
-	return p.anyLine(texts, func(line string) bool {
+	return p.anyLine(texts, heads, func(line string) bool {
 		if !start.admits(line) {
 			return false
 		}
@@ -121,32 +125,17 @@ func (p *Pack) hasOperationLine(texts []string, start *lineStart) bool {
 	})
 }
 
-// anyLine reports whether match holds for a line of the texts, within the context
-// rules' bounds.
-func (p *Pack) anyLine(texts []string, match func(string) bool) bool {
-	maxLines, maxBytes := p.Context.MaxLines, p.Context.MaxBytes
-	if maxLines <= 0 {
-		maxLines = DefaultContextMaxLines
-	}
-	if maxBytes <= 0 {
-		maxBytes = DefaultContextMaxBytes
-	}
-	for _, text := range texts {
-		text = strings.TrimPrefix(text, "\uFEFF")
-		if len(text) > maxBytes {
-			text = text[:maxBytes]
+// anyLine reports whether match holds for a line of heads (nil: texts), within
+// the context rules' bounds.
+func (p *Pack) anyLine(texts []string, heads TextHeads, match func(string) bool) bool {
+	scan := newLineScan(p, texts, heads)
+	for {
+		line, ok := scan.next()
+		if !ok {
+			return false
 		}
-		for n := 0; n < maxLines && text != ""; n++ {
-			var line string
-			if i := strings.IndexByte(text, '\n'); i >= 0 {
-				line, text = text[:i], text[i+1:]
-			} else {
-				line, text = text, ""
-			}
-			if match(strings.TrimSuffix(line, "\r")) {
-				return true
-			}
+		if match(line) {
+			return true
 		}
 	}
-	return false
 }
