@@ -37,10 +37,10 @@ func Applies(ex *interceptors.Exchange, pack *knowledge.Pack) knowledge.Applicab
 type appliesKey struct{}
 
 // judge applies the pack's rules to a request body; bounds bound each user text
-// decoded, into buf's buffers (userTextHeads).
+// decoded, into buf's buffers (userHeads).
 func judge(pack *knowledge.Pack, body string, bounds headBounds, buf func(n int) []byte) knowledge.Applicability {
 	return pack.Applies(knowledge.ApplyInput{
-		UserTexts:      userTextHeads(body, bounds, buf),
+		Heads:          newUserHeads(body, bounds, buf),
 		ClientMentions: func(s string) bool { return clientMentions(body, s) },
 		JSONMode:       IsJSONMode(body),
 	})

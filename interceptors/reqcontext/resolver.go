@@ -97,9 +97,9 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 	body := bytesView(ex.Body)
 	meta := factgateMetadata(body)
 	// The heads are read in this phase only: their decoding goes in the
-	// exchange's pooled buffers.
-	heads := userTextHeads(body, r.bounds, ex.Buffer)
-	ext := knowledge.ExtractContextTexts(r.pack, heads)
+	// exchange's pooled buffers, and goes only as far as the rules read.
+	heads := newUserHeads(body, r.bounds, ex.Buffer)
+	ext := knowledge.ExtractContextHeads(r.pack, heads)
 	c := &Context{Players: ext.Players}
 	var notes []string
 
@@ -207,7 +207,7 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 	}
 	// Judged once the session is known: a session's follow-up is about its facts.
 	c.Applies = r.pack.Applies(knowledge.ApplyInput{
-		UserTexts:      heads,
+		Heads:          heads,
 		ClientMentions: func(s string) bool { return clientMentions(body, s) },
 		JSONMode:       IsJSONMode(body),
 		Session:        c.Session,
