@@ -43,3 +43,22 @@ func refUserTextHeads(body string, bounds headBounds, buf func(n int) []byte) []
 	})
 	return out
 }
+
+// refFactgateMetadata is factgateMetadata as it was before scanRequest: it looks
+// the metadata up on its own.
+func refFactgateMetadata(body string) []metaItem {
+	m, ok := rawjson.Find(body, "metadata")
+	if !ok {
+		return nil
+	}
+	var out []metaItem
+	rawjson.EachMember(m.Raw, func(v rawjson.Member) bool {
+		key := rawjson.Key(v.Key)
+		if len(key) >= len(MetadataPrefix) && strings.EqualFold(key[:len(MetadataPrefix)], MetadataPrefix) {
+			key = strings.Clone(key)
+			out = append(out, metaItem{key: key, name: key[len(MetadataPrefix):], value: v.Raw})
+		}
+		return true
+	})
+	return out
+}

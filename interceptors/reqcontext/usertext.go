@@ -70,10 +70,11 @@ type userHead struct {
 	lines int    // the line breaks in head
 }
 
-// newUserHeads finds the body's user texts; it decodes nothing yet.
-func newUserHeads(body string, bounds headBounds, buf func(n int) []byte) *userHeads {
+// newUserHeads finds the user texts of the body's messages ml (empty: none); it
+// decodes nothing yet.
+func newUserHeads(body string, ml MessageList, bounds headBounds, buf func(n int) []byte) *userHeads {
 	h := &userHeads{bounds: bounds, buf: buf}
-	eachUserText(body, func(raw string) bool {
+	eachUserTextOf(body, ml, func(raw string) bool {
 		inner := raw[1 : len(raw)-1]
 		t := userHead{raw: inner}
 		if head := inner[:min(len(inner), bounds.bytes)]; strings.IndexByte(head, '\\') < 0 {
@@ -126,10 +127,13 @@ func (h *userHeads) decode(t *userHead, lines int) {
 
 // eachUserText calls fn with the raw JSON string of each user text, in order.
 func eachUserText(body string, fn func(raw string) bool) {
-	ml, ok := findMessages(body)
-	if !ok {
-		return
+	if ml, ok := findMessages(body); ok {
+		eachUserTextOf(body, ml, fn)
 	}
+}
+
+// eachUserTextOf is eachUserText on the body's messages ml.
+func eachUserTextOf(body string, ml MessageList, fn func(raw string) bool) {
 	for _, m := range ml.Items {
 		if m.Role != "user" || m.ContentEnd == 0 {
 			continue
