@@ -59,6 +59,7 @@ type userHeads struct {
 	bounds headBounds
 	buf    func(n int) []byte
 	texts  []userHead
+	first  [1]userHead // texts' room for the one user text most requests have
 }
 
 // userHead is one user text's head, decoded so far.
@@ -74,6 +75,7 @@ type userHead struct {
 // decodes nothing yet.
 func newUserHeads(body string, ml MessageList, bounds headBounds, buf func(n int) []byte) *userHeads {
 	h := &userHeads{bounds: bounds, buf: buf}
+	h.texts = h.first[:0]
 	eachUserTextOf(body, ml, func(raw string) bool {
 		inner := raw[1 : len(raw)-1]
 		t := userHead{raw: inner}
