@@ -108,8 +108,8 @@ func (p *Pack) Applies(in ApplyInput) Applicability {
 	return a
 }
 
-// hasOperationLine reports whether a line of heads (nil: texts) is an operation; start,
-// when not nil, skips lines no operation rule can match.
+// hasOperationLine reports whether a line of heads (nil: texts) is an
+// operation; start, when not nil, skips lines no operation rule can match.
 func (p *Pack) hasOperationLine(texts []string, heads TextHeads, start *lineStart) bool {
 	ops := p.Facts.Ops
 	return p.anyLine(texts, heads, func(line string) bool {

@@ -59,10 +59,7 @@ func ExtractContextTexts(p *Pack, texts []string) Extracted {
 // only as far as a rule is still pending: a log's header block is in its first
 // lines, so the caller decodes no more than those.
 func ExtractContextHeads(p *Pack, heads TextHeads) Extracted {
-	if heads == nil {
-		return extractContext(p, nil, nil)
-	}
-	return extractContext(p, nil, heads)
+	return extractContext(p, nil, heads) // nil heads: no texts
 }
 
 // extractContext reads the context from heads, or from texts when heads is nil.
@@ -122,7 +119,8 @@ func extractContext(p *Pack, texts []string, heads TextHeads) Extracted {
 				pending--
 			}
 		}
-		for i, r := range scopeRules {
+		for i := range scopeRules {
+			r := &scopeRules[i]
 			if scopeDone[i] || !r.start.admits(line) {
 				continue
 			}
