@@ -40,6 +40,12 @@ type ApplyRules struct {
 
 	// userLineStart and opStart skip lines that cannot match (nil: no prefilter).
 	userLineStart, opStart *lineStart
+	// userLineSeen and opSeen remember lines the user_line rule, or an operation
+	// rule, matched (nil: none). A conversation sends its log again on every
+	// turn, and the rules stop at the first line that matches, so a request costs
+	// one lookup instead of a regex run. Only matching lines are remembered: at
+	// most one a request, whatever the text.
+	userLineSeen, opSeen *lineMemo[struct{}]
 }
 
 // ApplyInput is what a request shows the pack's apply rules.
@@ -86,10 +92,10 @@ func (p *Pack) Applies(in ApplyInput) Applicability {
 	switch {
 	case rules == nil:
 		a.Domain, a.Reason = true, "pack "+p.Name+" applies to every request"
-	case rules.Facts && p.Facts != nil && p.hasOperationLine(texts, heads, rules.opStart):
+	case rules.Facts && p.Facts != nil && p.hasOperationLine(texts, heads, rules.opStart, rules.opSeen):
 		a.Domain, a.Reason = true, "a user message holds an operation the pack's fact rules read"
 	case rules.UserLineRe != nil && p.anyLine(texts, heads, func(line string) bool {
-		return rules.userLineStart.admits(line) && rules.UserLineRe.MatchString(line)
+		return rules.userLineStart.admits(line) && remembered(rules.userLineSeen, line, rules.UserLineRe.MatchString)
 	}):
 		a.Domain, a.Reason = true, "a user message has a line the pack's user_line rule matches"
 	case rules.Marker && p.Claims != nil && in.ClientMentions != nil && in.ClientMentions(p.Claims.Marker):
@@ -109,20 +115,36 @@ func (p *Pack) Applies(in ApplyInput) Applicability {
 }
 
 // hasOperationLine reports whether a line of heads (nil: texts) is an
-// operation; start, when not nil, skips lines no operation rule can match.
-func (p *Pack) hasOperationLine(texts []string, heads TextHeads, start *lineStart) bool {
-	ops := p.Facts.Ops
+// operation; start, when not nil, skips lines no operation rule can match, and
+// seen remembers operations.
+func (p *Pack) hasOperationLine(texts []string, heads TextHeads, start *lineStart, seen *lineMemo[struct{}]) bool {
 	return p.anyLine(texts, heads, func(line string) bool {
-		if !start.admits(line) {
-			return false
-		}
-		for i := range ops {
-			if re := ops[i].Re; re != nil && re.MatchString(line) {
-				return true
-			}
-		}
-		return false
+		return start.admits(line) && remembered(seen, line, p.isOperation)
 	})
+}
+
+// isOperation reports whether an operation rule matches line.
+func (p *Pack) isOperation(line string) bool {
+	ops := p.Facts.Ops
+	for i := range ops {
+		if re := ops[i].Re; re != nil && re.MatchString(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// remembered reports whether match holds for line, asking seen first, and
+// remembers line in seen when it does.
+func remembered(seen *lineMemo[struct{}], line string, match func(string) bool) bool {
+	if _, ok := seen.get(line); ok {
+		return true
+	}
+	if !match(line) {
+		return false
+	}
+	seen.put(line, struct{}{})
+	return true
 }
 
 // anyLine reports whether match holds for a line of heads (nil: texts), within

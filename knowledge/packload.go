@@ -848,6 +848,7 @@ func (l *packLoader) applies() {
 	if a.UserLine != "" {
 		if a.UserLineRe = l.compile("applies.user_line", a.UserLine); a.UserLineRe != nil {
 			a.userLineStart = lineStartOf(a.UserLine)
+			a.userLineSeen = newLineMemo[struct{}]()
 		}
 	}
 	if a.Facts && l.p.Facts != nil {
@@ -855,6 +856,7 @@ func (l *packLoader) applies() {
 		for _, op := range l.p.Facts.Ops {
 			a.opStart.union(lineStartOf(op.Regex))
 		}
+		a.opSeen = newLineMemo[struct{}]()
 	}
 	if a.Session && l.p.Facts == nil {
 		l.fail(PackFile, "applies.session", "true, but the pack has no facts rules: a session has no facts to check against")
