@@ -225,6 +225,10 @@ func TestLineMemoUnderConcurrentRequests(t *testing.T) {
 				for i := range got.Players {
 					got.Players[i].Name = "edited"
 				}
+				if got, want := p.Applies(ApplyInput{UserTexts: texts}), refApplies(p, ApplyInput{UserTexts: texts}); got != want {
+					t.Errorf("Applies(%q) = %+v, want %+v", texts, got, want)
+					return
+				}
 			}
 		})
 	}
