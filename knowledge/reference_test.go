@@ -9,6 +9,8 @@ import (
 	"strings"
 )
 
+// refExtractContextTexts is ExtractContextTexts as it was: it reads each text
+// whole, with no line memo.
 func refExtractContextTexts(p *Pack, texts []string) Extracted {
 	var ex Extracted
 	if p == nil {
@@ -123,7 +125,7 @@ func refAddScope(ex *Extracted, dim, value string) {
 	ex.Scopes[dim] = append(ex.Scopes[dim], value)
 }
 
-// matchGroup returns the named group of the regex's first match in line.
+// refMatchGroup returns the named group of the regex's first match in line.
 func refMatchGroup(re *regexp.Regexp, line, group string) (string, bool) {
 	m := re.FindStringSubmatchIndex(line)
 	if m == nil {
@@ -141,7 +143,7 @@ func refMatchValue(r *ValueRule, line string) (string, bool) {
 	return refMatchGroup(r.Re, line, "value")
 }
 
-// mapValue applies the rule's map (exact key, else ignoring ASCII case) and default.
+// refMapValue applies the rule's map (exact key, else ignoring ASCII case) and default.
 func refMapValue(r *ValueRule, v string) string {
 	if r.Map == nil {
 		return strings.Clone(v)
@@ -160,7 +162,7 @@ func refMapValue(r *ValueRule, v string) string {
 	return strings.Clone(v)
 }
 
-// readPlayers reads every player item of the players line, in order.
+// refReadPlayers reads every player item of the players line, in order.
 func refReadPlayers(r *PlayersRule, value string) []Player {
 	ni, si := r.ItemRe.SubexpIndex("name"), r.ItemRe.SubexpIndex("scope")
 	var out []Player
@@ -183,6 +185,8 @@ func refReadPlayers(r *PlayersRule, value string) []Player {
 	return out
 }
 
+// refApplies is (*Pack).Applies as it was: it reads in.UserTexts (never
+// in.Heads), with no line memo.
 func refApplies(p *Pack, in ApplyInput) Applicability {
 	var a Applicability
 	rules := p.ApplyRules
@@ -211,7 +215,7 @@ func refApplies(p *Pack, in ApplyInput) Applicability {
 	return a
 }
 
-// hasOperationLine reports whether a line of the texts is an operation; start,
+// refHasOperationLine reports whether a line of the texts is an operation; start,
 // when not nil, skips lines no operation rule can match.
 func refHasOperationLine(p *Pack, texts []string, start *lineStart) bool {
 	ops := p.Facts.Ops
@@ -228,7 +232,7 @@ func refHasOperationLine(p *Pack, texts []string, start *lineStart) bool {
 	})
 }
 
-// anyLine reports whether match holds for a line of the texts, within the context
+// refAnyLine reports whether match holds for a line of the texts, within the context
 // rules' bounds.
 func refAnyLine(p *Pack, texts []string, match func(string) bool) bool {
 	maxLines, maxBytes := p.Context.MaxLines, p.Context.MaxBytes
