@@ -1,9 +1,6 @@
 package knowledge
 
-import (
-	"regexp"
-	"strings"
-)
+import "regexp"
 
 // ApplyRules say which requests a pack is about — which requests its contract
 // applies to. Only those get the contract (the claims contract, or the answer
@@ -43,6 +40,12 @@ type ApplyRules struct {
 
 	// userLineStart and opStart skip lines that cannot match (nil: no prefilter).
 	userLineStart, opStart *lineStart
+	// userLineSeen and opSeen remember lines the user_line rule, or an operation
+	// rule, matched (nil: none). A conversation sends its log again on every
+	// turn, and the rules stop at the first line that matches, so a request costs
+	// one lookup instead of a regex run. Only matching lines are remembered: at
+	// most one a request, whatever the text.
+	userLineSeen, opSeen *lineMemo[struct{}]
 }
 
 // ApplyInput is what a request shows the pack's apply rules.
@@ -50,6 +53,9 @@ type ApplyInput struct {
 	// UserTexts are the texts of the user messages (their first bytes suffice:
 	// the rules read no further than the context rules' bounds).
 	UserTexts []string
+	// Heads, when not nil, are read instead of UserTexts: the same texts, whose
+	// lines the caller produces as the rules ask for them (TextHeads).
+	Heads TextHeads
 	// ClientMentions reports whether the client's own messages contain s (the
 	// claims marker); called only when a rule needs it. Nil means they do not.
 	ClientMentions func(s string) bool
@@ -79,13 +85,17 @@ type Applicability struct {
 func (p *Pack) Applies(in ApplyInput) Applicability {
 	var a Applicability
 	rules := p.ApplyRules
+	texts, heads := in.UserTexts, in.Heads
+	if heads != nil {
+		texts = nil
+	}
 	switch {
 	case rules == nil:
 		a.Domain, a.Reason = true, "pack "+p.Name+" applies to every request"
-	case rules.Facts && p.Facts != nil && p.hasOperationLine(in.UserTexts, rules.opStart):
+	case rules.Facts && p.Facts != nil && p.hasOperationLine(texts, heads, rules.opStart, rules.opSeen):
 		a.Domain, a.Reason = true, "a user message holds an operation the pack's fact rules read"
-	case rules.UserLineRe != nil && p.anyLine(in.UserTexts, func(line string) bool {
-		return rules.userLineStart.admits(line) && rules.UserLineRe.MatchString(line)
+	case rules.UserLineRe != nil && p.anyLine(texts, heads, func(line string) bool {
+		return rules.userLineStart.admits(line) && remembered(rules.userLineSeen, line, rules.UserLineRe.MatchString)
 	}):
 		a.Domain, a.Reason = true, "a user message has a line the pack's user_line rule matches"
 	case rules.Marker && p.Claims != nil && in.ClientMentions != nil && in.ClientMentions(p.Claims.Marker):
@@ -104,49 +114,50 @@ func (p *Pack) Applies(in ApplyInput) Applicability {
 	return a
 }
 
-// hasOperationLine reports whether a line of the texts is an operation; start,
-// when not nil, skips lines no operation rule can match.
-func (p *Pack) hasOperationLine(texts []string, start *lineStart) bool {
-	ops := p.Facts.Ops
-	return p.anyLine(texts, func(line string) bool {
-		if !start.admits(line) {
-			return false
-		}
-		for i := range ops {
-			if re := ops[i].Re; re != nil && re.MatchString(line) {
-				return true
-			}
-		}
-		return false
+// hasOperationLine reports whether a line of heads (nil: texts) is an
+// operation; start, when not nil, skips lines no operation rule can match, and
+// seen remembers operations.
+func (p *Pack) hasOperationLine(texts []string, heads TextHeads, start *lineStart, seen *lineMemo[struct{}]) bool {
+	return p.anyLine(texts, heads, func(line string) bool {
+		return start.admits(line) && remembered(seen, line, p.isOperation)
 	})
 }
 
-// anyLine reports whether match holds for a line of the texts, within the context
-// rules' bounds.
-func (p *Pack) anyLine(texts []string, match func(string) bool) bool {
-	maxLines, maxBytes := p.Context.MaxLines, p.Context.MaxBytes
-	if maxLines <= 0 {
-		maxLines = DefaultContextMaxLines
-	}
-	if maxBytes <= 0 {
-		maxBytes = DefaultContextMaxBytes
-	}
-	for _, text := range texts {
-		text = strings.TrimPrefix(text, "\uFEFF")
-		if len(text) > maxBytes {
-			text = text[:maxBytes]
-		}
-		for n := 0; n < maxLines && text != ""; n++ {
-			var line string
-			if i := strings.IndexByte(text, '\n'); i >= 0 {
-				line, text = text[:i], text[i+1:]
-			} else {
-				line, text = text, ""
-			}
-			if match(strings.TrimSuffix(line, "\r")) {
-				return true
-			}
+// isOperation reports whether an operation rule matches line.
+func (p *Pack) isOperation(line string) bool {
+	ops := p.Facts.Ops
+	for i := range ops {
+		if re := ops[i].Re; re != nil && re.MatchString(line) {
+			return true
 		}
 	}
 	return false
+}
+
+// remembered reports whether match holds for line, asking seen first, and
+// remembers line in seen when it does.
+func remembered(seen *lineMemo[struct{}], line string, match func(string) bool) bool {
+	if _, ok := seen.get(line); ok {
+		return true
+	}
+	if !match(line) {
+		return false
+	}
+	seen.put(line, struct{}{})
+	return true
+}
+
+// anyLine reports whether match holds for a line of heads (nil: texts), within
+// the context rules' bounds.
+func (p *Pack) anyLine(texts []string, heads TextHeads, match func(string) bool) bool {
+	scan := newLineScan(p, texts, heads)
+	for {
+		line, ok := scan.next()
+		if !ok {
+			return false
+		}
+		if match(line) {
+			return true
+		}
+	}
 }

@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -51,6 +52,18 @@ func ExtractContext(p *Pack, text string) Extracted {
 // cost a scan. Scanning stops as soon as every rule has matched. The returned
 // strings are copies: they do not alias the texts.
 func ExtractContextTexts(p *Pack, texts []string) Extracted {
+	return extractContext(p, texts, nil)
+}
+
+// ExtractContextHeads is ExtractContextTexts on the texts' heads, which it reads
+// only as far as a rule is still pending: a log's header block is in its first
+// lines, so the caller decodes no more than those.
+func ExtractContextHeads(p *Pack, heads TextHeads) Extracted {
+	return extractContext(p, nil, heads) // nil heads: no texts
+}
+
+// extractContext reads the context from heads, or from texts when heads is nil.
+func extractContext(p *Pack, texts []string, heads TextHeads) Extracted {
 	var ex Extracted
 	if p == nil {
 		return ex
@@ -68,6 +81,12 @@ func ExtractContextTexts(p *Pack, texts []string) Extracted {
 	if players != nil && (players.Re == nil || players.ItemRe == nil) {
 		players = nil
 	}
+	// The scope rules, looked up once rather than per line; a pack has a few.
+	var scopeBuf [4]ValueRule
+	scopeRules := scopeBuf[:0]
+	for _, dim := range dims {
+		scopeRules = append(scopeRules, c.Scopes[dim])
+	}
 	var scopeDone []bool
 	pending := len(dims)
 	if pending > 0 {
@@ -79,60 +98,36 @@ func ExtractContextTexts(p *Pack, texts []string) Extracted {
 	if players != nil {
 		pending++
 	}
-	maxLines, maxBytes := c.MaxLines, c.MaxBytes
-	if maxLines <= 0 {
-		maxLines = DefaultContextMaxLines
-	}
-	if maxBytes <= 0 {
-		maxBytes = DefaultContextMaxBytes
-	}
 
-	for _, text := range texts {
-		if pending == 0 {
+	scan := newLineScan(p, texts, heads)
+	for pending > 0 {
+		line, ok := scan.next()
+		if !ok {
 			break
 		}
-		text = strings.TrimPrefix(text, "\uFEFF")
-		if len(text) > maxBytes {
-			text = text[:maxBytes]
+		if setRule != nil && !ex.SetMatched && setRule.start.admits(line) {
+			if v, ok := setRule.valueOf(line); ok {
+				ex.KnowledgeSet, ex.SetMatched = v, true
+				pending--
+			}
 		}
-		for n := 0; n < maxLines && pending > 0 && text != ""; n++ {
-			var line string
-			if i := strings.IndexByte(text, '\n'); i >= 0 {
-				line, text = text[:i], text[i+1:]
-			} else {
-				line, text = text, ""
+		if players != nil && ex.Players == nil && players.start.admits(line) {
+			if ex.Players = players.playersOf(line); ex.Players != nil {
+				for _, pl := range ex.Players {
+					ex.addScope(players.Dimension, pl.Scope)
+				}
+				pending--
 			}
-			line = strings.TrimSuffix(line, "\r")
-			if setRule != nil && !ex.SetMatched && setRule.start.admits(line) {
-				if v, ok := matchValue(setRule, line); ok {
-					ex.KnowledgeSet, ex.SetMatched = mapValue(setRule, v), true
-					pending--
-				}
+		}
+		for i := range scopeRules {
+			r := &scopeRules[i]
+			if scopeDone[i] || !r.start.admits(line) {
+				continue
 			}
-			if players != nil && ex.Players == nil && players.start.admits(line) {
-				if v, ok := matchGroup(players.Re, line, "value"); ok {
-					ex.Players = readPlayers(players, v)
-					if ex.Players != nil {
-						for _, pl := range ex.Players {
-							ex.addScope(players.Dimension, pl.Scope)
-						}
-						pending--
-					}
-				}
-			}
-			for i, dim := range dims {
-				if scopeDone[i] {
-					continue
-				}
-				r := c.Scopes[dim]
-				if !r.start.admits(line) {
-					continue
-				}
-				if v, ok := matchValue(&r, line); ok {
-					ex.addScope(dim, mapValue(&r, v))
-					scopeDone[i] = true
-					pending--
-				}
+			if v, ok := r.valueOf(line); ok {
+				ex.addScope(dims[i], v)
+				scopeDone[i] = true
+				pending--
 			}
 		}
 	}
@@ -147,6 +142,34 @@ func ExtractContextTexts(p *Pack, texts []string) Extracted {
 		}
 	}
 	return ex
+}
+
+// valueOf returns the value the rule reads from line, mapped; ok is false when
+// the line does not match. A recurring line's verdict comes from the memo.
+func (r *ValueRule) valueOf(line string) (string, bool) {
+	if v, ok := r.memo.get(line); ok {
+		return v.value, v.matched
+	}
+	var v valueVerdict
+	if raw, ok := matchValue(r, line); ok {
+		v = valueVerdict{value: mapValue(r, raw), matched: true}
+	}
+	r.memo.put(line, v)
+	return v.value, v.matched
+}
+
+// playersOf returns the players of line when it is the players line (nil when
+// it is not, or names none). The slice is the caller's; a recurring line's
+// players come from the memo.
+func (r *PlayersRule) playersOf(line string) []Player {
+	v, ok := r.memo.get(line)
+	if !ok {
+		if raw, matched := matchGroup(r.Re, line, "value"); matched {
+			v.players = readPlayers(r, raw)
+		}
+		r.memo.put(line, v)
+	}
+	return slices.Clone(v.players)
 }
 
 func (ex *Extracted) addScope(dim, value string) {

@@ -119,6 +119,8 @@ type ValueRule struct {
 	// start is the bytes a line that Re matches can start with (nil: any), so
 	// that the lines of a log, which start with a time, cost no regex run.
 	start *lineStart
+	// memo remembers the rule's verdict on recent lines (nil: none).
+	memo *lineMemo[valueVerdict]
 }
 
 // PlayersRule extracts the players line (group "value", matched against single
@@ -133,6 +135,7 @@ type PlayersRule struct {
 	Re     *regexp.Regexp `yaml:"-"`
 	ItemRe *regexp.Regexp `yaml:"-"`
 	start  *lineStart     // as in ValueRule
+	memo   *lineMemo[playersVerdict]
 }
 
 // FactRules turn lines of the request's user messages into typed operations.

@@ -342,6 +342,7 @@ func (l *packLoader) context() {
 	if r := c.KnowledgeSet; r != nil {
 		r.Re = l.compile("context.knowledge_set.regex", r.Regex, "value")
 		r.start = lineStartOf(r.Regex)
+		r.memo = newLineMemo[valueVerdict]()
 		for _, from := range sortedKeys(r.Map) {
 			if !hasKey(p.Sets, r.Map[from]) {
 				l.fail(PackFile, "context.knowledge_set.map."+from, "names set %q, which knowledge_sets does not declare", r.Map[from])
@@ -355,6 +356,7 @@ func (l *packLoader) context() {
 		r.Re = l.compile("context.players.regex", r.Regex, "value")
 		r.start = lineStartOf(r.Regex)
 		r.ItemRe = l.compile("context.players.item", r.Item, "name", "scope")
+		r.memo = newLineMemo[playersVerdict]()
 		if r.Dimension == "" {
 			l.fail(PackFile, "context.players.dimension", "missing (the dimension the players' scope values belong to, like factions)")
 		} else if !l.isDimension(r.Dimension) {
@@ -365,6 +367,7 @@ func (l *packLoader) context() {
 		r := c.Scopes[dim]
 		r.Re = l.compile("context.scopes."+dim+".regex", r.Regex, "value")
 		r.start = lineStartOf(r.Regex)
+		r.memo = newLineMemo[valueVerdict]()
 		if !l.isDimension(dim) {
 			l.fail(PackFile, "context.scopes."+dim, "%q is not a dimension of any of the pack's knowledge sets", dim)
 		}
@@ -845,6 +848,7 @@ func (l *packLoader) applies() {
 	if a.UserLine != "" {
 		if a.UserLineRe = l.compile("applies.user_line", a.UserLine); a.UserLineRe != nil {
 			a.userLineStart = lineStartOf(a.UserLine)
+			a.userLineSeen = newLineMemo[struct{}]()
 		}
 	}
 	if a.Facts && l.p.Facts != nil {
@@ -852,6 +856,7 @@ func (l *packLoader) applies() {
 		for _, op := range l.p.Facts.Ops {
 			a.opStart.union(lineStartOf(op.Regex))
 		}
+		a.opSeen = newLineMemo[struct{}]()
 	}
 	if a.Session && l.p.Facts == nil {
 		l.fail(PackFile, "applies.session", "true, but the pack has no facts rules: a session has no facts to check against")

@@ -37,12 +37,13 @@ func Applies(ex *interceptors.Exchange, pack *knowledge.Pack) knowledge.Applicab
 type appliesKey struct{}
 
 // judge applies the pack's rules to a request body; bounds bound each user text
-// decoded, into buf's buffers (userTextHeads).
+// decoded, into buf's buffers (userHeads).
 func judge(pack *knowledge.Pack, body string, bounds headBounds, buf func(n int) []byte) knowledge.Applicability {
+	req := scanRequest(body)
 	return pack.Applies(knowledge.ApplyInput{
-		UserTexts:      userTextHeads(body, bounds, buf),
-		ClientMentions: func(s string) bool { return clientMentions(body, s) },
-		JSONMode:       IsJSONMode(body),
+		Heads:          newUserHeads(body, req.messages, bounds, buf),
+		ClientMentions: func(s string) bool { return clientMentions(body, req.messages, s) },
+		JSONMode:       jsonFormat(req.responseFormat),
 	})
 }
 
@@ -50,20 +51,22 @@ func judge(pack *knowledge.Pack, body string, bounds headBounds, buf func(n int)
 // json_object or json_schema.
 func IsJSONMode(body string) bool {
 	rf, ok := rawjson.Find(body, "response_format")
-	if !ok || len(rf.Raw) == 0 || rf.Raw[0] != '{' {
+	return ok && jsonFormat(rf.Raw)
+}
+
+// jsonFormat reports whether a response_format value (raw JSON; "" when absent)
+// asks for JSON: type json_object or json_schema.
+func jsonFormat(rf string) bool {
+	if len(rf) == 0 || rf[0] != '{' {
 		return false
 	}
-	t := gjson.Get(rf.Raw, "type").Str
+	t := gjson.Get(rf, "type").Str
 	return t == "json_object" || t == "json_schema"
 }
 
 // clientMentions reports whether a system, developer or user message of the
-// request contains s (in its string content or a text part).
-func clientMentions(body, s string) bool {
-	ml, ok := findMessages(body)
-	if !ok {
-		return false
-	}
+// body's messages ml contains s (in its string content or a text part).
+func clientMentions(body string, ml MessageList, s string) bool {
 	// s as JSON writes it unescaped: a content without \u escapes contains s iff
 	// its raw JSON does, which costs a scan instead of decoding a long log.
 	plain := !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == '"' || r == '\\' })

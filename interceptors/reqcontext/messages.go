@@ -31,47 +31,87 @@ type MessageList struct {
 func FindMessages(body []byte) (MessageList, bool) { return findMessages(bytesView(body)) }
 
 func findMessages(s string) (MessageList, bool) {
-	var ml MessageList
+	r := scanRequest(s)
+	return r.messages, r.hasMessages
+}
+
+// requestMembers are the top-level members of a chat completion body the context
+// stage reads. scanRequest finds them in one walk of the body: looking each up on
+// its own skipped over the messages — the operation log — once per lookup.
+type requestMembers struct {
+	messages    MessageList // as findMessages returns it
+	hasMessages bool
+	// metadata and responseFormat are the raw JSON of those members ("" when
+	// absent), as rawjson.Find returns them: the last one of a repeated name.
+	metadata, responseFormat string
+}
+
+// scanRequest reads the members of the body the context stage needs in one walk.
+// The body must be valid JSON (the proxy checks it with rawjson.Check before any
+// interceptor runs).
+func scanRequest(s string) requestMembers {
+	var r requestMembers
 	found := false
-	// One read of the body: the messages array is walked where it stands, so the
-	// log in a content is scanned once (to find its end), not once per level.
 	rawjson.ScanMembers(s, 0, func(key string, v int) int {
-		if !rawjson.KeyIs(key, "messages") {
-			return -1
-		}
-		// With a duplicate name the last one wins (rawjson.Find).
-		found = s[v] == '['
-		if !found {
-			return -1
-		}
-		ml = MessageList{Start: v}
-		ml.End = rawjson.ScanElements(s, v, func(e int) int {
-			m := Message{Start: e}
-			m.End = rawjson.ScanMembers(s, e, func(key string, v int) int {
-				end := rawjson.ValueEnd(s, v)
-				switch {
-				case end < 0:
-				case rawjson.KeyIs(key, "role"):
-					if r, ok := rawjson.StringValue(s[v:end]); ok {
-						m.Role = internRole(r)
-					}
-				case rawjson.KeyIs(key, "content"):
-					m.ContentStart, m.ContentEnd = v, end
-				}
-				return end
-			})
-			if m.End < 0 { // not an object: listed with an empty role
-				m = Message{Start: e, End: rawjson.ValueEnd(s, e)}
+		switch {
+		case rawjson.KeyIs(key, "messages"):
+			// With a duplicate name the last one wins (rawjson.Find).
+			found = s[v] == '['
+			if !found {
+				return -1
 			}
-			ml.Items = append(ml.Items, m)
-			return m.End
-		})
-		return ml.End
+			r.messages = scanMessages(s, v)
+			return r.messages.End
+		case rawjson.KeyIs(key, "metadata"):
+			return memberEnd(s, v, &r.metadata)
+		case rawjson.KeyIs(key, "response_format"):
+			return memberEnd(s, v, &r.responseFormat)
+		}
+		return -1
 	})
-	if !found || ml.End < 0 {
-		return MessageList{}, false
+	r.hasMessages = found && r.messages.End >= 0
+	if !r.hasMessages {
+		r.messages = MessageList{}
 	}
-	return ml, true
+	return r
+}
+
+// memberEnd sets *raw to the value at s[v] and returns its end (-1, and *raw
+// untouched, when the value is cut short, as rawjson.Find would not report it).
+func memberEnd(s string, v int, raw *string) int {
+	end := rawjson.ValueEnd(s, v)
+	if end >= 0 {
+		*raw = s[v:end]
+	}
+	return end
+}
+
+// scanMessages walks the messages array at s[v] where it stands, so that the log
+// in a content is scanned once (to find its end), not once per level.
+func scanMessages(s string, v int) MessageList {
+	ml := MessageList{Start: v}
+	ml.End = rawjson.ScanElements(s, v, func(e int) int {
+		m := Message{Start: e}
+		m.End = rawjson.ScanMembers(s, e, func(key string, v int) int {
+			end := rawjson.ValueEnd(s, v)
+			switch {
+			case end < 0:
+			case rawjson.KeyIs(key, "role"):
+				if r, ok := rawjson.StringValue(s[v:end]); ok {
+					m.Role = internRole(r)
+				}
+			case rawjson.KeyIs(key, "content"):
+				m.ContentStart, m.ContentEnd = v, end
+			}
+			return end
+		})
+		if m.End < 0 { // not an object: listed with an empty role
+			m = Message{Start: e, End: rawjson.ValueEnd(s, e)}
+		}
+		ml.Items = append(ml.Items, m)
+		return m.End
+	})
+	return ml
 }
 
 // Content returns the raw JSON of m's content in body ("" when it has none).

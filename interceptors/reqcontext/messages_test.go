@@ -52,6 +52,31 @@ var messageBodies = []string{
 	`{"messages":[{"role":"us\u0065r","role":7,"content":[{"type":"text","text":"a"},{"type":"image_url"}],"content":"b"}]}`,
 	`{"mess\u0061ges":[{"role":"tool","content":"{\"k\":[1,2]}","name":"t"}],"stream":true}`,
 	`{"messages":[{"role":"user","content":"` + strings.Repeat(`line \"q\" \\ \n`, 50) + `"},{"role":"assistant"}]}`,
+	`{"metadata":{"factgate.session":"a"},"messages":[],"metadata":{"x":1,"FACTGATE.maps":"m"},"response_format":{"type":"json_object"}}`,
+	`{"response_format":{"type":"json_schema"},"messages":[{"role":"user","content":"x"}],"response_format":"text","metadata":null}`,
+	`{"metad\u0061ta":{"factgate.Factions":"盟军","factgate.x":[1]},"response_form\u0061t":{"type":"json_object"},"messages":7}`,
+}
+
+// checkScanRequest fails when the one walk of scanRequest reads other members
+// than looking each up on its own does.
+func checkScanRequest(t *testing.T, body string) {
+	t.Helper()
+	r := scanRequest(body)
+	want, wok := findMessagesByLevels(body)
+	if r.hasMessages != wok || !reflect.DeepEqual(r.messages, want) {
+		t.Fatalf("%.80s: messages\n got %v %+v\nwant %v %+v", body, r.hasMessages, r.messages, wok, want)
+	}
+	md, _ := rawjson.Find(body, "metadata")
+	rf, _ := rawjson.Find(body, "response_format")
+	if r.metadata != md.Raw || r.responseFormat != rf.Raw {
+		t.Fatalf("%.80s: metadata %q, response_format %q; want %q, %q", body, r.metadata, r.responseFormat, md.Raw, rf.Raw)
+	}
+	if got, want := factgateMetadataOf(r.metadata), refFactgateMetadata(body); !reflect.DeepEqual(got, want) {
+		t.Fatalf("%.80s: factgate metadata\n got %+v\nwant %+v", body, got, want)
+	}
+	if got, want := jsonFormat(r.responseFormat), IsJSONMode(body); got != want {
+		t.Fatalf("%.80s: JSON mode %v, want %v", body, got, want)
+	}
 }
 
 // TestFindMessagesMatchesTheLevelWalker compares the one-pass walker with the
@@ -76,6 +101,7 @@ func TestFindMessagesMatchesTheLevelWalker(t *testing.T) {
 		if gok != wok || !reflect.DeepEqual(got, want) {
 			t.Errorf("%.80s:\n got %v %+v\nwant %v %+v", body, gok, got, wok, want)
 		}
+		checkScanRequest(t, body)
 	}
 }
 
@@ -92,5 +118,6 @@ func FuzzFindMessages(f *testing.F) {
 		if gok != wok || !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %v %+v, want %v %+v", gok, got, wok, want)
 		}
+		checkScanRequest(t, body)
 	})
 }

@@ -95,11 +95,12 @@ func (r *Interceptor) OnRequest(_ context.Context, ex *interceptors.Exchange) er
 // the body is edited afterwards.
 func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
 	body := bytesView(ex.Body)
-	meta := factgateMetadata(body)
+	req := scanRequest(body)
+	meta := factgateMetadataOf(req.metadata)
 	// The heads are read in this phase only: their decoding goes in the
-	// exchange's pooled buffers.
-	heads := userTextHeads(body, r.bounds, ex.Buffer)
-	ext := knowledge.ExtractContextTexts(r.pack, heads)
+	// exchange's pooled buffers, and goes only as far as the rules read.
+	heads := newUserHeads(body, req.messages, r.bounds, ex.Buffer)
+	ext := knowledge.ExtractContextHeads(r.pack, heads)
 	c := &Context{Players: ext.Players}
 	var notes []string
 
@@ -207,9 +208,9 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 	}
 	// Judged once the session is known: a session's follow-up is about its facts.
 	c.Applies = r.pack.Applies(knowledge.ApplyInput{
-		UserTexts:      heads,
-		ClientMentions: func(s string) bool { return clientMentions(body, s) },
-		JSONMode:       IsJSONMode(body),
+		Heads:          heads,
+		ClientMentions: func(s string) bool { return clientMentions(body, req.messages, s) },
+		JSONMode:       jsonFormat(req.responseFormat),
 		Session:        c.Session,
 	})
 	notes = append([]string{"context: " + c.Applies.Reason}, notes...)
@@ -345,15 +346,14 @@ func badMetadata(key, want string) error {
 	return e
 }
 
-// factgateMetadata returns the members of the body's metadata object whose keys
-// start with "factgate." (any case), in order.
-func factgateMetadata(body string) []metaItem {
-	m, ok := rawjson.Find(body, "metadata")
-	if !ok {
+// factgateMetadataOf returns the members of the body's metadata object (its raw
+// JSON; "" when absent) whose keys start with "factgate." (any case), in order.
+func factgateMetadataOf(metadata string) []metaItem {
+	if metadata == "" {
 		return nil
 	}
 	var out []metaItem
-	rawjson.EachMember(m.Raw, func(v rawjson.Member) bool {
+	rawjson.EachMember(metadata, func(v rawjson.Member) bool {
 		key := rawjson.Key(v.Key)
 		if len(key) >= len(MetadataPrefix) && strings.EqualFold(key[:len(MetadataPrefix)], MetadataPrefix) {
 			key = strings.Clone(key)

@@ -47,45 +47,95 @@ func boundsOf(pack *knowledge.Pack) headBounds {
 	return b
 }
 
-// userTextHeads returns the head of each user text within bounds (at least; the
-// rules cut again), decoded: a log's first lines are decoded, not the whole log.
-// The strings may alias body, and a text with escapes is decoded into buf(n) (a
-// buffer with room for n bytes; nil: a new one), so they must not outlive the
-// request phase nor the buffer; knowledge.ExtractContextTexts copies what it
-// keeps.
-func userTextHeads(body string, bounds headBounds, buf func(n int) []byte) []string {
-	limit := bounds.bytes
-	var out []string
-	eachUserText(body, func(raw string) bool {
+// userHeads are the heads of a request's user texts as the pack's context and
+// apply rules read them (knowledge.TextHeads): each within bounds, decoded from
+// the body's JSON string only as far as the rules ask — an operation log's header
+// block and first operation are in its first lines, and decoding its first 200
+// lines on every request was most of the stage's cost. The heads may alias the
+// body, and a text with escapes is decoded into buf(n) (a buffer with room for n
+// bytes; nil: a new one), so they must not outlive the request phase nor the
+// buffer; the rules copy what they keep.
+type userHeads struct {
+	bounds headBounds
+	buf    func(n int) []byte
+	texts  []userHead
+	first  [1]userHead // texts' room for the one user text most requests have
+}
+
+// userHead is one user text's head, decoded so far.
+type userHead struct {
+	raw   string // the JSON string's contents, escapes and all
+	head  string // decoded so far: a view of dec, or of raw when it needs no decoding
+	dec   []byte // the decoding buffer, with room for the whole head
+	rest  int    // where decoding goes on in raw; -1: head is all of the head
+	lines int    // the line breaks in head
+}
+
+// newUserHeads finds the user texts of the body's messages ml (empty: none); it
+// decodes nothing yet.
+func newUserHeads(body string, ml MessageList, bounds headBounds, buf func(n int) []byte) *userHeads {
+	h := &userHeads{bounds: bounds, buf: buf}
+	h.texts = h.first[:0]
+	eachUserTextOf(body, ml, func(raw string) bool {
 		inner := raw[1 : len(raw)-1]
-		head := inner
-		if len(head) > limit {
-			head = head[:limit]
+		t := userHead{raw: inner}
+		if head := inner[:min(len(inner), bounds.bytes)]; strings.IndexByte(head, '\\') < 0 {
+			t.head, t.rest = head, -1 // nothing to decode
 		}
-		if strings.IndexByte(head, '\\') < 0 {
-			out = append(out, head)
-			return true
-		}
-		n := len(head) + utf8.UTFMax // AppendUnescape's room
-		var b []byte
-		if buf != nil {
-			b = buf(n)
-		} else {
-			b = make([]byte, 0, n)
-		}
-		b = rawjson.AppendUnescapeLines(b, inner, limit, bounds.lines)
-		out = append(out, bytesView(b))
+		h.texts = append(h.texts, t)
 		return true
 	})
-	return out
+	return h
+}
+
+// Count implements knowledge.TextHeads.
+func (h *userHeads) Count() int { return len(h.texts) }
+
+// Head implements knowledge.TextHeads: text i decoded through its lines-th line
+// break at least, within the bounds.
+func (h *userHeads) Head(i, lines int) (string, bool) {
+	t := &h.texts[i]
+	lines = min(lines, h.bounds.lines)
+	for t.rest >= 0 && t.lines < lines {
+		h.decode(t, lines-t.lines)
+	}
+	return t.head, t.rest >= 0
+}
+
+// decode decodes the next lines lines of t (fewer at the end of the text or of
+// the bounds). The buffer has room for the whole head, so the head decoded so far
+// stays where it is: the lines the rules have read remain valid.
+func (h *userHeads) decode(t *userHead, lines int) {
+	if t.dec == nil {
+		n := min(len(t.raw), h.bounds.bytes) + utf8.UTFMax // AppendUnescape's room
+		if h.buf != nil {
+			t.dec = h.buf(n)
+		} else {
+			t.dec = make([]byte, 0, n)
+		}
+	}
+	var rest int
+	t.dec, rest = rawjson.AppendUnescapeLinesFrom(t.dec, t.raw[t.rest:], h.bounds.bytes-len(t.dec), lines)
+	t.head = bytesView(t.dec)
+	if rest < 0 {
+		t.rest = -1
+		return
+	}
+	t.rest += rest
+	if t.lines += lines; t.lines >= h.bounds.lines {
+		t.rest = -1 // the rules read no further
+	}
 }
 
 // eachUserText calls fn with the raw JSON string of each user text, in order.
 func eachUserText(body string, fn func(raw string) bool) {
-	ml, ok := findMessages(body)
-	if !ok {
-		return
+	if ml, ok := findMessages(body); ok {
+		eachUserTextOf(body, ml, fn)
 	}
+}
+
+// eachUserTextOf is eachUserText on the body's messages ml.
+func eachUserTextOf(body string, ml MessageList, fn func(raw string) bool) {
 	for _, m := range ml.Items {
 		if m.Role != "user" || m.ContentEnd == 0 {
 			continue

@@ -65,12 +65,12 @@ func TestUserTextHeadsMatchTheFullTexts(t *testing.T) {
 	for _, limit := range []int{1, 10, 100, 4096, 1 << 20} {
 		for _, lines := range []int{1, 3, 200, 1 << 20} {
 			bounds := headBounds{bytes: limit, lines: lines}
-			heads := userTextHeads(string(body), bounds, nil)
+			heads := decodedHeads(string(body), bounds, nil)
 			if len(heads) != 1 {
 				t.Fatalf("limit %d: %d heads", limit, len(heads))
 			}
 			ex := &interceptors.Exchange{}
-			if pooled := userTextHeads(string(body), bounds, ex.Buffer); len(pooled) != 1 || pooled[0] != heads[0] {
+			if pooled := decodedHeads(string(body), bounds, ex.Buffer); len(pooled) != 1 || pooled[0] != heads[0] {
 				t.Fatalf("limit %d, %d lines: the head decoded into the exchange's buffer differs", limit, lines)
 			}
 			ex.Release()

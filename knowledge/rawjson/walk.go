@@ -171,6 +171,19 @@ func AppendUnescape(dst []byte, s string, limit int) []byte {
 // lines newlines (lines < 0: no bound), so that reading the first lines of a long
 // text costs those lines only.
 func AppendUnescapeLines(dst []byte, s string, limit, lines int) []byte {
+	dst, _ = AppendUnescapeLinesFrom(dst, s, limit, lines)
+	return dst
+}
+
+// AppendUnescapeLinesFrom is AppendUnescapeLines that also says where to go on:
+// when it stopped after the lines-th newline, rest is the offset in s of the
+// input that follows it, and AppendUnescapeLinesFrom(dst, s[rest:], limit-n,
+// more) (n the bytes appended so far) appends what one call with lines+more
+// would have; otherwise (the end of s, the limit, an invalid escape) rest is -1
+// and there is nothing more to decode (a limit < 0 stays as it is on the way).
+// A caller reads a text's first lines, and decodes further only when it needs
+// more.
+func AppendUnescapeLinesFrom(dst []byte, s string, limit, lines int) (out []byte, rest int) {
 	base := len(dst)
 	for i := 0; i < len(s); {
 		if limit >= 0 && len(dst)-base >= limit {
@@ -202,7 +215,7 @@ func AppendUnescapeLines(dst []byte, s string, limit, lines int) []byte {
 		case 'n':
 			dst = append(dst, '\n')
 			if lines--; lines == 0 {
-				return dst
+				return dst, i + 2
 			}
 		case 'r':
 			dst = append(dst, '\r')
@@ -211,22 +224,22 @@ func AppendUnescapeLines(dst []byte, s string, limit, lines int) []byte {
 		case 'u':
 			r, size := unicodeEscape(s, i)
 			if size == 0 {
-				return dst
+				return dst, -1
 			}
 			dst = utf8.AppendRune(dst, r)
 			if r == '\n' {
 				if lines--; lines == 0 {
-					return dst
+					return dst, i + size
 				}
 			}
 			i += size
 			continue
 		default:
-			return dst
+			return dst, -1
 		}
 		i += 2
 	}
-	return dst
+	return dst, -1
 }
 
 // UnescapedLen is len(s) of StringValue(raw) for a raw JSON string, counted

@@ -248,6 +248,29 @@ func FuzzUnescape(f *testing.F) {
 				t.Fatalf("AppendUnescapeLines(%s, %d, %d) = %q, want the shorter of %q and %q", raw, limit, k, got, want, short)
 			}
 		}
+		// Going on from where AppendUnescapeLinesFrom stopped, k lines at a time,
+		// appends what one call does.
+		for k := 1; k <= 3; k++ {
+			for _, lim := range []int{-1, limit} {
+				whole := string(AppendUnescapeLines(nil, inner, lim, 7))
+				var got []byte
+				in, left, rest := inner, 7, 0
+				for left > 0 && rest >= 0 {
+					step := min(k, left)
+					budget := lim
+					if lim >= 0 {
+						budget = lim - len(got)
+					}
+					got, rest = AppendUnescapeLinesFrom(got, in, budget, step)
+					if rest >= 0 {
+						in, left = in[rest:], left-step
+					}
+				}
+				if string(got) != whole {
+					t.Fatalf("AppendUnescapeLinesFrom(%s, %d) %d lines at a time = %q, want %q", raw, lim, k, got, whole)
+				}
+			}
+		}
 		if n := UnescapedLen(raw); n != len(s) {
 			t.Fatalf("UnescapedLen(%s) = %d, want %d", raw, n, len(s))
 		}
