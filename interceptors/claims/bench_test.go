@@ -2,6 +2,8 @@ package claims
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -123,6 +125,41 @@ func BenchmarkDowngrade(b *testing.B) {
 	for b.Loop() {
 		if _, err := Downgrade(content, c, edits); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// benchCleanAnswer is the answer `factgate bench` serves (a copy of
+// cmd/factgate/demodata/clean_answer.md): seven unit claims after the marker.
+func benchCleanAnswer(tb testing.TB) string {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "bench_clean_answer.md"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+func BenchmarkParseBenchAnswer(b *testing.B) {
+	p := newRA3Parser(b)
+	content := benchCleanAnswer(b)
+	b.SetBytes(int64(len(content)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if c := p.Parse(content, Required); !c.Usable() {
+			b.Fatal("parse failed")
+		}
+	}
+}
+
+func BenchmarkLocateBenchAnswer(b *testing.B) {
+	p := newRA3Parser(b)
+	content := benchCleanAnswer(b)
+	b.SetBytes(int64(len(content)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !p.Locate(content).Found {
+			b.Fatal("no block")
 		}
 	}
 }
