@@ -52,29 +52,39 @@ func (p *Parser) Locate(content string) Location {
 	last := -1
 	if p.marker != "" {
 		last = lastIndex(content, p.marker)
-		if last >= 0 {
-			if f, ok := lastJSONFence(content, last+len(p.marker)); ok {
-				loc = Location{Found: true, Span: f.body, Fenced: true, Fence: f.whole}
-			}
+	}
+	if last >= 0 {
+		if f, ok := lastJSONFence(content, last+len(p.marker)); ok {
+			loc = Location{Found: true, Span: f.body, Fenced: true, Fence: f.whole}
 		}
 	}
 	if !loc.Found {
 		loc = p.fallback(content)
 	}
-	// The marker is its last occurrence outside the block (one forward pass, so a
-	// block full of marker strings cannot make this quadratic).
-	for from := 0; last >= 0; {
-		i := strings.Index(content[from:], p.marker)
-		if i < 0 {
-			break
-		}
-		m := Span{from + i, from + i + len(p.marker)}
-		if !loc.Found || m.End <= loc.Fence.Start || m.Start >= loc.Fence.End {
-			loc.Marker, loc.MarkerSpan = true, m
-		}
-		from = m.Start + 1
+	if m, ok := p.markerOutside(content, last, loc); ok {
+		loc.Marker, loc.MarkerSpan = true, m
 	}
 	return loc
+}
+
+// markerOutside returns the last occurrence of the marker outside loc's block,
+// given the last occurrence in content (-1 for none). The occurrences after the
+// block, if any, end with that last one, and the others lie before the block, so
+// only when the last one overlaps the block is the part of content before the
+// block searched again. A marker that found its fence lies before it: the common
+// case takes no second search.
+func (p *Parser) markerOutside(content string, last int, loc Location) (Span, bool) {
+	if last < 0 {
+		return Span{}, false
+	}
+	m := Span{last, last + len(p.marker)}
+	if !loc.Found || m.End <= loc.Fence.Start || m.Start >= loc.Fence.End {
+		return m, true
+	}
+	if before := lastIndex(content[:loc.Fence.Start], p.marker); before >= 0 {
+		return Span{before, before + len(p.marker)}, true
+	}
+	return Span{}, false
 }
 
 // lastIndex is strings.LastIndex searching forwards, which is much faster for
