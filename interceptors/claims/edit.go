@@ -367,7 +367,12 @@ func quoteJSON(s string) string { return string(rawjson.AppendString(nil, s)) }
 // locating the block without parsing it (the finalize step of a hidden revision
 // strips an answer it has already validated).
 func (p *Parser) StripBlock(content string) string {
-	c := &Claims{Location: p.Locate(content)}
+	return p.stripAt(content, p.Locate(content))
+}
+
+// stripAt is StripBlock with the block at loc, where Locate found it in content.
+func (p *Parser) stripAt(content string, loc Location) string {
+	c := &Claims{Location: loc}
 	if c.Found {
 		c.Block = content[c.Span.Start:c.Span.End]
 	}

@@ -303,7 +303,12 @@ func (p *Parser) evidencePath(kind claimKind, i int, claim string, j int) string
 // are issues in the result (see the package documentation for codes and Args).
 // The result's strings share content's memory.
 func (p *Parser) Parse(content string, req Requirement) *Claims {
-	c := &Claims{Location: p.Locate(content)}
+	return p.parseAt(content, p.Locate(content), req)
+}
+
+// parseAt is Parse with the block at loc, where Locate found it in content.
+func (p *Parser) parseAt(content string, loc Location, req Requirement) *Claims {
+	c := &Claims{Location: loc}
 	if !c.Found {
 		sev := interceptors.Warning
 		if req == Required {

@@ -2,9 +2,13 @@ package revise
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/claims"
 )
 
 // BenchmarkAcceptedDraft is what every validated request with a clean draft pays
@@ -73,5 +77,48 @@ func BenchmarkRevisionRequest(b *testing.B) {
 		if _, err := revisionBody([]byte(originalRequest), storyDraft, turn); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkAcceptedBenchAnswer is the clean answer `factgate bench` serves (a copy
+// of cmd/factgate/demodata/clean_answer.md) accepted with its claims block
+// stripped, as for a request whose contract the proxy injected: "located" with
+// the block's location remembered as the validation step leaves it, "unlocated"
+// without. The timer stops for what the validation step does before.
+func BenchmarkAcceptedBenchAnswer(b *testing.B) {
+	ra3, _ := packs(b)
+	r, err := New(nil, interceptors.Deps{Route: "bench", Pack: ra3}, Options{Strip: StripAlways})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "bench_clean_answer.md"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	draft := string(raw)
+	resp := completion(draft, usage(1, 1))
+	val := newFakeValidator(b, storyRules)
+	for _, located := range []bool{true, false} {
+		name := map[bool]string{true: "located", false: "unlocated"}[located]
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N { // not b.Loop: the timer stops for the validation step's part
+				b.StopTimer()
+				ex := &interceptors.Exchange{Body: []byte(originalRequest), Response: &interceptors.Response{Status: 200, Body: resp},
+					Validators: []interceptors.AnswerValidator{val}, Trace: interceptors.NewTrace("bench")}
+				// What the validation step did before: read the choice (the
+				// response's spans are then known) and locate its block.
+				if ex.Response.HasToolCalls(0) || ex.Response.ChoiceContent(0) != draft {
+					b.Fatal("not the draft")
+				}
+				if located {
+					r.parser.LocateIn(claims.AttachLocations(ex), strings.Clone(draft))
+				}
+				b.StartTimer()
+				if err := r.OnResponse(context.Background(), ex); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -128,11 +128,15 @@ func (r *Revise) appendClaims(draft, reply string) (string, bool) {
 }
 
 // stripClaims removes the claims block and its marker from content.
-func (r *Revise) stripClaims(content string) string {
+func (r *Revise) stripClaims(content string) string { return r.stripClaimsIn(nil, content) }
+
+// stripClaimsIn is stripClaims reusing the block's location when l remembers
+// content (the validation step located the draft's block).
+func (r *Revise) stripClaimsIn(l *claims.Locations, content string) string {
 	if r.parser == nil {
 		return content
 	}
-	return r.parser.StripBlock(content)
+	return r.parser.StripBlockIn(l, content)
 }
 
 // belief orders evidence levels by how strongly they assert the claimed identity:

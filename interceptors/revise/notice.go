@@ -349,11 +349,11 @@ func (r *Revise) describeClaims(content string) map[string]knowledge.NoticeClaim
 // placeNotice adds the notice after the answer's text: before a claims block (so
 // that an app that shows the text up to the block shows it, and the block stays
 // the last part of the answer), else at the end. The answer keeps its final line
-// break.
-func (r *Revise) placeNotice(content, notice string) string {
+// break. The block's location is reused when l remembers content.
+func (r *Revise) placeNotice(l *claims.Locations, content, notice string) string {
 	at := len(content)
 	if r.parser != nil {
-		loc := r.parser.Locate(content)
+		loc := r.parser.LocateIn(l, content)
 		if loc.Found {
 			at = loc.Fence.Start
 			if loc.Marker && loc.MarkerSpan.Start < at {

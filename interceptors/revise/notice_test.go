@@ -84,7 +84,7 @@ func TestNoticeGoesAfterTheTextBeforeTheClaimsBlock(t *testing.T) {
 		{"no block, no line break", "正文。", "正文。\n\n⚠ 注意", "正文。\n\n⚠ 注意"},
 		{"nothing but the block", marker + "\n" + block, "⚠ 注意\n\n" + marker + "\n" + block, "⚠ 注意\n"},
 	} {
-		got := r.placeNotice(tc.content, "⚠ 注意")
+		got := r.placeNotice(nil, tc.content, "⚠ 注意")
 		if got != tc.want {
 			t.Errorf("%s:\n%q\nwant\n%q", tc.name, got, tc.want)
 		}

@@ -688,12 +688,12 @@ func (ru *run) finish(ctx context.Context, draft *attempt) choiceResult {
 			}
 			notice = &interceptors.Notice{Choice: ru.choice, Mode: string(mode), Text: text, Issues: named}
 			if mode == NoticeAppend {
-				content = ru.r.placeNotice(content, text)
+				content = ru.r.placeNotice(claims.LocationsOf(ex), content, text)
 			}
 		}
 	}
 	if ru.stripClaims() {
-		content = ru.r.stripClaims(content)
+		content = ru.r.stripClaimsIn(claims.LocationsOf(ex), content)
 	}
 	if content != draft.content || best != draft {
 		if err := ex.Response.SetChoiceContent(ru.choice, content); err != nil {

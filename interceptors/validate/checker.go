@@ -81,6 +81,9 @@ type Input struct {
 	// read from the shared cache: the facts may be partial. Index is ignored and
 	// one Warning, facts.session_unconfirmed, says so.
 	SessionUnconfirmed bool
+	// Locations, when non-nil, is the request's memory of where its answers'
+	// claims blocks are: Check reuses and records there (see claims.Locations).
+	Locations *claims.Locations
 }
 
 // Checker checks answers under one pack: the claims parser's format issues plus
@@ -149,7 +152,7 @@ func (c *Checker) Check(answer string, in Input) []interceptors.Issue {
 	if (in.RequireClaims == nil && c.settings.RequireClaims) || (in.RequireClaims != nil && *in.RequireClaims) {
 		req = claims.Required
 	}
-	parsed := c.parser.Parse(answer, req)
+	parsed := c.parser.ParseIn(in.Locations, answer, req)
 	if in.MissingSegments > 0 || in.SessionUnconfirmed {
 		in.Index = nil // partial facts would make true citations "not in the replay"
 	}

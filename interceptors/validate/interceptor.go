@@ -13,6 +13,7 @@ import (
 
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/claims"
 	"github.com/factgate/factgate/interceptors/facts"
 	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
@@ -153,13 +154,17 @@ func (v *Validate) OnRequest(_ context.Context, ex *interceptors.Exchange) error
 		ex.Trace.Note("validate: not validated: " + a.Reason)
 		return nil
 	}
-	ex.SetValue(stateKey{}, v.requestContext(ex))
+	st := v.requestContext(ex)
 	if v.shape != nil {
 		ex.Validators = append(ex.Validators, v.shape)
 	}
 	if v.validator != nil {
 		ex.Validators = append(ex.Validators, v.validator)
+		// Remember where each answer's claims block is: the revision step strips
+		// the block of the draft the rules parse.
+		st.in.Locations = claims.AttachLocations(ex)
 	}
+	ex.SetValue(stateKey{}, st)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/claims"
 	"github.com/factgate/factgate/interceptors/facts"
 	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge"
@@ -247,5 +248,30 @@ func TestStageUsesTheChainsContextAndFacts(t *testing.T) {
 	want := []string{"asset.unknown|Warning|unitClaims[0]", "evidence.not_in_replay|Contradiction|unitClaims[0].evidence[1]"}
 	if got := keys(ex.Issues, interceptors.Info); !slices.Equal(got, want) {
 		t.Fatalf("issues %v, want %v (the context stage's factions, the facts stage's index)", got, want)
+	}
+}
+
+// The stage leaves the request's claims.Locations on the exchange, for the
+// revision step to strip the draft's block without locating it again; what it
+// remembers strips as locating does.
+func TestStageRemembersTheBlocksLocation(t *testing.T) {
+	t.Parallel()
+	v, _ := newStage(t, Config{})
+	ctx := context.Background()
+	ex := newExchange(testLog)
+	if err := v.OnRequest(ctx, ex); err != nil {
+		t.Fatal(err)
+	}
+	l := claims.LocationsOf(ex)
+	if l == nil {
+		t.Fatal("no claims.Locations on the exchange")
+	}
+	ex.Response = completion(c03Answer)
+	if err := v.OnResponse(ctx, ex); err != nil {
+		t.Fatal(err)
+	}
+	p := v.checker.Parser()
+	if got, want := p.StripBlockIn(l, strings.Clone(c03Answer)), p.StripBlock(c03Answer); got != want {
+		t.Fatalf("stripped with the remembered location: %q, want %q", got, want)
 	}
 }
