@@ -2,6 +2,8 @@ package validate
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,4 +114,21 @@ func BenchmarkResponsePhase(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkCheckBenchAnswer: the clean answer `factgate bench` serves (a copy of
+// cmd/factgate/demodata/clean_answer.md) against its replay, allied_vs_soviet.txt.
+func BenchmarkCheckBenchAnswer(b *testing.B) {
+	env := newEnv(b, Config{}, replayText(b, "allied_vs_soviet.txt"))
+	raw, err := os.ReadFile(filepath.Join("testdata", "bench_clean_answer.md"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ans := string(raw)
+	issues := env.checker.Check(ans, env.input)
+	b.ReportAllocs()
+	for b.Loop() {
+		env.checker.Check(ans, env.input)
+	}
+	b.ReportMetric(float64(len(issues)), "issues")
 }

@@ -156,7 +156,7 @@ func (c *Checker) Check(answer string, in Input) []interceptors.Issue {
 	if in.MissingSegments > 0 || in.SessionUnconfirmed {
 		in.Index = nil // partial facts would make true citations "not in the replay"
 	}
-	r := newRun(c, in)
+	r := newRun(c, in) // a value: the run stays on the stack
 	for _, is := range parsed.Issues {
 		r.out = append(r.out, finding{issue: is})
 	}
@@ -204,8 +204,8 @@ type run struct {
 	matched  []bool // per evidence item of the current claim: it matched the facts
 }
 
-func newRun(c *Checker, in Input) *run {
-	r := &run{
+func newRun(c *Checker, in Input) run {
+	r := run{
 		c:        c,
 		ix:       in.Index,
 		hasFacts: in.Index.HasFacts(),

@@ -46,8 +46,7 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 	if !u.HasUnitID {
 		return
 	}
-	id := u.UnitID
-	unit := strconv.FormatInt(id, 10)
+	id := u.UnitID // its text, unitText(u), is made only for an issue
 	var owners []string
 	observed := false
 	if r.hasFacts {
@@ -58,7 +57,7 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 			// the claim goes.
 			r.add(finding{issue: newIssue(CodeUnitNotObserved, interceptors.Warning, u.Path,
 				interceptors.Recommendation{Remove: true},
-				"unit", unit, "player", u.Player, "claim", u.Claim),
+				"unit", unitText(u), "player", u.Player, "claim", u.Claim),
 				assets: nonEmpty(u.Claim)})
 		}
 		if u.Player != "" {
@@ -75,7 +74,7 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 				}
 				r.add(finding{issue: newIssue(CodePlayerMismatch, interceptors.Contradiction, u.Path,
 					rec,
-					"unit", unit, "player", u.Player, "owner", owner, "claim", u.Claim),
+					"unit", unitText(u), "player", u.Player, "owner", owner, "claim", u.Claim),
 					units: []int64{id}})
 			}
 		}
@@ -96,15 +95,15 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 		// Nor one about an asset the knowledge does not know.
 		r.add(finding{issue: newIssue(CodeAssetUnknown, interceptors.Warning, u.Path,
 			interceptors.Recommendation{Remove: true},
-			"asset", u.Claim, "player", player, "scope", scope, "unit", unit),
+			"asset", u.Claim, "player", player, "scope", scope, "unit", unitText(u)),
 			units: []int64{id}})
 	}
 	ruledOut := u.Level.RulesOut()
 	if r.hasFacts && known && !ruledOut {
-		r.powerMismatch(u, id, unit, scope)
+		r.powerMismatch(u, id, scope)
 	}
 	if r.hasFacts && !ruledOut && player != "" {
-		r.beforeProduction(u, id, unit, player)
+		r.beforeProduction(u, id, player)
 	}
 	if !confident || !r.hasFacts {
 		return
@@ -112,11 +111,11 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 	if r.isBuilder(u.Claim, scope, judged) && !r.ix.ActedAs(id, facts.RoleBuilder) {
 		r.add(finding{issue: newIssue(CodeBuilderNotObserved, interceptors.WeakEvidence, u.Path,
 			interceptors.Recommendation{EvidenceLevel: levelPossible},
-			"unit", unit, "asset", u.Claim, "player", player),
+			"unit", unitText(u), "asset", u.Claim, "player", player),
 			units: []int64{id}})
 	}
 	if known {
-		r.ambiguous(u, id, unit, scope)
+		r.ambiguous(u, id, scope)
 	}
 }
 
@@ -203,7 +202,7 @@ func itemSubjects(ev *claims.Evidence, fields []string) (units []int64, assets, 
 // powerMismatch: the unit used a power that some asset of the player's faction
 // carries and the claimed asset does not. Knowledge of other factions is never
 // consulted, so an incomplete faction cannot produce a false Contradiction.
-func (r *run) powerMismatch(u *claims.UnitClaim, id int64, unit, scope string) {
+func (r *run) powerMismatch(u *claims.UnitClaim, id int64, scope string) {
 	for _, power := range r.ix.UnitPowers(id) {
 		tag := knowledge.SpecialPowerTag(power)
 		carriers := r.set.AssetsWithTag(r.c.dim, scope, tag)
@@ -212,7 +211,7 @@ func (r *run) powerMismatch(u *claims.UnitClaim, id int64, unit, scope string) {
 		}
 		r.add(finding{issue: newIssue(CodePowerMismatch, interceptors.Contradiction, u.Path,
 			interceptors.Recommendation{EvidenceLevel: levelRuledOut, Alternatives: slices.Clone(carriers)},
-			"unit", unit, "asset", u.Claim, "power", power, "alternatives", strings.Join(carriers, r.c.sep), "scope", scope),
+			"unit", unitText(u), "asset", u.Claim, "power", power, "alternatives", strings.Join(carriers, r.c.sep), "scope", scope),
 			units: []int64{id}, powers: []string{power}})
 		return
 	}
@@ -221,7 +220,7 @@ func (r *run) powerMismatch(u *claims.UnitClaim, id int64, unit, scope string) {
 // beforeProduction: the player produced the claimed asset (producer operations;
 // structures are built, not produced), and the unit was observed strictly before
 // the first such production.
-func (r *run) beforeProduction(u *claims.UnitClaim, id int64, unit, player string) {
+func (r *run) beforeProduction(u *claims.UnitClaim, id int64, player string) {
 	produced, ok := r.ix.FirstProduction(player, u.Claim)
 	if !ok {
 		return
@@ -232,7 +231,7 @@ func (r *run) beforeProduction(u *claims.UnitClaim, id int64, unit, player strin
 	}
 	r.add(finding{issue: newIssue(CodeBeforeProduction, interceptors.Contradiction, u.Path,
 		interceptors.Recommendation{EvidenceLevel: levelRuledOut},
-		"unit", unit, "asset", u.Claim, "player", player,
+		"unit", unitText(u), "asset", u.Claim, "player", player,
 		"time", interceptors.FormatClock(first), "produced", interceptors.FormatClock(produced)),
 		units: []int64{id}, assets: []string{u.Claim}})
 }
@@ -258,7 +257,7 @@ func (r *run) isBuilder(asset, scope string, judged bool) bool {
 // the facts, one is a power that two or more assets of the faction carry (the
 // claimed asset among them — otherwise asset.power_mismatch speaks), and none
 // identifies the unit (it built, placed, produced or was sold).
-func (r *run) ambiguous(u *claims.UnitClaim, id int64, unit, scope string) {
+func (r *run) ambiguous(u *claims.UnitClaim, id int64, scope string) {
 	var shared string
 	var carriers []string
 	for i := range u.Evidence {
@@ -297,7 +296,7 @@ func (r *run) ambiguous(u *claims.UnitClaim, id int64, unit, scope string) {
 	}
 	r.add(finding{issue: newIssue(CodeAmbiguous, interceptors.WeakEvidence, u.Path,
 		interceptors.Recommendation{EvidenceLevel: levelPossible, Alternatives: others},
-		"unit", unit, "asset", u.Claim, "power", shared, "level", u.Level.String(),
+		"unit", unitText(u), "asset", u.Claim, "power", shared, "level", u.Level.String(),
 		"alternatives", strings.Join(others, r.c.sep)),
 		units: []int64{id}, powers: []string{shared}})
 }
