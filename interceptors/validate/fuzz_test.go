@@ -1,10 +1,13 @@
 package validate
 
 import (
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/claims"
 )
 
 // FuzzCheck: any answer text gives sorted, complete issues, the same twice, and no
@@ -21,6 +24,15 @@ func FuzzCheck(f *testing.F) {
 		again := env.checker.Check(content, env.input)
 		if !slices.Equal(keys(issues, interceptors.Info), keys(again, interceptors.Info)) {
 			t.Fatal("two checks of one answer differ")
+		}
+		// With the request's claims.Locations: the first check records where the
+		// block is, the second reuses it; both give what a check without does.
+		in := env.input
+		in.Locations = &claims.Locations{}
+		for range 2 {
+			if got := env.checker.Check(strings.Clone(content), in); !reflect.DeepEqual(got, issues) {
+				t.Fatalf("with Locations the issues are %v, without %v", keys(got, interceptors.Info), keys(issues, interceptors.Info))
+			}
 		}
 		for i, is := range issues {
 			if is.Code == "" || is.Message == "" || is.Severity < interceptors.Info || is.Severity > interceptors.Fatal {
