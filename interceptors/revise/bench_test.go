@@ -84,7 +84,8 @@ func BenchmarkRevisionRequest(b *testing.B) {
 // of cmd/factgate/demodata/clean_answer.md) accepted with its claims block
 // stripped, as for a request whose contract the proxy injected: "located" with
 // the block's location remembered as the validation step leaves it, "unlocated"
-// without. The timer stops for what the validation step does before.
+// without. What the validation step does before is done for batches of
+// exchanges with the timer stopped.
 func BenchmarkAcceptedBenchAnswer(b *testing.B) {
 	ra3, _ := packs(b)
 	r, err := New(nil, interceptors.Deps{Route: "bench", Pack: ra3}, Options{Strip: StripAlways})
@@ -98,26 +99,40 @@ func BenchmarkAcceptedBenchAnswer(b *testing.B) {
 	draft := string(raw)
 	resp := completion(draft, usage(1, 1))
 	val := newFakeValidator(b, storyRules)
+	// validated returns an exchange as the validation step leaves it: the choice
+	// read (the response's spans known), the draft in the trace, and with located
+	// its block's location remembered.
+	validated := func(located bool) *interceptors.Exchange {
+		ex := &interceptors.Exchange{Body: []byte(originalRequest), Response: &interceptors.Response{Status: 200, Body: resp},
+			Validators: []interceptors.AnswerValidator{val}, Trace: interceptors.NewTrace("bench")}
+		if ex.Response.HasToolCalls(0) || ex.Response.ChoiceContent(0) != draft {
+			b.Fatal("not the draft")
+		}
+		ex.Trace.AddAttempt(interceptors.Attempt{Kind: interceptors.KindDraft, Content: draft, Counts: "0"})
+		if located {
+			r.parser.LocateIn(claims.AttachLocations(ex), strings.Clone(draft))
+		}
+		return ex
+	}
 	for _, located := range []bool{true, false} {
 		name := map[bool]string{true: "located", false: "unlocated"}[located]
 		b.Run(name, func(b *testing.B) {
+			batch := make([]*interceptors.Exchange, 256)
+			next := len(batch)
 			b.ReportAllocs()
-			for range b.N { // not b.Loop: the timer stops for the validation step's part
-				b.StopTimer()
-				ex := &interceptors.Exchange{Body: []byte(originalRequest), Response: &interceptors.Response{Status: 200, Body: resp},
-					Validators: []interceptors.AnswerValidator{val}, Trace: interceptors.NewTrace("bench")}
-				// What the validation step did before: read the choice (the
-				// response's spans are then known) and locate its block.
-				if ex.Response.HasToolCalls(0) || ex.Response.ChoiceContent(0) != draft {
-					b.Fatal("not the draft")
+			for b.Loop() {
+				if next == len(batch) {
+					b.StopTimer()
+					for i := range batch {
+						batch[i] = validated(located)
+					}
+					next = 0
+					b.StartTimer()
 				}
-				if located {
-					r.parser.LocateIn(claims.AttachLocations(ex), strings.Clone(draft))
-				}
-				b.StartTimer()
-				if err := r.OnResponse(context.Background(), ex); err != nil {
+				if err := r.OnResponse(context.Background(), batch[next]); err != nil {
 					b.Fatal(err)
 				}
+				next++
 			}
 		})
 	}
