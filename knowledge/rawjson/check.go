@@ -16,6 +16,7 @@ package rawjson
 import (
 	"bytes"
 	"errors"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -366,8 +367,12 @@ func scanString[T text](s T, i int) (int, failure) {
 	n := len(s)
 	i++
 	for {
-		// Eight bytes at a time while none of them ends the plain run.
-		for i+8 <= n && !special8(load8(s, i)) {
+		// Eight bytes at a time, up to the first that ends the plain run.
+		for i+8 <= n {
+			if m := specialMask(load8(s, i)); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
 		}
 		for i < n && plain[s[i]] {
@@ -413,15 +418,18 @@ func load8[T text](s T, i int) uint64 {
 		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
 }
 
-// special8 reports whether one of the eight bytes of v is not plain: a control
-// character, the quote or the backslash. Each test sets a byte's high bit where
-// it holds; a byte that has its own high bit set (UTF-8) is plain and masked out.
-func special8(v uint64) bool {
+// specialMask sets the high bit of each of the eight bytes of v that is not
+// plain — a control character, the quote or the backslash — at least of the first
+// one (in string order): each test sets a byte's high bit where it holds, and a
+// subtraction's borrow can only set bits above a byte that holds, so the lowest
+// bit set is exact (bits.TrailingZeros64(m)>>3 is that byte's index). A byte that
+// has its own high bit set (UTF-8) is plain and masked out. Zero: all are plain.
+func specialMask(v uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	quote := v ^ ('"' * ones)
 	backslash := v ^ ('\\' * ones)
 	hit := (quote - ones) | (backslash - ones) | (v - 0x20*ones)
-	return hit&^v&highs != 0
+	return hit &^ v & highs
 }
 
 // scanLiteral reads true, false or null at s[i].

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/bits"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -158,11 +160,19 @@ func FuzzCheck(f *testing.F) {
 	})
 }
 
-// TestSpecial8AgreesWithThePlainTable: the eight-byte test finds a byte that is
-// not plain wherever it stands among plain ones, and never flags a word of plain
-// bytes (UTF-8 included).
-func TestSpecial8AgreesWithThePlainTable(t *testing.T) {
+// TestSpecialMaskAgreesWithThePlainTable: the eight-byte test finds the first
+// byte that is not plain wherever it stands among plain ones, and never flags a
+// word of plain bytes (UTF-8 included); with several, it finds the first.
+func TestSpecialMaskAgreesWithThePlainTable(t *testing.T) {
 	t.Parallel()
+	first := func(w [8]byte) int {
+		for k, c := range w {
+			if !plain[c] {
+				return k
+			}
+		}
+		return 8
+	}
 	fill := []byte("aZ09 ~\x7f\x80\xe4\xbd\xa0\xff")
 	for c := 0; c < 256; c++ {
 		for pos := range 8 {
@@ -172,12 +182,23 @@ func TestSpecial8AgreesWithThePlainTable(t *testing.T) {
 					w[k] = f
 				}
 				w[pos] = byte(c)
-				got := special8(load8(w[:], 0))
-				want := !plain[c] || !plain[f]
-				if got != want {
-					t.Fatalf("byte %#x at %d among %#x: special8 %v, want %v", c, pos, f, got, want)
+				if got, want := bits.TrailingZeros64(specialMask(load8(w[:], 0)))>>3, first(w); got != want {
+					t.Fatalf("byte %#x at %d among %#x: first special byte at %d, want %d", c, pos, f, got, want)
 				}
 			}
+		}
+	}
+	// Random words over bytes around the boundaries: borrows from one byte into
+	// the next must not move the answer.
+	alphabet := []byte("\x00\x01\x1f\x20\x21\"#\\\x5b\x5d\x7f\x80\x9f\xa0\xe4\xffa")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		var w [8]byte
+		for k := range w {
+			w[k] = alphabet[rng.IntN(len(alphabet))]
+		}
+		if got, want := bits.TrailingZeros64(specialMask(load8(w[:], 0)))>>3, first(w); got != want {
+			t.Fatalf("%q: first special byte at %d, want %d", w, got, want)
 		}
 	}
 }
