@@ -113,3 +113,32 @@ func BenchmarkAppendString(b *testing.B) {
 		buf = AppendString(buf[:0], s)
 	}
 }
+
+// BenchmarkUnescapeAnswer decodes the content of the answer factgate bench's mock
+// gives (an analysis with its JSON claims block: an escape every few bytes), as
+// the proxy does once per held answer: whole, and through the line decoder that
+// reads the heads of user texts.
+func BenchmarkUnescapeAnswer(b *testing.B) {
+	answer, err := os.ReadFile("testdata/clean_answer.md")
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := AppendString(nil, string(answer))
+	inner := string(raw[1 : len(raw)-1])
+	buf := make([]byte, 0, len(inner)+8)
+	b.Run("whole", func(b *testing.B) {
+		b.SetBytes(int64(len(inner)))
+		for b.Loop() {
+			buf = AppendUnescape(buf[:0], inner, -1)
+		}
+	})
+	b.Run("line-decoder", func(b *testing.B) {
+		b.SetBytes(int64(len(inner)))
+		for b.Loop() {
+			buf = AppendUnescapeLines(buf[:0], inner, -1, -1)
+		}
+	})
+	if string(buf) != string(answer) {
+		b.Fatal("the decoded answer differs")
+	}
+}

@@ -1,6 +1,9 @@
 package rawjson
 
 import (
+	"encoding/binary"
+	"math/bits"
+	"slices"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -164,7 +167,70 @@ func Unescape(s string, limit int) string {
 // buffer; limit counts the bytes appended. It appends without allocating when
 // dst has room for min(len(s), limit) + utf8.UTFMax bytes.
 func AppendUnescape(dst []byte, s string, limit int) []byte {
+	if limit < 0 {
+		return appendUnescapeAll(dst, s)
+	}
 	return AppendUnescapeLines(dst, s, limit, -1)
+}
+
+// appendUnescapeAll is AppendUnescapeLines(dst, s, -1, -1): the whole text. It
+// decodes into dst grown once to hold len(s) more bytes (decoding never
+// lengthens: an escape is at least as long as what it stands for), and copies
+// eight bytes at a time up to the next backslash, so that a text dense with
+// escapes — an answer carrying a JSON claims block writes \" every few bytes —
+// does not pay a search and a copy call per escape.
+func appendUnescapeAll(dst []byte, s string) []byte {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	k := len(dst)
+	buf := slices.Grow(dst, len(s))[:len(dst)+len(s)]
+	for i := 0; i < len(s); {
+		if i+8 <= len(s) {
+			w := load8(s, i)
+			x := w ^ ('\\' * ones)
+			m := (x - ones) &^ x & highs              // the high bit of each backslash (exact for the first)
+			binary.LittleEndian.PutUint64(buf[k:], w) // k+8 <= len(buf): k-len(dst) <= i
+			if m == 0 {
+				i, k = i+8, k+8
+				continue
+			}
+			n := bits.TrailingZeros64(m) >> 3
+			i, k = i+n, k+n
+		} else if s[i] != '\\' {
+			buf[k] = s[i]
+			i, k = i+1, k+1
+			continue
+		}
+		// s[i] is a backslash.
+		if i+1 >= len(s) {
+			break
+		}
+		switch c := s[i+1]; c {
+		case '"', '\\', '/':
+			buf[k] = c
+		case 'b':
+			buf[k] = '\b'
+		case 'f':
+			buf[k] = '\f'
+		case 'n':
+			buf[k] = '\n'
+		case 'r':
+			buf[k] = '\r'
+		case 't':
+			buf[k] = '\t'
+		case 'u':
+			r, size := unicodeEscape(s, i)
+			if size == 0 {
+				return buf[:k]
+			}
+			k += utf8.EncodeRune(buf[k:], r) // size >= 6 > utf8.UTFMax: room
+			i += size
+			continue
+		default:
+			return buf[:k]
+		}
+		i, k = i+2, k+1
+	}
+	return buf[:k]
 }
 
 // AppendUnescapeLines is AppendUnescape that also stops once it has appended

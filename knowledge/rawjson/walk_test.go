@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -278,4 +279,48 @@ func FuzzUnescape(f *testing.F) {
 			t.Fatalf("valueEnd(%s) = %d, want %d", raw, end, len(raw))
 		}
 	})
+}
+
+// unescapePieces are what appendUnescapeAll's inputs are built from: plain runs
+// of every length around its eight-byte step, every escape (valid, invalid, cut
+// short, surrogate pairs and lone halves) and multi-byte text.
+var unescapePieces = []string{
+	"a", "bcdefgh", "ijklmnopq", "玩家", "😀", `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`,
+	`\u0041`, `\u00e9`, `\u2028`, `\ud83d\ude00`, `\ud83d`, `\ude00`, `\ud83dx`, `\u12`, `\x`, `\`,
+	"\x00", "\xff", `{\"unitId\":\"AlliedMCV\"}`,
+}
+
+// TestUnescapeAllAgreesWithTheLineDecoder: the whole-text decoder appends what
+// the line decoder does without bounds, for texts dense with escapes, with or
+// without bytes already in dst.
+func TestUnescapeAllAgreesWithTheLineDecoder(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		var b strings.Builder
+		for n := rng.IntN(12); n > 0; n-- {
+			b.WriteString(unescapePieces[rng.IntN(len(unescapePieces))])
+		}
+		checkUnescapeAll(t, b.String())
+	}
+}
+
+func checkUnescapeAll(t *testing.T, s string) {
+	t.Helper()
+	for _, prefix := range []string{"", "head:"} {
+		want := string(AppendUnescapeLines([]byte(prefix), s, -1, -1))
+		if got := string(appendUnescapeAll([]byte(prefix), s)); got != want {
+			t.Fatalf("appendUnescapeAll(%q, %q) = %q, the line decoder gives %q", prefix, s, got, want)
+		}
+	}
+	if got, want := Unescape(s, -1), string(AppendUnescapeLines(nil, s, -1, -1)); got != want {
+		t.Fatalf("Unescape(%q, -1) = %q, want %q", s, got, want)
+	}
+}
+
+func FuzzUnescapeAllAgreesWithTheLineDecoder(f *testing.F) {
+	for _, s := range unescapePieces {
+		f.Add(s + s + "0123456789" + s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkUnescapeAll(t, s) })
 }
