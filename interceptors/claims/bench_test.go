@@ -3,10 +3,13 @@ package claims
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
+
+// benchAnswerPath is the answer factgate bench's mock serves: the benchmarks read
+// it where the bench embeds it, so they follow it when it changes.
+const benchAnswerPath = "../../cmd/factgate/demodata/clean_answer.md"
 
 // answer18 is an answer with 10 unit, 5 event and 3 timeline claims, 2-3
 // structured evidence items each, in the shape the RA3 contract asks for.
@@ -129,11 +132,11 @@ func BenchmarkDowngrade(b *testing.B) {
 	}
 }
 
-// benchCleanAnswer is the answer `factgate bench` serves (a copy of
-// cmd/factgate/demodata/clean_answer.md): seven unit claims after the marker.
+// benchCleanAnswer is the answer `factgate bench` serves (benchAnswerPath):
+// seven unit claims after the marker.
 func benchCleanAnswer(tb testing.TB) string {
 	tb.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "bench_clean_answer.md"))
+	b, err := os.ReadFile(benchAnswerPath)
 	if err != nil {
 		tb.Fatal(err)
 	}

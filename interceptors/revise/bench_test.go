@@ -3,13 +3,16 @@ package revise
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
 )
+
+// benchAnswerPath is the answer factgate bench's mock serves: the benchmarks read
+// it where the bench embeds it, so they follow it when it changes.
+const benchAnswerPath = "../../cmd/factgate/demodata/clean_answer.md"
 
 // BenchmarkAcceptedDraft is what every validated request with a clean draft pays
 // in this step: no call, headers, trace, metrics.
@@ -80,11 +83,10 @@ func BenchmarkRevisionRequest(b *testing.B) {
 	}
 }
 
-// BenchmarkAcceptedBenchAnswer is the clean answer `factgate bench` serves (a copy
-// of cmd/factgate/demodata/clean_answer.md) accepted with its claims block
-// stripped, as for a request whose contract the proxy injected: "located" with
-// the block's location remembered as the validation step leaves it, "unlocated"
-// without. What the validation step does before is done for batches of
+// BenchmarkAcceptedBenchAnswer is the clean answer `factgate bench` serves
+// (benchAnswerPath) accepted with its claims block stripped, as for a request
+// whose contract the proxy injected: "located" with the block's location
+// remembered as the validation step leaves it, "unlocated" without. What the validation step does before is done for batches of
 // exchanges with the timer stopped.
 func BenchmarkAcceptedBenchAnswer(b *testing.B) {
 	ra3, _ := packs(b)
@@ -92,7 +94,7 @@ func BenchmarkAcceptedBenchAnswer(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join("testdata", "bench_clean_answer.md"))
+	raw, err := os.ReadFile(benchAnswerPath)
 	if err != nil {
 		b.Fatal(err)
 	}

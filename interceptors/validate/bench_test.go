@@ -3,7 +3,6 @@ package validate
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +11,10 @@ import (
 	"github.com/factgate/factgate/interceptors/facts"
 	"github.com/factgate/factgate/knowledge"
 )
+
+// benchAnswerPath is the answer factgate bench's mock serves: the benchmarks read
+// it where the bench embeds it, so they follow it when it changes.
+const benchAnswerPath = "../../cmd/factgate/demodata/clean_answer.md"
 
 // evidenceOf writes op as the structured evidence that cites it.
 func evidenceOf(pack *knowledge.Pack, op *facts.Op, unit int64) string {
@@ -116,11 +119,11 @@ func BenchmarkResponsePhase(b *testing.B) {
 	}
 }
 
-// BenchmarkCheckBenchAnswer: the clean answer `factgate bench` serves (a copy of
-// cmd/factgate/demodata/clean_answer.md) against its replay, allied_vs_soviet.txt.
+// BenchmarkCheckBenchAnswer: the clean answer `factgate bench` serves
+// (benchAnswerPath) against its replay, allied_vs_soviet.txt.
 func BenchmarkCheckBenchAnswer(b *testing.B) {
 	env := newEnv(b, Config{}, replayText(b, "allied_vs_soviet.txt"))
-	raw, err := os.ReadFile(filepath.Join("testdata", "bench_clean_answer.md"))
+	raw, err := os.ReadFile(benchAnswerPath)
 	if err != nil {
 		b.Fatal(err)
 	}

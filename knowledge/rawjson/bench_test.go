@@ -10,6 +10,10 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// benchAnswerPath is the answer factgate bench's mock serves: the benchmarks read
+// it where the bench embeds it, so they follow it when it changes.
+const benchAnswerPath = "../../cmd/factgate/demodata/clean_answer.md"
+
 // chatRequest is a realistic 24 KB chat request: a system prompt, a user message
 // carrying a 14-minute RA3 replay's operation log (Chinese and ASCII, a newline
 // escape per line), a tool definition with a JSON schema, and the usual options.
@@ -119,7 +123,7 @@ func BenchmarkAppendString(b *testing.B) {
 // the proxy does once per held answer: whole, and through the line decoder that
 // reads the heads of user texts.
 func BenchmarkUnescapeAnswer(b *testing.B) {
-	answer, err := os.ReadFile("testdata/clean_answer.md")
+	answer, err := os.ReadFile(benchAnswerPath)
 	if err != nil {
 		b.Fatal(err)
 	}
