@@ -136,7 +136,8 @@ type Edit struct {
 // Downgrade applies edits to the claims block of content and returns the new
 // content. The block is edited with sjson on its normalised JSON (so comments and
 // trailing commas disappear from it), re-indented with two spaces (field order and
-// unknown fields kept, line breaks as in the original block), and spliced back into
+// unknown fields kept, line breaks as in the original block) — or kept on one line
+// when it was written on one — and spliced back into
 // the same place; everything outside c.Span is left byte-identical. The edits apply in
 // order, the removals last (from the end of each array, so every path names the
 // claim as parsed; the claims after a removed one move up). c must be the usable
@@ -220,7 +221,14 @@ func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
 			}
 		}
 	}
+	// The block keeps its layout: one written on a single line stays on one line,
+	// so that the lines around it — a list item, a table row, the opening line of
+	// a fence it sits on — keep their meaning; a block of several lines is
+	// pretty-printed.
 	block := strings.TrimRight(gjson.Get(doc, `@pretty:{"width":0}`).Raw, "\n")
+	if !strings.Contains(c.Block, "\n") {
+		block = gjson.Get(doc, "@ugly").Raw
+	}
 	if c.Fenced && (strings.HasSuffix(c.Block, "\n")) {
 		block += "\n"
 	}

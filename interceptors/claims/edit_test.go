@@ -380,3 +380,36 @@ func TestStripBlockMatchesStripOfAParse(t *testing.T) {
 		}
 	}
 }
+
+// TestDowngradeKeepsAOneLineBlockOnOneLine: a block written on one line is
+// rewritten on one line, so the markdown around it keeps its meaning. Pretty-
+// printed, the block on a fence's opening line (found by the fallback; FuzzParse
+// found this) became that unclosed fence's body, and the downgraded answer no
+// longer parsed; in a list item it broke the item.
+func TestDowngradeKeepsAOneLineBlockOnOneLine(t *testing.T) {
+	t.Parallel()
+	p := newRA3Parser(t)
+	for _, content := range []string{
+		"[机器可读声明]\n~~~json{\"unitClaims\":[{}]}0",
+		"分析如下。\n\n- 声明：{\"unitClaims\":[{\"unitId\":900,\"claim\":\"基地车\",\"evidenceLevel\":\"confirmed\"}]}\n- 其他\n",
+	} {
+		c := p.Parse(content, Required)
+		if !c.Usable() || len(c.UnitClaims) == 0 {
+			t.Fatalf("%q does not parse: %v", content, issueKeys(c.Issues))
+		}
+		out, err := Downgrade(content, c, []Edit{{Path: "unitClaims[0]", Level: "possible", AddAlternatives: []string{"AlliedMiner"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Count(out, "\n"), strings.Count(content, "\n"); got != want {
+			t.Errorf("the downgraded answer has %d line breaks, the answer %d:\n%s", got, want, out)
+		}
+		again := p.Parse(out, Required)
+		if !again.Usable() || len(again.UnitClaims) == 0 {
+			t.Fatalf("the downgraded answer does not parse: %v\n%q", issueKeys(again.Issues), out)
+		}
+		if u := again.UnitClaims[0]; u.Level != Possible || !containsString(u.Alternatives, "AlliedMiner") {
+			t.Errorf("downgraded claim: level %v, alternatives %q", u.Level, u.Alternatives)
+		}
+	}
+}
