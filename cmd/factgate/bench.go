@@ -332,8 +332,8 @@ func printMode(w io.Writer, m benchMode, targets [2]benchTarget, results [2][]be
 	fmt.Fprintf(w, "%-12s ratio proxy/direct: req/s %.2fx [%.2f–%.2f], p99 %.2fx [%.2f–%.2f]\n",
 		m.name, median(ratio), lo, hi, median(p99Ratio), plo, phi)
 	if m.name == "validate" {
-		fmt.Fprintf(w, "%-12s target req/s ≥ %.1fx direct: %.2fx %s\n", m.name, targetValidateRatio, median(ratio), passMiss(median(ratio) >= targetValidateRatio))
-		fmt.Fprintf(w, "%-12s target p99 ≤ %.1fx direct's: %.2fx %s\n", m.name, targetValidateP99, median(p99Ratio), passMiss(median(p99Ratio) <= targetValidateP99))
+		fmt.Fprintf(w, "%-12s target req/s ≥ %.1fx direct: %.3fx %s\n", m.name, targetValidateRatio, median(ratio), passMiss(median(ratio) >= targetValidateRatio))
+		fmt.Fprintf(w, "%-12s target p99 ≤ %.1fx direct's: %.3fx %s\n", m.name, targetValidateP99, median(p99Ratio), passMiss(median(p99Ratio) <= targetValidateP99))
 	}
 }
 
