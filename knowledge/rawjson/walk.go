@@ -173,6 +173,10 @@ func AppendUnescape(dst []byte, s string, limit int) []byte {
 	return AppendUnescapeLines(dst, s, limit, -1)
 }
 
+// shortEscape maps the letter after a backslash to the byte it stands for, for
+// the two-character escapes of JSON strings; 0 for any other letter.
+var shortEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
 // appendUnescapeAll is AppendUnescapeLines(dst, s, -1, -1): the whole text. It
 // decodes into dst grown once to hold len(s) more bytes (decoding never
 // lengthens: an escape is at least as long as what it stands for), and copies
@@ -204,31 +208,20 @@ func appendUnescapeAll(dst []byte, s string) []byte {
 		if i+1 >= len(s) {
 			break
 		}
-		switch c := s[i+1]; c {
-		case '"', '\\', '/':
-			buf[k] = c
-		case 'b':
-			buf[k] = '\b'
-		case 'f':
-			buf[k] = '\f'
-		case 'n':
-			buf[k] = '\n'
-		case 'r':
-			buf[k] = '\r'
-		case 't':
-			buf[k] = '\t'
-		case 'u':
-			r, size := unicodeEscape(s, i)
-			if size == 0 {
-				return buf[:k]
-			}
-			k += utf8.EncodeRune(buf[k:], r) // size >= 6 > utf8.UTFMax: room
-			i += size
+		if b := shortEscape[s[i+1]]; b != 0 {
+			buf[k] = b
+			i, k = i+2, k+1
 			continue
-		default:
+		}
+		if s[i+1] != 'u' {
 			return buf[:k]
 		}
-		i, k = i+2, k+1
+		r, size := unicodeEscape(s, i)
+		if size == 0 {
+			return buf[:k]
+		}
+		k += utf8.EncodeRune(buf[k:], r) // size >= 6 > utf8.UTFMax: room
+		i += size
 	}
 	return buf[:k]
 }
@@ -271,23 +264,15 @@ func AppendUnescapeLinesFrom(dst []byte, s string, limit, lines int) (out []byte
 		if i+1 >= len(s) {
 			break
 		}
-		switch s[i+1] {
-		case '"', '\\', '/':
-			dst = append(dst, s[i+1])
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
+		switch b := shortEscape[s[i+1]]; {
+		case b == '\n':
+			dst = append(dst, b)
 			if lines--; lines == 0 {
 				return dst, i + 2
 			}
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
+		case b != 0:
+			dst = append(dst, b)
+		case s[i+1] == 'u':
 			r, size := unicodeEscape(s, i)
 			if size == 0 {
 				return dst, -1
@@ -330,9 +315,7 @@ func UnescapedLen(raw string) int {
 			break
 		}
 		if s[i+1] != 'u' {
-			switch s[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			default:
+			if shortEscape[s[i+1]] == 0 {
 				return n // Unescape stops at an invalid escape
 			}
 			n++
