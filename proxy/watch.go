@@ -48,9 +48,13 @@ type watchConn struct {
 	// client may still be sending (413); see Close.
 	discardOnClose atomic.Bool
 
-	// pending holds bytes a probe read; fasthttp's next Read gets them first. Only
-	// touched by the probe (before probeDone closes) and by fasthttp after disarm.
+	// pending holds bytes a probe or a read-ahead read; fasthttp's next Read gets
+	// them first. Only touched by the probe (before probeDone closes) and by
+	// fasthttp after disarm.
 	pending []byte
+	// ahead is the pooled buffer pending points into after a read-ahead (see
+	// Read); it goes back to its pool once pending is drained.
+	ahead *[]byte
 
 	mu        sync.Mutex
 	timer     *time.Timer
@@ -65,14 +69,52 @@ type watchConn struct {
 	gen uint64
 }
 
+// Read reads what a probe or a read-ahead kept first, then the connection.
+//
+// fasthttp (with ReduceMemoryUsage, which keeps an idle connection's buffers
+// small) waits for each request with a one-byte read, then fills its header
+// buffer, then reads the rest of the body: three read syscalls for a 24 KB chat
+// request that arrived whole. A small read therefore takes up to readAheadBytes
+// into a pooled buffer and hands the rest out from memory: one syscall.
 func (c *watchConn) Read(p []byte) (int, error) {
 	if len(c.pending) > 0 {
 		n := copy(p, c.pending)
 		c.pending = c.pending[n:]
+		if len(c.pending) == 0 {
+			c.pending = nil
+			if c.ahead != nil {
+				readAheadPool.Put(c.ahead)
+				c.ahead = nil
+			}
+		}
 		return n, nil
 	}
-	return c.Conn.Read(p)
+	if len(p) == 0 || len(p) >= readAheadBelow {
+		return c.Conn.Read(p)
+	}
+	buf := readAheadPool.Get().(*[]byte)
+	m, err := c.Conn.Read(*buf)
+	n := copy(p, (*buf)[:m])
+	if m > n {
+		c.ahead, c.pending = buf, (*buf)[n:m]
+	} else {
+		readAheadPool.Put(buf)
+	}
+	return n, err
 }
+
+// A read of fewer than readAheadBelow bytes reads up to readAheadBytes ahead
+// (see watchConn.Read). The buffers are held only while fasthttp reads a request
+// off them, so the pool stays about as large as the requests being read at once.
+const (
+	readAheadBelow = 512
+	readAheadBytes = 64 << 10
+)
+
+var readAheadPool = sync.Pool{New: func() any {
+	b := make([]byte, readAheadBytes)
+	return &b
+}}
 
 // arm starts watching for the client going away on behalf of one request.
 func (c *watchConn) arm(cancel context.CancelCauseFunc) {
