@@ -63,6 +63,14 @@ type routeCaller struct {
 	held *heldAnswers
 }
 
+// requestCalls is what the callers of one request share (see routeCaller), in one
+// allocation.
+type requestCalls struct {
+	waitedNs, inflight atomic.Int64
+	served, failed     atomic.Int32
+	held               heldAnswers
+}
+
 // heldAnswers are the upstream responses of one request whose bodies the
 // exchange's Responses use in place (no copy of a 50 KB answer): they go back to
 // fasthttp's pool when the request is finished, with the exchange's buffers.
@@ -168,13 +176,7 @@ func (c *routeCaller) completeAt(ctx context.Context, path string, body []byte) 
 	} else {
 		out.Body = append([]byte(nil), resp.Body()...)
 	}
-	extra := connectionTokens(&resp.Header)
-	for k, v := range resp.Header.All() {
-		if skipResponseHeader(k) || (extra != nil && containsFold(extra, k)) {
-			continue
-		}
-		out.Header = append(out.Header, [2]string{string(k), string(v)})
-	}
+	out.Header = upstreamHeaders(&resp.Header)
 	if c.held != nil {
 		// The body was read whole: the connection goes back to its pool now, the
 		// response when the request is finished.
@@ -184,6 +186,42 @@ func (c *routeCaller) completeAt(ctx context.Context, path string, body []byte) 
 	res.close(true)
 	c.reportHeaders(out.Status, out.Header)
 	return out, nil
+}
+
+// upstreamHeaders copies the headers of an upstream answer the client may see (not
+// the hop-by-hop ones, nor those its Connection header names): their names and
+// values share one string, allocated once with the list, as a held answer's
+// headers are read for every request.
+func upstreamHeaders(h *fasthttp.ResponseHeader) [][2]string {
+	extra := connectionTokens(h)
+	keep := func(k []byte) bool { return !skipResponseHeader(k) && (extra == nil || !containsFold(extra, k)) }
+	n, size := 0, 0
+	for k, v := range h.All() {
+		if keep(k) {
+			n++
+			size += len(k) + len(v)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	var text strings.Builder
+	text.Grow(size)
+	for k, v := range h.All() {
+		if keep(k) {
+			text.Write(k)
+			text.Write(v)
+		}
+	}
+	all := text.String()
+	out := make([][2]string, 0, n)
+	for k, v := range h.All() {
+		if keep(k) {
+			out = append(out, [2]string{all[:len(k)], all[len(k) : len(k)+len(v)]})
+			all = all[len(k)+len(v):]
+		}
+	}
+	return out
 }
 
 func (c *routeCaller) waited() time.Duration { return time.Duration(c.waitedNs.Load()) }
@@ -252,8 +290,9 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head
 	if wc != nil {
 		wc.arm(cancel)
 	}
+	shared := &requestCalls{}
 	caller := &routeCaller{s: s, up: rt.up, targets: rt.targets, maxBody: int(s.cfg.Server.MaxResponseBody), header: &fasthttp.RequestHeader{},
-		waitedNs: &atomic.Int64{}, inflight: &atomic.Int64{}, served: &atomic.Int32{}, failed: &atomic.Int32{}, held: &heldAnswers{}}
+		waitedNs: &shared.waitedNs, inflight: &shared.inflight, served: &shared.served, failed: &shared.failed, held: &shared.held}
 	caller.served.Store(-1)
 	caller.failed.Store(-1)
 	caller.models = rt.modelSwap(model)

@@ -72,6 +72,11 @@ type upConn struct {
 	tcp *net.TCPConn
 	// head is the request header of the last writev, kept for its capacity.
 	head []byte
+	// bufs and iov are the last writev's buffers: net.Buffers.WriteTo takes a
+	// pointer and consumes the slice, so a local one would be allocated on every
+	// request.
+	bufs net.Buffers
+	iov  [2][]byte
 }
 
 // writeRequest sends req. A body larger than what the write buffer has room for
@@ -91,9 +96,11 @@ func (c *upConn) writeRequest(req *fasthttp.Request) error {
 	// What req.Write does for a request with a Host header and a body in memory.
 	req.Header.SetContentLength(len(body))
 	c.head = req.Header.AppendBytes(c.head[:0])
-	bufs := net.Buffers{c.head, body}
-	n, err := bufs.WriteTo(c.tcp)
+	c.iov = [2][]byte{c.head, body}
+	c.bufs = c.iov[:]
+	n, err := c.bufs.WriteTo(c.tcp)
 	c.written += int(n)
+	c.iov, c.bufs = [2][]byte{}, nil // not keeping the body alive
 	return err
 }
 
