@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +75,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cpuProfile := fs.String("cpu-profile", "", "write the proxy child's pprof CPU profile to `FILE` (passed to factgate serve)")
 	memProfile := fs.String("mem-profile", "", "write the proxy child's pprof heap/alloc profile to `FILE` when it stops")
 	rssRequests := fs.Int("rss-requests", 0, "memory check: after the modes, send N validating requests, record the proxy's RSS, send N more, record again (0: off)")
+	clientName := fs.String("client", clientFasthttp, "the load driver's HTTP client: "+clientFasthttp+" (the lightest), or "+clientNetHTTP+" (Go's standard client, which hey — the load generator of issue 16's measurements — uses)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: factgate bench [flags]")
 		fmt.Fprintln(stderr, "\nStarts the mock upstream (factgate mock-upstream) and the proxy (factgate serve) as")
@@ -103,6 +105,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *requests <= 0 || *concurrency <= 0 || *rounds <= 0 || *bodySize < 64 || *warmup < 0 || *rssRequests < 0 {
 		fmt.Fprintln(stderr, "factgate bench: --requests, --concurrency and --rounds must be positive, --body-size at least 64")
+		return 2
+	}
+	if *clientName != clientFasthttp && *clientName != clientNetHTTP {
+		fmt.Fprintf(stderr, "factgate bench: unknown --client %q (%s, %s)\n", *clientName, clientFasthttp, clientNetHTTP)
 		return 2
 	}
 	if len(selected) == 0 && *rssRequests == 0 {
@@ -198,6 +204,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if len(selected) > 0 {
 		fmt.Fprintln(stdout, "figures are medians of the rounds [min–max]; rounds alternate which target goes first")
+		fmt.Fprintf(stdout, "load driver: %d connections, %s client\n", *concurrency, *clientName)
 	}
 	fmt.Fprintln(stdout)
 
@@ -208,8 +215,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			break
 		}
 		body := benchBody(m, *bodySize)
-		direct := benchTarget{name: "direct", addr: mockAddr}
-		proxied := benchTarget{name: "proxy", addr: proxyAddr}
+		direct := benchTarget{name: "direct", addr: mockAddr, client: *clientName}
+		proxied := benchTarget{name: "proxy", addr: proxyAddr, client: *clientName}
 		if m.name == "validate" {
 			proxied.check = checkValidated
 		}
@@ -246,7 +253,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *rssRequests > 0 && ctx.Err() == nil {
 		fmt.Fprintf(stdout, "memory check: %d validating requests, then %d more, concurrency %d (the proxy answered %d requests before)\n",
 			*rssRequests, *rssRequests, *concurrency, proxyServed)
-		proxyServed += runMemoryCheck(ctx, stdout, benchTarget{name: "proxy", addr: proxyAddr, check: checkValidated}, validateBody,
+		proxyServed += runMemoryCheck(ctx, stdout, benchTarget{name: "proxy", addr: proxyAddr, client: *clientName, check: checkValidated}, validateBody,
 			*rssRequests, *concurrency, *maxTime, mem, budget, haveBudget)
 	}
 	if child != nil && ctx.Err() == nil {
@@ -260,14 +267,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 type benchTarget struct {
 	name string
 	addr string
-	// check, when set, judges a 200 response; an error counts the request as failed.
-	check func(*fasthttp.Response) error
+	// client is the HTTP client the load driver sends with: clientFasthttp or
+	// clientNetHTTP.
+	client string
+	// check, when set, judges a 200 response by its X-Factgate-Issues header; an
+	// error counts the request as failed.
+	check func(issues []byte) error
 }
+
+// The load driver's HTTP clients. The ratio proxy/direct depends on the driver:
+// it shares the machine's cores with the mock and the proxy, so a client that
+// costs more CPU per request slows both targets alike and moves the ratio toward
+// 1. fasthttp is the strictest measure; net/http is what hey, with which issue
+// 16's figures were measured, sends with.
+const (
+	clientFasthttp = "fasthttp"
+	clientNetHTTP  = "net/http"
+)
 
 // checkValidated fails a response the proxy did not validate: the validating route
 // sets X-Factgate-Issues on every answer it checked (e.g. "0" for a clean one).
-func checkValidated(resp *fasthttp.Response) error {
-	if len(resp.Header.Peek(validate.HeaderIssues)) == 0 {
+func checkValidated(issues []byte) error {
+	if len(issues) == 0 {
 		return errors.New("200 without " + validate.HeaderIssues + ": the proxy did not validate the answer")
 	}
 	return nil
@@ -604,8 +625,11 @@ func (r benchResult) percentile(p float64) time.Duration { return interceptors.P
 
 // drive sends n requests to t at concurrency c and measures them.
 func drive(ctx context.Context, t benchTarget, body []byte, n, c int, maxTime time.Duration) benchResult {
-	client := &fasthttp.HostClient{Addr: t.addr, MaxConns: c, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second}
-	defer client.CloseIdleConnections()
+	newSender, closeIdle := fasthttpSender(t, body, c)
+	if t.client == clientNetHTTP {
+		newSender, closeIdle = netHTTPSender(t, body, c)
+	}
+	defer closeIdle()
 	var next atomic.Int64
 	var errs atomic.Int64
 	var firstErr, issues atomic.Value
@@ -617,30 +641,20 @@ func drive(ctx context.Context, t benchTarget, body []byte, n, c int, maxTime ti
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := fasthttp.AcquireRequest()
-			resp := fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			req.Header.SetMethod("POST")
-			req.SetRequestURI("http://" + t.addr + "/v1/chat/completions")
-			req.Header.SetContentType("application/json")
-			req.Header.Set("Authorization", "Bearer bench")
-			req.SetBodyRaw(body)
+			send, release := newSender()
+			defer release()
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(n) || ctx.Err() != nil || time.Now().After(deadline) {
 					return
 				}
 				t0 := time.Now()
-				err := client.Do(req, resp)
+				v, err := send()
 				lat[i] = time.Since(t0)
-				if err == nil && resp.StatusCode() != 200 {
-					err = fmt.Errorf("status %d: %.200s", resp.StatusCode(), resp.Body())
-				}
 				if err == nil && t.check != nil {
-					err = t.check(resp)
+					err = t.check(v)
 				}
-				if v := resp.Header.Peek(validate.HeaderIssues); err == nil && len(v) > 0 && issues.Load() == nil {
+				if err == nil && len(v) > 0 && issues.Load() == nil {
 					issues.CompareAndSwap(nil, string(v))
 				}
 				if err != nil {
@@ -660,6 +674,74 @@ func drive(ctx context.Context, t benchTarget, body []byte, n, c int, maxTime ti
 		r.issues = v
 	}
 	return r
+}
+
+// A benchSender sends one request of a load driver's worker and returns the
+// answer's X-Factgate-Issues header; an answer other than 200 is an error. Each
+// worker gets its own sender (newSender) and releases it when done.
+type benchSender func() (issues []byte, err error)
+
+// fasthttpSender sends with a fasthttp.HostClient of c connections, each worker
+// reusing one request and one response.
+func fasthttpSender(t benchTarget, body []byte, c int) (newSender func() (benchSender, func()), closeIdle func()) {
+	client := &fasthttp.HostClient{Addr: t.addr, MaxConns: c, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second}
+	newSender = func() (benchSender, func()) {
+		req := fasthttp.AcquireRequest()
+		resp := fasthttp.AcquireResponse()
+		req.Header.SetMethod("POST")
+		req.SetRequestURI("http://" + t.addr + "/v1/chat/completions")
+		req.Header.SetContentType("application/json")
+		req.Header.Set("Authorization", "Bearer bench")
+		req.SetBodyRaw(body)
+		send := func() ([]byte, error) {
+			if err := client.Do(req, resp); err != nil {
+				return nil, err
+			}
+			if resp.StatusCode() != 200 {
+				return nil, fmt.Errorf("status %d: %.200s", resp.StatusCode(), resp.Body())
+			}
+			return resp.Header.Peek(validate.HeaderIssues), nil
+		}
+		return send, func() {
+			fasthttp.ReleaseRequest(req)
+			fasthttp.ReleaseResponse(resp)
+		}
+	}
+	return newSender, client.CloseIdleConnections
+}
+
+// netHTTPSender sends with one net/http client shared by the workers, keeping up
+// to c idle connections, a new request per send and the answer read to its end —
+// as hey does.
+func netHTTPSender(t benchTarget, body []byte, c int) (newSender func() (benchSender, func()), closeIdle func()) {
+	tr := &http.Transport{MaxIdleConnsPerHost: c, ResponseHeaderTimeout: 30 * time.Second}
+	client := &http.Client{Transport: tr, Timeout: 40 * time.Second}
+	url := "http://" + t.addr + "/v1/chat/completions"
+	newSender = func() (benchSender, func()) {
+		send := func() ([]byte, error) {
+			req, err := http.NewRequest("POST", url, bytes.NewReader(body))
+			if err != nil {
+				return nil, err
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer bench")
+			resp, err := client.Do(req)
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				msg, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+				return nil, fmt.Errorf("status %d: %s", resp.StatusCode, msg)
+			}
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+				return nil, err
+			}
+			return []byte(resp.Header.Get(validate.HeaderIssues)), nil
+		}
+		return send, func() {}
+	}
+	return newSender, tr.CloseIdleConnections
 }
 
 func fmtLatency(d time.Duration) string {

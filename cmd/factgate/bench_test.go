@@ -86,3 +86,28 @@ func f0(f []string) string {
 	}
 	return f[0]
 }
+
+// TestBenchNetHTTPClient drives the validating route with net/http, as hey does:
+// every answer validated, no errors; an unknown client is refused.
+func TestBenchNetHTTPClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench drives real traffic")
+	}
+	t.Setenv(envRunAsFactgate, "1")
+	code, out, errOut := runMain(t, "bench", "--requests", "100", "--rounds", "1", "--concurrency", "4", "--warmup", "10",
+		"--modes", "validate", "--client", "net/http")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"load driver: 4 connections, net/http client", "100 of 100 proxy answers validated", "validate     target req/s ≥ 0.5x direct: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "first error") {
+		t.Errorf("bench saw errors:\n%s", out)
+	}
+	if code, _, errOut := runMain(t, "bench", "--client", "curl"); code != 2 || !strings.Contains(errOut, `unknown --client "curl"`) {
+		t.Errorf("--client curl: exit %d, %q", code, errOut)
+	}
+}
