@@ -455,6 +455,9 @@ const jsonHex = "0123456789abcdef"
 // \u2029; each byte that is not UTF-8 as \ufffd. (rawjson.AppendString leaves the
 // HTML characters alone and writes \b and \f as \u00XX, so it cannot stand in.)
 func appendString(b []byte, s string) []byte {
+	if len(s) >= validFirstFrom && utf8.ValidString(s) {
+		return appendValidString(b, s)
+	}
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -488,6 +491,52 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// A string of at least validFirstFrom bytes is checked for UTF-8 first
+// (utf8.ValidString, which is fast on text that is mostly one script): a valid one
+// is then written without decoding its characters. A trace's long strings are an
+// answer's draft and the client's messages, often CJK, where decoding each
+// character took most of the trace's encoding.
+const validFirstFrom = 64
+
+// appendValidString is appendString for valid UTF-8: every byte stands for itself
+// but the ASCII bytes htmlSafe refuses and the E2 80 A8/A9 of U+2028 and U+2029.
+func appendValidString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !stringSpecial[c] {
+			continue
+		}
+		if c == 0xE2 {
+			// A valid string holds two more bytes after a three-byte lead.
+			if s[i+1] != 0x80 || (s[i+2] != 0xA8 && s[i+2] != 0xA9) {
+				continue
+			}
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', jsonHex[s[i+2]&0xf])
+			i += 2
+			start = i + 1
+			continue
+		}
+		b = append(b, s[start:i]...)
+		b = appendEscapedASCII(b, c)
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// stringSpecial marks the bytes appendValidString stops at: the ASCII bytes
+// htmlSafe refuses and 0xE2, the lead byte of U+2028 and U+2029.
+var stringSpecial = func() (special [256]bool) {
+	for c := range utf8.RuneSelf {
+		special[c] = !htmlSafe[c]
+	}
+	special[0xE2] = true
+	return special
+}()
 
 // htmlSafe holds, for each ASCII byte, whether it stands for itself in a JSON
 // string that is safe in HTML: all but the control characters, '"', '\\', '<',

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -352,16 +353,22 @@ func FuzzTraceJSON(f *testing.F) {
 }
 
 // TestAppendJSONString compares appendString with encoding/json on every byte,
-// every pair of bytes and random strings.
+// every pair of bytes and random strings, each also behind and before a long
+// prefix of CJK text, so that strings of validFirstFrom bytes or more take the
+// path for valid UTF-8 when they are valid and the other when they are not.
 func TestAppendJSONString(t *testing.T) {
 	t.Parallel()
+	long := strings.Repeat("文", validFirstFrom/3+1)
 	check := func(s string) {
 		t.Helper()
-		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("appendString(%q): %s", s, firstDifference(got, want))
+		for _, s := range []string{s, long + s, s + long + s} {
+			want, _ := json.Marshal(s)
+			if got := appendString(nil, s); !bytes.Equal(got, want) {
+				t.Fatalf("appendString(%q): %s", s, firstDifference(got, want))
+			}
 		}
 	}
+	check("\u2028 \u2029 \u2027 \u202a \u2128 <&> \"\\ \x00\x1f\x7f \xe2\x80\xa8\xe2\x80")
 	for i := range 1 << 16 {
 		check(string([]byte{byte(i)}))
 		check(string([]byte{byte(i >> 8), byte(i)}))
@@ -820,4 +827,22 @@ func (f *traceFiller) time() time.Time {
 		nanos = f.rng.Int64N(1e9)
 	}
 	return time.Unix(secs, nanos).In(zone)
+}
+
+// benchAnswerPath is the answer factgate bench's mock gives.
+const benchAnswerPath = "../cmd/factgate/demodata/clean_answer.md"
+
+// BenchmarkAppendStringAnswer writes the bench's answer (CJK prose and a claims
+// block) as a JSON string, as a trace writes a draft.
+func BenchmarkAppendStringAnswer(b *testing.B) {
+	raw, err := os.ReadFile(benchAnswerPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := string(raw)
+	b.SetBytes(int64(len(s)))
+	var buf []byte
+	for b.Loop() {
+		buf = appendString(buf[:0], s)
+	}
 }
