@@ -569,14 +569,11 @@ func (ix *Index) LastObserved(unit int64) (time.Duration, bool) {
 // UnitPlayers returns the players on whose lines unit appears, in order of first
 // appearance in time (normally one). player.mismatch fires when the claim's player
 // is not among them.
+//
+// A unit on one player's lines only (the usual case) costs no allocation: the
+// result is then a one-name slice of the index's names.
 func (ix *Index) UnitPlayers(unit int64) []string {
-	var out []string
-	for _, i := range ix.unitList(unit) {
-		if p := ix.name(ix.recs[i].player); p != "" && !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return ix.distinctNames(ix.unitList(unit), false)
 }
 
 // UnitOps returns the operations naming unit in which its kind plays role (one of
@@ -633,11 +630,50 @@ var rolePowerBit, _ = roleBit(RolePower)
 
 // UnitPowers returns the distinct powers unit used, in order of first use.
 // asset.power_mismatch checks each against the claimed asset's specialPower tags.
+//
+// A unit that used one power (or none) costs no allocation, as in UnitPlayers.
 func (ix *Index) UnitPowers(unit int64) []string {
-	var out []string
-	for _, i := range ix.unitList(unit) {
-		r := &ix.recs[i]
-		if p := ix.name(r.power); p != "" && ix.roles(r)&rolePowerBit != 0 && !slices.Contains(out, p) {
+	return ix.distinctNames(ix.unitList(unit), true)
+}
+
+// distinctNames returns the distinct non-empty players (powers: the powers of
+// the RolePower operations) of the operations of list, in order of first
+// appearance. One distinct name is returned as a slice of ix.names (capacity 1,
+// so that an append by the caller copies), none as nil; only two or more
+// allocate.
+func (ix *Index) distinctNames(list []int32, powers bool) []string {
+	nameOf := func(r *opRec) int32 {
+		if !powers {
+			return r.player
+		}
+		if ix.roles(r)&rolePowerBit == 0 {
+			return 0
+		}
+		return r.power
+	}
+	first := int32(0)
+	k := 0
+	for ; k < len(list); k++ {
+		id := nameOf(&ix.recs[list[k]])
+		if ix.names[id] == "" {
+			continue
+		}
+		if first == 0 {
+			first = id
+		} else if id != first {
+			break
+		}
+	}
+	if first == 0 {
+		return nil
+	}
+	if k == len(list) {
+		return ix.names[first : first+1 : first+1]
+	}
+	// A second name at list[k]: collect by name from there on.
+	out := []string{ix.names[first]}
+	for _, i := range list[k:] {
+		if p := ix.names[nameOf(&ix.recs[i])]; p != "" && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
