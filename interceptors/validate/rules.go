@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
@@ -89,7 +90,7 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 		player = owners[0]
 	}
 	scope := r.scopeOf(player)
-	judged := scope != "" && r.set != nil && r.set.HasScope(r.c.dim, scope)
+	judged := r.hasScope(scope)
 	known := judged && r.set.Has(r.c.dim, scope, u.Claim)
 	if judged && !known {
 		// Nor one about an asset the knowledge does not know.
@@ -117,6 +118,19 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 	if known {
 		r.ambiguous(u, id, scope)
 	}
+}
+
+// hasScope reports whether the knowledge set has scope as a value of the players'
+// dimension (false for ""), remembering the last answer: a request's unit claims
+// are about one or two factions, and the set's scope map hashes two strings.
+func (r *run) hasScope(scope string) bool {
+	if scope == "" || r.set == nil {
+		return false
+	}
+	if !r.scopeAsked || r.lastScope != scope {
+		r.scopeAsked, r.lastScope, r.lastHasScope = true, scope, r.set.HasScope(r.c.dim, scope)
+	}
+	return r.lastHasScope
 }
 
 // claim applies the rules of event and timeline claims: their evidence items and
@@ -204,7 +218,8 @@ func itemSubjects(ev *claims.Evidence, fields []string) (units []int64, assets, 
 // consulted, so an incomplete faction cannot produce a false Contradiction.
 func (r *run) powerMismatch(u *claims.UnitClaim, id int64, scope string) {
 	for _, power := range r.ix.UnitPowers(id) {
-		tag := knowledge.SpecialPowerTag(power)
+		var buf powerTagBuf
+		tag := buf.tag(power)
 		carriers := r.set.AssetsWithTag(r.c.dim, scope, tag)
 		if len(carriers) == 0 || r.set.HasTag(r.c.dim, scope, u.Claim, tag) {
 			continue
@@ -279,8 +294,8 @@ func (r *run) ambiguous(u *claims.UnitClaim, id int64, scope string) {
 		if power == "" {
 			continue
 		}
-		tag := knowledge.SpecialPowerTag(power)
-		cs := r.set.AssetsWithTag(r.c.dim, scope, tag)
+		var buf powerTagBuf
+		cs := r.set.AssetsWithTag(r.c.dim, scope, buf.tag(power))
 		if len(cs) >= 2 && slices.Contains(cs, u.Claim) {
 			shared, carriers = power, cs
 		}
@@ -299,6 +314,25 @@ func (r *run) ambiguous(u *claims.UnitClaim, id int64, scope string) {
 		"unit", unitText(u), "asset", u.Claim, "power", shared, "level", u.Level.String(),
 		"alternatives", strings.Join(others, r.c.sep)),
 		units: []int64{id}, powers: []string{shared}})
+}
+
+// powerTagBuf is room for a special-power tag (knowledge.SpecialPowerTag) that is
+// only looked up in the knowledge set: built here, on the caller's stack, it costs
+// no allocation per power the rules check (the concatenation's own stack buffer
+// holds 32 bytes, less than most tags).
+type powerTagBuf [96]byte
+
+// tag returns knowledge.SpecialPowerTag(power), in b when it fits. The string
+// shares b's memory, so b must not be reused while the string is in use: declare
+// the buffer where the tag is needed (escape analysis moves it to the heap if the
+// tag is ever kept).
+func (b *powerTagBuf) tag(power string) string {
+	if len(knowledge.SpecialPowerPrefix)+len(power) > len(b) {
+		return knowledge.SpecialPowerTag(power)
+	}
+	t := append(b[:0], knowledge.SpecialPowerPrefix...)
+	t = append(t, power...)
+	return unsafe.String(unsafe.SliceData(t), len(t))
 }
 
 // unitParam returns the item's UnitId parameter (the first "unit" or "units"
