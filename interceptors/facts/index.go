@@ -742,25 +742,47 @@ func (ix *Index) Placements(player string) []*Op {
 // HasRole reports whether operations of kind (in any case) play role — e.g.
 // whether a matched evidence item's operation identifies its unit
 // (evidence.ambiguous: builder, producer or sell).
-func (ix *Index) HasRole(kind, role string) bool {
-	if ix == nil {
-		return false
-	}
-	id, ok := ix.schema.kindID(kind)
-	return ok && ix.schema.kinds[id].roles.has(role)
-}
+func (ix *Index) HasRole(kind, role string) bool { return ix.Kind(kind).HasRole(role) }
 
 // EvidenceFields returns the op fields the parameters of evidence type typ (in any
 // case) compare with, in order ("unit", "units", "asset", "power", "player",
 // "pos"), and false when the rules declare no such evidence type. Validators use
 // it to find which parameter of an item is its UnitId or its power.
-func (ix *Index) EvidenceFields(typ string) ([]string, bool) {
+func (ix *Index) EvidenceFields(typ string) ([]string, bool) { return ix.Kind(typ).EvidenceFields() }
+
+// Kind is an operation kind of an index's rules, looked up once by name for the
+// several questions a validator asks about one evidence item — its fields, its
+// roles, whether the facts hold it — instead of once per question. The zero Kind
+// (an unknown name, a nil index) has no fields and no role and matches nothing.
+type Kind struct {
+	ix *Index
+	id int
+	ok bool
+}
+
+// Kind returns the kind named name, in any case.
+func (ix *Index) Kind(name string) Kind {
 	if ix == nil {
+		return Kind{}
+	}
+	id, ok := ix.schema.kindID(name)
+	return Kind{ix: ix, id: id, ok: ok}
+}
+
+// HasRole is Index.HasRole for the kind.
+func (k Kind) HasRole(role string) bool {
+	return k.ok && k.ix.schema.kinds[k.id].roles.has(role)
+}
+
+// EvidenceFields is Index.EvidenceFields for the kind.
+func (k Kind) EvidenceFields() ([]string, bool) {
+	if !k.ok || !k.ix.schema.kinds[k.id].hasEvidence {
 		return nil, false
 	}
-	id, ok := ix.schema.kindID(typ)
-	if !ok || !ix.schema.kinds[id].hasEvidence {
-		return nil, false
-	}
-	return ix.schema.kinds[id].evidence, true
+	return k.ix.schema.kinds[k.id].evidence, true
+}
+
+// Matches is Index.Matches for evidence of the kind; e.Type is not read.
+func (k Kind) Matches(e Evidence, tolerance time.Duration) bool {
+	return k.ok && k.ix.matchKind(k.id, e, tolerance) >= 0
 }

@@ -3,6 +3,7 @@ package facts
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // naiveDistinct is UnitPlayers/UnitPowers as they were written before
@@ -65,5 +66,70 @@ func TestUnitNamesAgreeWithReference(t *testing.T) {
 	ix := extract(t, base)
 	if n := testing.AllocsPerRun(100, func() { ix.UnitPlayers(246); ix.UnitPowers(246) }); n != 0 {
 		t.Errorf("UnitPlayers+UnitPowers of a one-player, one-power unit: %v allocs, want 0", n)
+	}
+}
+
+// TestKindAnswersAsIndex: a Kind found once answers what the Index's by-name
+// methods answer, in any case of the name, and a nil index's or an unknown
+// name's Kind answers nothing.
+func TestKindAnswersAsIndex(t *testing.T) {
+	t.Parallel()
+	ix := extractReplay(t, "allied_vs_soviet.txt")
+	ops := ix.Ops()
+	for _, name := range []string{"build", "BUILD", "produce", "power", "select", "sell", "move", "nonesuch", ""} {
+		k := ix.Kind(name)
+		fields, ok := k.EvidenceFields()
+		wantFields, wantOK := ix.EvidenceFields(name)
+		if ok != wantOK || !slices.Equal(fields, wantFields) {
+			t.Errorf("%q: fields %q %v, want %q %v", name, fields, ok, wantFields, wantOK)
+		}
+		for _, role := range append(knownRoles[:], "pilot") {
+			if k.HasRole(role) != ix.HasRole(name, role) {
+				t.Errorf("%q: HasRole(%q) = %v, Index.HasRole = %v", name, role, k.HasRole(role), ix.HasRole(name, role))
+			}
+		}
+	}
+	matched := 0
+	for i := 0; i < len(ops); i += 7 {
+		op := &ops[i]
+		fields, ok := ix.EvidenceFields(op.Kind)
+		if !ok {
+			continue
+		}
+		params := make([]string, len(fields))
+		for j, f := range fields {
+			switch f {
+			case fieldUnit, fieldUnits:
+				if len(op.Units) > 0 {
+					params[j] = itoa(op.Units[0])
+				}
+			case fieldAsset:
+				params[j] = op.Asset
+			case fieldPower:
+				params[j] = op.Power
+			case fieldPlayer:
+				params[j] = op.Player
+			case fieldPos:
+				params[j] = ftoa(op.Pos[0]) + "," + ftoa(op.Pos[1]) + "," + ftoa(op.Pos[2])
+			}
+		}
+		for _, at := range []time.Duration{op.At, op.At + 3*time.Second} {
+			e := Evidence{Type: op.Kind, At: at, Params: params}
+			if got, want := ix.Kind(op.Kind).Matches(e, time.Second), ix.Matches(e, time.Second); got != want {
+				t.Errorf("op %d %s at %v: Kind.Matches = %v, Index.Matches = %v", i, op.Kind, at, got, want)
+			} else if got {
+				matched++
+			}
+		}
+	}
+	if matched == 0 {
+		t.Error("no citation matched: the test compares only misses")
+	}
+	var none *Index
+	if k := none.Kind("build"); k.HasRole(RoleBuilder) || k.Matches(Evidence{Type: "build"}, time.Second) {
+		t.Error("a nil index's Kind answers")
+	}
+	if _, ok := none.Kind("build").EvidenceFields(); ok {
+		t.Error("a nil index's Kind has evidence fields")
 	}
 }

@@ -159,14 +159,15 @@ func (r *run) evidenceItem(ev *claims.Evidence) bool {
 	if !ev.Structured || !r.hasFacts {
 		return false
 	}
-	fields, _ := r.ix.EvidenceFields(ev.Type)
+	kind := r.ix.Kind(ev.Type) // one lookup of the type for the questions below
+	fields, _ := kind.EvidenceFields()
 	rec := interceptors.Recommendation{EvidenceLevel: levelUncertain}
 	if ev.Time-r.end > r.tol {
 		r.addItem(ev, fields, newIssue(CodeOutOfRange, interceptors.Contradiction, ev.Path, rec,
 			"evidence", ev.Raw, "type", ev.Type, "time", interceptors.FormatClock(ev.Time), "end", interceptors.FormatClock(r.end)))
 		return false
 	}
-	if r.ix.HasRole(ev.Type, facts.RolePower) {
+	if kind.HasRole(facts.RolePower) {
 		unit, uok := unitParam(ev, fields)
 		power := param(ev, fields, fieldPower)
 		if uok && power != "" && !r.ix.UsedPower(unit, power) {
@@ -176,7 +177,7 @@ func (r *run) evidenceItem(ev *claims.Evidence) bool {
 			return false
 		}
 	}
-	if !r.ix.Matches(facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}, r.tol) {
+	if !kind.Matches(facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}, r.tol) {
 		r.addItem(ev, fields, newIssue(CodeNotInReplay, interceptors.Contradiction, ev.Path, rec,
 			"evidence", ev.Raw, "type", ev.Type, "time", interceptors.FormatClock(ev.Time)))
 		return false
@@ -280,14 +281,15 @@ func (r *run) ambiguous(u *claims.UnitClaim, id int64, scope string) {
 		if !r.matched[i] {
 			continue
 		}
-		fields, _ := r.ix.EvidenceFields(ev.Type)
+		kind := r.ix.Kind(ev.Type)
+		fields, _ := kind.EvidenceFields()
 		if n, ok := unitParam(ev, fields); !ok || n != id {
 			continue
 		}
-		if r.ix.HasRole(ev.Type, facts.RoleBuilder) || r.ix.HasRole(ev.Type, facts.RoleProducer) || r.ix.HasRole(ev.Type, facts.RoleSell) {
+		if kind.HasRole(facts.RoleBuilder) || kind.HasRole(facts.RoleProducer) || kind.HasRole(facts.RoleSell) {
 			return
 		}
-		if shared != "" || !r.ix.HasRole(ev.Type, facts.RolePower) {
+		if shared != "" || !kind.HasRole(facts.RolePower) {
 			continue
 		}
 		power := param(ev, fields, fieldPower)
