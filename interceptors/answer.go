@@ -31,6 +31,10 @@ type answerSpans struct {
 	choicesFound bool
 	choices      []choiceSpans
 	usage        span
+	// one holds the choices of a body with a single choice (the usual answer),
+	// so that the walk of it allocates nothing: choices is then one[:1]. Like
+	// the heap array of a longer list, it is reused by the walk of an edited body.
+	one [1]choiceSpans
 }
 
 // span is one JSON value's raw text and its offset in the body; Raw is "" when the
@@ -84,6 +88,9 @@ func (r *Response) spans() *answerSpans {
 func (a *answerSpans) walk(body string) bool {
 	if !a.valid && !rawjson.ValidString(body, rawjson.DefaultMaxDepth) {
 		return false
+	}
+	if cap(a.choices) == 0 {
+		a.choices = a.one[:0]
 	}
 	ok := true
 	usageFound := false

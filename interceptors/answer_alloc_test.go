@@ -23,3 +23,28 @@ func TestAnswerSpansAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per read-edit-read, want 2 (the edited body, the content read)", n)
 	}
 }
+
+// The first walk of a one-choice answer allocates nothing: its choice is kept in
+// the Response itself.
+func TestAnswerSpansOneChoiceNoAlloc(t *testing.T) {
+	body := []byte(`{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"text"},"finish_reason":"stop"}],"usage":{"total_tokens":3}}`)
+	r := &Response{}
+	n := testing.AllocsPerRun(100, func() {
+		*r = Response{Status: 200, Body: body} // a new Response, as for each upstream call
+		if !r.HasMessage() || r.NumChoices() != 1 || r.Usage().TotalTokens != 3 {
+			t.Fatal("misread the answer")
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations for the first walk of a one-choice answer, want 0", n)
+	}
+	two := []byte(`{"choices":[{"message":{"content":"a"}},{"message":{"content":"b"}}]}`)
+	r = &Response{Status: 200, Body: two}
+	if r.NumChoices() != 2 || r.ChoiceContent(1) != "b" || r.ChoiceContent(0) != "a" {
+		t.Fatal("misread a two-choice answer")
+	}
+	r.Body = body
+	if r.NumChoices() != 1 || r.ChoiceContent(0) != "text" {
+		t.Fatal("misread a one-choice answer after a two-choice one")
+	}
+}

@@ -569,14 +569,11 @@ func (ix *Index) LastObserved(unit int64) (time.Duration, bool) {
 // UnitPlayers returns the players on whose lines unit appears, in order of first
 // appearance in time (normally one). player.mismatch fires when the claim's player
 // is not among them.
+//
+// A unit on one player's lines only (the usual case) costs no allocation: the
+// result is then a one-name slice of the index's names.
 func (ix *Index) UnitPlayers(unit int64) []string {
-	var out []string
-	for _, i := range ix.unitList(unit) {
-		if p := ix.name(ix.recs[i].player); p != "" && !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return ix.distinctNames(ix.unitList(unit), false)
 }
 
 // UnitOps returns the operations naming unit in which its kind plays role (one of
@@ -633,11 +630,50 @@ var rolePowerBit, _ = roleBit(RolePower)
 
 // UnitPowers returns the distinct powers unit used, in order of first use.
 // asset.power_mismatch checks each against the claimed asset's specialPower tags.
+//
+// A unit that used one power (or none) costs no allocation, as in UnitPlayers.
 func (ix *Index) UnitPowers(unit int64) []string {
-	var out []string
-	for _, i := range ix.unitList(unit) {
-		r := &ix.recs[i]
-		if p := ix.name(r.power); p != "" && ix.roles(r)&rolePowerBit != 0 && !slices.Contains(out, p) {
+	return ix.distinctNames(ix.unitList(unit), true)
+}
+
+// distinctNames returns the distinct non-empty players (powers: the powers of
+// the RolePower operations) of the operations of list, in order of first
+// appearance. One distinct name is returned as a slice of ix.names (capacity 1,
+// so that an append by the caller copies), none as nil; only two or more
+// allocate.
+func (ix *Index) distinctNames(list []int32, powers bool) []string {
+	nameOf := func(r *opRec) int32 {
+		if !powers {
+			return r.player
+		}
+		if ix.roles(r)&rolePowerBit == 0 {
+			return 0
+		}
+		return r.power
+	}
+	first := int32(0)
+	k := 0
+	for ; k < len(list); k++ {
+		id := nameOf(&ix.recs[list[k]])
+		if ix.names[id] == "" {
+			continue
+		}
+		if first == 0 {
+			first = id
+		} else if id != first {
+			break
+		}
+	}
+	if first == 0 {
+		return nil
+	}
+	if k == len(list) {
+		return ix.names[first : first+1 : first+1]
+	}
+	// A second name at list[k]: collect by name from there on.
+	out := []string{ix.names[first]}
+	for _, i := range list[k:] {
+		if p := ix.names[nameOf(&ix.recs[i])]; p != "" && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -706,25 +742,47 @@ func (ix *Index) Placements(player string) []*Op {
 // HasRole reports whether operations of kind (in any case) play role — e.g.
 // whether a matched evidence item's operation identifies its unit
 // (evidence.ambiguous: builder, producer or sell).
-func (ix *Index) HasRole(kind, role string) bool {
-	if ix == nil {
-		return false
-	}
-	id, ok := ix.schema.kindID(kind)
-	return ok && ix.schema.kinds[id].roles.has(role)
-}
+func (ix *Index) HasRole(kind, role string) bool { return ix.Kind(kind).HasRole(role) }
 
 // EvidenceFields returns the op fields the parameters of evidence type typ (in any
 // case) compare with, in order ("unit", "units", "asset", "power", "player",
 // "pos"), and false when the rules declare no such evidence type. Validators use
 // it to find which parameter of an item is its UnitId or its power.
-func (ix *Index) EvidenceFields(typ string) ([]string, bool) {
+func (ix *Index) EvidenceFields(typ string) ([]string, bool) { return ix.Kind(typ).EvidenceFields() }
+
+// Kind is an operation kind of an index's rules, looked up once by name for the
+// several questions a validator asks about one evidence item — its fields, its
+// roles, whether the facts hold it — instead of once per question. The zero Kind
+// (an unknown name, a nil index) has no fields and no role and matches nothing.
+type Kind struct {
+	ix *Index
+	id int
+	ok bool
+}
+
+// Kind returns the kind named name, in any case.
+func (ix *Index) Kind(name string) Kind {
 	if ix == nil {
+		return Kind{}
+	}
+	id, ok := ix.schema.kindID(name)
+	return Kind{ix: ix, id: id, ok: ok}
+}
+
+// HasRole is Index.HasRole for the kind.
+func (k Kind) HasRole(role string) bool {
+	return k.ok && k.ix.schema.kinds[k.id].roles.has(role)
+}
+
+// EvidenceFields is Index.EvidenceFields for the kind.
+func (k Kind) EvidenceFields() ([]string, bool) {
+	if !k.ok || !k.ix.schema.kinds[k.id].hasEvidence {
 		return nil, false
 	}
-	id, ok := ix.schema.kindID(typ)
-	if !ok || !ix.schema.kinds[id].hasEvidence {
-		return nil, false
-	}
-	return ix.schema.kinds[id].evidence, true
+	return k.ix.schema.kinds[k.id].evidence, true
+}
+
+// Matches is Index.Matches for evidence of the kind; e.Type is not read.
+func (k Kind) Matches(e Evidence, tolerance time.Duration) bool {
+	return k.ok && k.ix.matchKind(k.id, e, tolerance) >= 0
 }

@@ -68,6 +68,11 @@ func (ix *Index) matchAt(e Evidence, tolerance time.Duration) int32 {
 	if !ok {
 		return -1
 	}
+	return ix.matchKind(id, e, tolerance)
+}
+
+// matchKind is matchAt for evidence of the kind with id (e.Type is not read).
+func (ix *Index) matchKind(id int, e Evidence, tolerance time.Duration) int32 {
 	k := &ix.schema.kinds[id]
 	if !k.hasEvidence || len(e.Params) != len(k.evidence) {
 		return -1

@@ -169,9 +169,12 @@ type run struct {
 	// kept are the identities of the reference's unflagged claims.
 	kept     []claimIdentity
 	attempts []*attempt
-	calls    int   // hidden calls made
-	tokens   int64 // tokens of the hidden calls
-	failure  string
+	// draftOnly backs attempts while it holds the draft alone (an accepted
+	// draft, the usual answer: no allocation for the list).
+	draftOnly [1]*attempt
+	calls     int   // hidden calls made
+	tokens    int64 // tokens of the hidden calls
+	failure   string
 }
 
 // OnResponse implements interceptors.ResponsePhase. Every validated choice of the
@@ -203,13 +206,16 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 		choices = []interceptors.Choice{c}
 	}
 	deadline := time.Now().Add(cfg.budget)
-	var results []choiceResult
+	// One choice is the usual answer: its result stays on the stack.
+	var one [1]choiceResult
+	results := one[:0]
 	for i := range choices {
 		c := &choices[i]
 		if c.Skipped != "" {
 			continue
 		}
 		ru := &run{r: r, ex: ex, cfg: cfg, deadline: deadline, choice: c.Index, several: len(choices) > 1}
+		ru.attempts = ru.draftOnly[:0]
 		draft := ru.draft(ex.Response.ChoiceContent(c.Index), c.DraftIssues)
 		if ru.triggered(draft) {
 			ru.setReference(draft)

@@ -202,6 +202,10 @@ type run struct {
 	sole     string // the one scope value of the players' dimension, if exactly one
 	out      []finding
 	matched  []bool // per evidence item of the current claim: it matched the facts
+	// The last scope hasScope looked up in set, and the answer.
+	lastScope    string
+	scopeAsked   bool
+	lastHasScope bool
 }
 
 func newRun(c *Checker, in Input) run {

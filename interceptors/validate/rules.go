@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
@@ -89,7 +90,7 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 		player = owners[0]
 	}
 	scope := r.scopeOf(player)
-	judged := scope != "" && r.set != nil && r.set.HasScope(r.c.dim, scope)
+	judged := r.hasScope(scope)
 	known := judged && r.set.Has(r.c.dim, scope, u.Claim)
 	if judged && !known {
 		// Nor one about an asset the knowledge does not know.
@@ -119,6 +120,19 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 	}
 }
 
+// hasScope reports whether the knowledge set has scope as a value of the players'
+// dimension (false for ""), remembering the last answer: a request's unit claims
+// are about one or two factions, and the set's scope map hashes two strings.
+func (r *run) hasScope(scope string) bool {
+	if scope == "" || r.set == nil {
+		return false
+	}
+	if !r.scopeAsked || r.lastScope != scope {
+		r.scopeAsked, r.lastScope, r.lastHasScope = true, scope, r.set.HasScope(r.c.dim, scope)
+	}
+	return r.lastHasScope
+}
+
 // claim applies the rules of event and timeline claims: their evidence items and
 // claim.no_evidence.
 func (r *run) claim(c *claims.Claim) {
@@ -145,14 +159,15 @@ func (r *run) evidenceItem(ev *claims.Evidence) bool {
 	if !ev.Structured || !r.hasFacts {
 		return false
 	}
-	fields, _ := r.ix.EvidenceFields(ev.Type)
+	kind := r.ix.Kind(ev.Type) // one lookup of the type for the questions below
+	fields, _ := kind.EvidenceFields()
 	rec := interceptors.Recommendation{EvidenceLevel: levelUncertain}
 	if ev.Time-r.end > r.tol {
 		r.addItem(ev, fields, newIssue(CodeOutOfRange, interceptors.Contradiction, ev.Path, rec,
 			"evidence", ev.Raw, "type", ev.Type, "time", interceptors.FormatClock(ev.Time), "end", interceptors.FormatClock(r.end)))
 		return false
 	}
-	if r.ix.HasRole(ev.Type, facts.RolePower) {
+	if kind.HasRole(facts.RolePower) {
 		unit, uok := unitParam(ev, fields)
 		power := param(ev, fields, fieldPower)
 		if uok && power != "" && !r.ix.UsedPower(unit, power) {
@@ -162,7 +177,7 @@ func (r *run) evidenceItem(ev *claims.Evidence) bool {
 			return false
 		}
 	}
-	if !r.ix.Matches(facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}, r.tol) {
+	if !kind.Matches(facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}, r.tol) {
 		r.addItem(ev, fields, newIssue(CodeNotInReplay, interceptors.Contradiction, ev.Path, rec,
 			"evidence", ev.Raw, "type", ev.Type, "time", interceptors.FormatClock(ev.Time)))
 		return false
@@ -204,7 +219,8 @@ func itemSubjects(ev *claims.Evidence, fields []string) (units []int64, assets, 
 // consulted, so an incomplete faction cannot produce a false Contradiction.
 func (r *run) powerMismatch(u *claims.UnitClaim, id int64, scope string) {
 	for _, power := range r.ix.UnitPowers(id) {
-		tag := knowledge.SpecialPowerTag(power)
+		var buf powerTagBuf
+		tag := buf.tag(power)
 		carriers := r.set.AssetsWithTag(r.c.dim, scope, tag)
 		if len(carriers) == 0 || r.set.HasTag(r.c.dim, scope, u.Claim, tag) {
 			continue
@@ -265,22 +281,23 @@ func (r *run) ambiguous(u *claims.UnitClaim, id int64, scope string) {
 		if !r.matched[i] {
 			continue
 		}
-		fields, _ := r.ix.EvidenceFields(ev.Type)
+		kind := r.ix.Kind(ev.Type)
+		fields, _ := kind.EvidenceFields()
 		if n, ok := unitParam(ev, fields); !ok || n != id {
 			continue
 		}
-		if r.ix.HasRole(ev.Type, facts.RoleBuilder) || r.ix.HasRole(ev.Type, facts.RoleProducer) || r.ix.HasRole(ev.Type, facts.RoleSell) {
+		if kind.HasRole(facts.RoleBuilder) || kind.HasRole(facts.RoleProducer) || kind.HasRole(facts.RoleSell) {
 			return
 		}
-		if shared != "" || !r.ix.HasRole(ev.Type, facts.RolePower) {
+		if shared != "" || !kind.HasRole(facts.RolePower) {
 			continue
 		}
 		power := param(ev, fields, fieldPower)
 		if power == "" {
 			continue
 		}
-		tag := knowledge.SpecialPowerTag(power)
-		cs := r.set.AssetsWithTag(r.c.dim, scope, tag)
+		var buf powerTagBuf
+		cs := r.set.AssetsWithTag(r.c.dim, scope, buf.tag(power))
 		if len(cs) >= 2 && slices.Contains(cs, u.Claim) {
 			shared, carriers = power, cs
 		}
@@ -299,6 +316,25 @@ func (r *run) ambiguous(u *claims.UnitClaim, id int64, scope string) {
 		"unit", unitText(u), "asset", u.Claim, "power", shared, "level", u.Level.String(),
 		"alternatives", strings.Join(others, r.c.sep)),
 		units: []int64{id}, powers: []string{shared}})
+}
+
+// powerTagBuf is room for a special-power tag (knowledge.SpecialPowerTag) that is
+// only looked up in the knowledge set: built here, on the caller's stack, it costs
+// no allocation per power the rules check (the concatenation's own stack buffer
+// holds 32 bytes, less than most tags).
+type powerTagBuf [96]byte
+
+// tag returns knowledge.SpecialPowerTag(power), in b when it fits. The string
+// shares b's memory, so b must not be reused while the string is in use: declare
+// the buffer where the tag is needed (escape analysis moves it to the heap if the
+// tag is ever kept).
+func (b *powerTagBuf) tag(power string) string {
+	if len(knowledge.SpecialPowerPrefix)+len(power) > len(b) {
+		return knowledge.SpecialPowerTag(power)
+	}
+	t := append(b[:0], knowledge.SpecialPowerPrefix...)
+	t = append(t, power...)
+	return unsafe.String(unsafe.SliceData(t), len(t))
 }
 
 // unitParam returns the item's UnitId parameter (the first "unit" or "units"
