@@ -1,7 +1,6 @@
 package interceptors
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -482,10 +481,7 @@ func appendJSONString(dst []byte, s string) []byte {
 		dst = append(dst, s...)
 		return append(dst, '"')
 	}
-	buf := bytes.NewBuffer(dst)
-	_ = json.NewEncoder(buf).Encode(s) // a string always encodes; Encode adds a newline
-	out := buf.Bytes()
-	return out[:len(out)-1]
+	return appendString(dst, s) // encoding/json's encoding, written without its encoder
 }
 
 // SetChoiceField sets value (encoded as sjson does) at path inside the choice at

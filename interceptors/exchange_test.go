@@ -3,6 +3,7 @@ package interceptors
 import (
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -48,7 +49,9 @@ func TestResponseSetChoiceContentAsSjson(t *testing.T) {
 		`{"choices":[]}`,
 		`{}`,
 	}
-	contents := []string{"", "plain ascii", "with <html> & \"quotes\"\n", "中文 PlayerA 1:24", "bad \xff utf8", "tab\tand \\ backslash"}
+	contents := []string{"", "plain ascii", "with <html> & \"quotes\"\n", "中文 PlayerA 1:24", "bad \xff utf8", "tab\tand \\ backslash",
+		// long enough for the encoder's path for valid UTF-8 (and the other one)
+		strings.Repeat("中文 <b>&</b> \"x\"\u2028\u2029\t PlayerA 1:24\n", 6), strings.Repeat("答案 ", 30) + "\xe2\x80"}
 	for _, body := range bodies {
 		for _, content := range contents {
 			for _, i := range []int{0, 1} {
