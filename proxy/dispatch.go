@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/configs/units"
@@ -331,7 +332,7 @@ func keepAnswer(cl *call, resp *fasthttp.Response) *fasthttp.Response {
 
 // noteAttempt counts an attempt and adds it to the trace.
 func (s *Server) noteAttempt(sp *sendPlan, up *upstream, key string, status int, outcome string, err error, waited, took time.Duration) {
-	s.metrics.attempts.WithLabelValues(up.name, outcome).Inc()
+	s.attemptCounter(up, outcome).Inc()
 	a := interceptors.UpstreamAttempt{Upstream: up.name, Key: key, Status: status, Outcome: outcome,
 		Wait: units.Millis(waited), Duration: units.Millis(took)}
 	if err != nil {
@@ -345,6 +346,21 @@ func (s *Server) noteAttempt(sp *sendPlan, up *upstream, key string, status int,
 			slog.String("upstream", up.name), slog.String("key", key), slog.Int("status", status),
 			slog.String("outcome", outcome), slog.String("error", a.Error), slog.Float64("duration_ms", ms(took)))
 	}
+}
+
+// attemptCounter is factgate_upstream_attempts_total for an attempt of up with
+// outcome; the counter of its successful attempts, counted on every request, is
+// kept on the upstream after its first use.
+func (s *Server) attemptCounter(up *upstream, outcome string) prometheus.Counter {
+	if outcome != outcomeOK {
+		return s.metrics.attempts.WithLabelValues(up.name, outcome)
+	}
+	if c := up.okAttempts.Load(); c != nil {
+		return *c
+	}
+	c := s.metrics.attempts.WithLabelValues(up.name, outcome)
+	up.okAttempts.Store(&c)
+	return c
 }
 
 // unavailableError is the failure of an upstream that got no call: its circuit is

@@ -12,9 +12,11 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
@@ -28,7 +30,11 @@ import (
 // went away) closes exactly the connection of that call, and so that a response
 // body can be streamed while it arrives.
 type upstream struct {
-	name       string
+	name string
+	// okAttempts is factgate_upstream_attempts_total{upstream,outcome="ok"} of
+	// this upstream's server, looked up at its first successful attempt (so that
+	// the series appears only once there is one) instead of at every one.
+	okAttempts atomic.Pointer[prometheus.Counter]
 	scheme     string
 	dialAddr   string // host:port
 	hostHeader string
