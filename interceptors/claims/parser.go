@@ -410,7 +410,7 @@ func (p *Parser) read(c *Claims) bool {
 	var seen [3]bool
 	var order arrayOrder
 	end := st.w.Members(root, func(key string, v int) int {
-		kind, ok := kindOf(rawjson.Key(key))
+		kind, ok := kindOf(key)
 		if !ok || seen[kind] {
 			return -1
 		}
@@ -586,7 +586,7 @@ func (st *parseState) readClaim(kind claimKind, i int, path string, at int) (cla
 	}
 	unit, event := kind == unitKind, kind == eventKind
 	end := st.w.Members(at, func(key string, v int) int {
-		switch rawjson.Key(key) {
+		switch key {
 		case "unitId":
 			return st.readField(v, &f.unitID, unit)
 		case "player":
