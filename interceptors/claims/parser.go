@@ -259,6 +259,9 @@ func (p *Parser) Cap(field string) int {
 // ParseLevel reads an evidence level in the English spellings ParseLevel accepts
 // or one of the pack's extra spellings.
 func (p *Parser) ParseLevel(s string) (Level, bool) {
+	if l, ok := canonicalLevel(s); ok {
+		return l, true
+	}
 	var buf [maxLevelKey]byte
 	k, ok := levelKey(s, &buf)
 	if !ok {
@@ -528,34 +531,32 @@ func (st *parseState) claimArray(kind claimKind, at int) int {
 }
 
 // addClaim reads claim i of a claims array at c.JSON[at], appends it to its list
-// and returns the offset just past it (-1 for a value it did not walk).
+// and returns the offset just past it (-1 for a value it did not walk). The claim
+// is read into its place in the list, not copied there: a claim is a few hundred
+// bytes of strings, and a copy into the heap pays a write barrier per pointer
+// while the collector runs.
 func (st *parseState) addClaim(kind claimKind, i, at int) int {
 	limit := st.p.caps[kind]
-	var end int
 	switch kind {
 	case unitKind:
 		if st.c.UnitClaims == nil {
 			st.c.UnitClaims = make([]UnitClaim, 0, min(limit, 16))
 		}
-		var u UnitClaim
-		u, end = st.unitClaim(i, at)
-		st.c.UnitClaims = append(st.c.UnitClaims, u)
+		st.c.UnitClaims = append(st.c.UnitClaims, UnitClaim{})
+		return st.unitClaim(&st.c.UnitClaims[len(st.c.UnitClaims)-1], i, at)
 	case eventKind:
 		if st.c.EventClaims == nil {
 			st.c.EventClaims = make([]Claim, 0, min(limit, 16))
 		}
-		var c Claim
-		c, end = st.claim(kind, i, at)
-		st.c.EventClaims = append(st.c.EventClaims, c)
-	case timelineKind:
+		st.c.EventClaims = append(st.c.EventClaims, Claim{})
+		return st.claim(&st.c.EventClaims[len(st.c.EventClaims)-1], kind, i, at)
+	default: // timelineKind
 		if st.c.TimelineClaims == nil {
 			st.c.TimelineClaims = make([]Claim, 0, min(limit, 16))
 		}
-		var c Claim
-		c, end = st.claim(kind, i, at)
-		st.c.TimelineClaims = append(st.c.TimelineClaims, c)
+		st.c.TimelineClaims = append(st.c.TimelineClaims, Claim{})
+		return st.claim(&st.c.TimelineClaims[len(st.c.TimelineClaims)-1], kind, i, at)
 	}
-	return end
 }
 
 // claimValues are the fields of one claim object, read in one walk over it; the
@@ -575,14 +576,13 @@ const (
 )
 
 // readClaim reads the fields a claim of kind uses from the claim object at
-// c.JSON[at], and returns them with the offset just past the object (-1 when the
-// claim is not an object: it then has no fields). The evidence items' issues are
-// added to c.Issues as the items are read.
-func (st *parseState) readClaim(kind claimKind, i int, path string, at int) (claimValues, int) {
-	var f claimValues
+// c.JSON[at] into *f (which holds none), and returns the offset just past the
+// object (-1 when the claim is not an object: it then has no fields). The
+// evidence items' issues are added to c.Issues as the items are read.
+func (st *parseState) readClaim(f *claimValues, kind claimKind, i int, path string, at int) int {
 	s := st.c.JSON
 	if s[at] != '{' {
-		return f, -1
+		return -1
 	}
 	unit, event := kind == unitKind, kind == eventKind
 	end := st.w.Members(at, func(key string, v int) int {
@@ -621,7 +621,7 @@ func (st *parseState) readClaim(kind claimKind, i int, path string, at int) (cla
 		}
 		return -1
 	})
-	return f, end
+	return end
 }
 
 // first reports the first occurrence of a list field, and marks it met.
@@ -645,19 +645,20 @@ func (st *parseState) readField(at int, v *value, used bool) int {
 	return end
 }
 
-// unitClaim reads unit claim i at c.JSON[at] and returns it with the offset just
-// past it.
-func (st *parseState) unitClaim(i, at int) (UnitClaim, int) {
+// unitClaim reads unit claim i at c.JSON[at] into *u (a zero UnitClaim) and
+// returns the offset just past it.
+func (st *parseState) unitClaim(u *UnitClaim, i, at int) int {
 	p := st.p
-	u := UnitClaim{Path: p.claimPath(unitKind, i)}
+	u.Path = p.claimPath(unitKind, i)
 	own := len(st.c.Issues) // the claim's level issue precedes its evidence's issues
-	f, end := st.readClaim(unitKind, i, u.Path, at)
+	var f claimValues
+	end := st.readClaim(&f, unitKind, i, u.Path, at)
 	if f.unitID.exists() {
 		u.UnitIDRaw = f.unitID.rawText()
 		u.UnitID, u.HasUnitID = unitID(f.unitID)
 	}
-	u.Player = strings.TrimSpace(f.player.text())
-	u.Claim = strings.TrimSpace(f.claim.text())
+	u.Player = trimSpace(f.player.text())
+	u.Claim = trimSpace(f.claim.text())
 	u.Level, u.LevelRaw, u.LevelKnown = st.level(&own, u.Path, f.level)
 	u.Evidence = f.evidence
 	u.Alternatives = f.alternatives
@@ -677,19 +678,20 @@ func (st *parseState) unitClaim(i, at int) (UnitClaim, int) {
 		st.c.Issues = append(st.c.Issues, issue(CodeUnitMissingClaim, interceptors.Warning, u.Path,
 			"the unit claim does not say what the unit is (no claim)", "unit", id))
 	}
-	return u, end
+	return end
 }
 
-// claim reads claim i of eventClaims or timelineClaims at c.JSON[at] and returns
-// it with the offset just past it.
-func (st *parseState) claim(kind claimKind, i, at int) (Claim, int) {
+// claim reads claim i of eventClaims or timelineClaims at c.JSON[at] into *c (a
+// zero Claim) and returns the offset just past it.
+func (st *parseState) claim(c *Claim, kind claimKind, i, at int) int {
 	p := st.p
-	c := Claim{Path: p.claimPath(kind, i)}
+	c.Path = p.claimPath(kind, i)
 	own := len(st.c.Issues) // the claim's alias and level issues precede its evidence's
-	f, end := st.readClaim(kind, i, c.Path, at)
-	c.Claim = strings.TrimSpace(f.claim.text())
+	var f claimValues
+	end := st.readClaim(&f, kind, i, c.Path, at)
+	c.Claim = trimSpace(f.claim.text())
 	if c.Claim == "" && kind == eventKind && f.event.exists() {
-		if ev := strings.TrimSpace(f.event.text()); ev != "" {
+		if ev := trimSpace(f.event.text()); ev != "" {
 			c.Claim, c.Aliased = ev, true
 			st.insertIssue(&own, issue(CodeFieldAlias, interceptors.Info, c.Path,
 				`the event claim uses "event" instead of "claim"`, "alias", "event", "field", "claim"))
@@ -698,7 +700,7 @@ func (st *parseState) claim(kind claimKind, i, at int) (Claim, int) {
 	c.Level, c.LevelRaw, c.LevelKnown = st.level(&own, c.Path, f.level)
 	c.Evidence = f.evidence
 	c.NeedsConfirmation = f.confirm
-	return c, end
+	return end
 }
 
 // insertIssue adds is at c.Issues[*at] and advances *at past it.
@@ -853,7 +855,7 @@ func (st *parseState) stringList(at int) ([]string, int) {
 // blank, and returns the offset just past it.
 func (st *parseState) addString(at int) int {
 	str, end := st.w.String(at)
-	if str = strings.TrimSpace(str); str != "" {
+	if str = trimSpace(str); str != "" {
 		arena := st.strArena()
 		*arena = append(*arena, str)
 	}
@@ -878,7 +880,7 @@ func unitID(v value) (int64, bool) {
 		}
 		return 0, false
 	case v.isString():
-		s = strings.TrimSpace(v.str)
+		s = trimSpace(v.str)
 	default:
 		return 0, false
 	}
