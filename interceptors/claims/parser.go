@@ -407,8 +407,8 @@ func (p *Parser) read(c *Claims) bool {
 		return true
 	}
 	units, events, timeline, issues := c.UnitClaims, c.EventClaims, c.TimelineClaims, c.Issues
-	scratch := evidenceScratch.Get().(*[]Evidence)
-	st.evidence = (*scratch)[:0]
+	scratch := readScratchPool.Get().(*readScratch)
+	st.evidence, st.units, st.claims = scratch.evidence[:0], scratch.units[:0], scratch.claims[:0]
 	defer st.release(scratch)
 	var seen [3]bool
 	var order arrayOrder
@@ -485,8 +485,10 @@ type parseState struct {
 	p        *Parser
 	c        *Claims
 	w        rawjson.Walker
-	evidence []Evidence // the claims' evidence items in walk order (see moveEvidence)
-	strs     []string   // arena for parameters, alternatives and confirmations (see strArena)
+	evidence []Evidence  // the claims' evidence items in walk order (see moveEvidence)
+	units    []UnitClaim // the unit claims of the array being read (see claimArray)
+	claims   []Claim     // the event or timeline claims of the array being read
+	strs     []string    // arena for parameters, alternatives and confirmations (see strArena)
 }
 
 // strArena returns the arena of parameters, alternatives and confirmations,
@@ -499,13 +501,15 @@ func (st *parseState) strArena() *[]string {
 	return &st.strs
 }
 
-// release returns the evidence buffer to the pool.
-func (st *parseState) release(scratch *[]Evidence) {
-	if cap(st.evidence) <= maxScratchEvidence {
-		clear(st.evidence) // drop the references to this answer
-		*scratch = st.evidence[:0]
-		evidenceScratch.Put(scratch)
+// release returns the scratch buffers to the pool (claimArray cleared the
+// claims' buffers).
+func (st *parseState) release(scratch *readScratch) {
+	if cap(st.evidence) > maxScratchEvidence || cap(st.units) > maxScratchClaims || cap(st.claims) > maxScratchClaims {
+		return
 	}
+	clear(st.evidence) // drop the references to this answer
+	scratch.evidence, scratch.units, scratch.claims = st.evidence[:0], st.units[:0], st.claims[:0]
+	readScratchPool.Put(scratch)
 }
 
 // claimArray reads the claims array at c.JSON[at] and returns the offset just
@@ -521,6 +525,23 @@ func (st *parseState) claimArray(kind claimKind, at int) int {
 		}
 		return st.addClaim(kind, i, v)
 	})
+	// The claims were read into the scratch buffer: the list gets exactly as many
+	// as there are (the arrays are read one at a time, so the event and timeline
+	// claims share a buffer). read starts with no claims, so nothing is replaced.
+	switch kind {
+	case unitKind:
+		st.c.UnitClaims = exactCopy(st.units)
+		clear(st.units)
+		st.units = st.units[:0]
+	case eventKind:
+		st.c.EventClaims = exactCopy(st.claims)
+		clear(st.claims)
+		st.claims = st.claims[:0]
+	default: // timelineKind
+		st.c.TimelineClaims = exactCopy(st.claims)
+		clear(st.claims)
+		st.claims = st.claims[:0]
+	}
 	if count > limit {
 		field := claimFields[kind]
 		st.c.Issues = append(st.c.Issues, issue(CodeTruncated, interceptors.Info, field,
@@ -530,33 +551,28 @@ func (st *parseState) claimArray(kind claimKind, at int) int {
 	return end
 }
 
-// addClaim reads claim i of a claims array at c.JSON[at], appends it to its list
-// and returns the offset just past it (-1 for a value it did not walk). The claim
-// is read into its place in the list, not copied there: a claim is a few hundred
-// bytes of strings, and a copy into the heap pays a write barrier per pointer
-// while the collector runs.
+// addClaim reads claim i of a claims array at c.JSON[at], appends it to the
+// scratch list of its kind and returns the offset just past it (-1 for a value
+// it did not walk). The claim is read into its place in the list, not copied
+// there: a claim is a few hundred bytes of strings, and a copy into the heap
+// pays a write barrier per pointer while the collector runs.
 func (st *parseState) addClaim(kind claimKind, i, at int) int {
-	limit := st.p.caps[kind]
-	switch kind {
-	case unitKind:
-		if st.c.UnitClaims == nil {
-			st.c.UnitClaims = make([]UnitClaim, 0, min(limit, 16))
-		}
-		st.c.UnitClaims = append(st.c.UnitClaims, UnitClaim{})
-		return st.unitClaim(&st.c.UnitClaims[len(st.c.UnitClaims)-1], i, at)
-	case eventKind:
-		if st.c.EventClaims == nil {
-			st.c.EventClaims = make([]Claim, 0, min(limit, 16))
-		}
-		st.c.EventClaims = append(st.c.EventClaims, Claim{})
-		return st.claim(&st.c.EventClaims[len(st.c.EventClaims)-1], kind, i, at)
-	default: // timelineKind
-		if st.c.TimelineClaims == nil {
-			st.c.TimelineClaims = make([]Claim, 0, min(limit, 16))
-		}
-		st.c.TimelineClaims = append(st.c.TimelineClaims, Claim{})
-		return st.claim(&st.c.TimelineClaims[len(st.c.TimelineClaims)-1], kind, i, at)
+	if kind == unitKind {
+		st.units = append(st.units, UnitClaim{})
+		return st.unitClaim(&st.units[len(st.units)-1], i, at)
 	}
+	st.claims = append(st.claims, Claim{})
+	return st.claim(&st.claims[len(st.claims)-1], kind, i, at)
+}
+
+// exactCopy returns a copy of list of its exact length, or nil for an empty one.
+func exactCopy[T any](list []T) []T {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make([]T, len(list))
+	copy(out, list)
+	return out
 }
 
 // claimValues are the fields of one claim object, read in one walk over it; the
@@ -729,12 +745,24 @@ func (st *parseState) level(at *int, path string, v value) (Level, string, bool)
 	return Uncertain, raw, false
 }
 
-// evidenceScratch holds the buffers a Parse call collects the evidence items in
-// before moveEvidence copies them into an arena of their exact size.
-var evidenceScratch = sync.Pool{New: func() any { return new([]Evidence) }}
+// readScratch holds the buffers a read collects its claims and evidence items in
+// before claimArray and moveEvidence copy them into lists of their exact size:
+// their number is known only once the walk has read them, and a list allocated
+// for the cap (ten unit claims of 184 bytes by default) is mostly empty, bytes
+// the collector pays for on every answer.
+type readScratch struct {
+	evidence []Evidence
+	units    []UnitClaim
+	claims   []Claim
+}
 
-// maxScratchEvidence bounds the evidence buffers kept for reuse.
-const maxScratchEvidence = 1024
+var readScratchPool = sync.Pool{New: func() any { return new(readScratch) }}
+
+// maxScratchEvidence and maxScratchClaims bound the buffers kept for reuse.
+const (
+	maxScratchEvidence = 1024
+	maxScratchClaims   = 256
+)
 
 // evidenceList reads the evidence of claim i at c.JSON[at]: an array, or a lone
 // string as one item. It appends the items to st.evidence and returns them (a
