@@ -527,18 +527,25 @@ func (st *parseState) claimArray(kind claimKind, at int) int {
 	})
 	// The claims were read into the scratch buffer: the list gets exactly as many
 	// as there are (the arrays are read one at a time, so the event and timeline
-	// claims share a buffer). read starts with no claims, so nothing is replaced.
+	// claims share a buffer). read starts with no claims, so nothing is replaced,
+	// and a failed walk keeps none, so they are not copied then.
 	switch kind {
 	case unitKind:
-		st.c.UnitClaims = exactCopy(st.units)
+		if end >= 0 {
+			st.c.UnitClaims = exactCopy(st.units)
+		}
 		clear(st.units)
 		st.units = st.units[:0]
 	case eventKind:
-		st.c.EventClaims = exactCopy(st.claims)
+		if end >= 0 {
+			st.c.EventClaims = exactCopy(st.claims)
+		}
 		clear(st.claims)
 		st.claims = st.claims[:0]
 	default: // timelineKind
-		st.c.TimelineClaims = exactCopy(st.claims)
+		if end >= 0 {
+			st.c.TimelineClaims = exactCopy(st.claims)
+		}
 		clear(st.claims)
 		st.claims = st.claims[:0]
 	}
