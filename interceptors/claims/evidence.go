@@ -55,12 +55,12 @@ var errNotStructured = errors.New(`not in "type|time|param..." form`)
 // the other items of one Parse call, to allocate once).
 func (p *Parser) parseEvidence(raw string, arena *[]string) (Evidence, error) {
 	ev := Evidence{Raw: raw}
-	s := strings.TrimSpace(raw)
+	s := trimSpace(raw)
 	bar := strings.IndexByte(s, '|')
 	if bar < 0 {
 		return ev, errNotStructured
 	}
-	typ, ok := p.lookupEvidenceType(strings.TrimSpace(s[:bar]))
+	typ, ok := p.lookupEvidenceType(trimSpace(s[:bar]))
 	if !ok {
 		if len(p.evidence) == 0 {
 			return ev, errNotStructured
@@ -77,7 +77,7 @@ func (p *Parser) parseEvidence(raw string, arena *[]string) (Evidence, error) {
 	} else {
 		rest = ""
 	}
-	timeRaw = strings.TrimSpace(timeRaw)
+	timeRaw = trimSpace(timeRaw)
 	t, ok := interceptors.ParseClock(timeRaw)
 	if !ok {
 		return ev, fmt.Errorf("time %q is not a game-clock time like 1:24.00", timeRaw)
@@ -88,7 +88,7 @@ func (p *Parser) parseEvidence(raw string, arena *[]string) (Evidence, error) {
 		if bar = strings.IndexByte(rest, '|'); bar >= 0 {
 			field, rest = rest[:bar], rest[bar+1:]
 		}
-		field = strings.TrimSpace(field)
+		field = trimSpace(field)
 		if field == "" {
 			*arena = (*arena)[:start]
 			return ev, fmt.Errorf("%s evidence parameter %d is empty", typ.name, n+1)

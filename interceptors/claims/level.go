@@ -73,6 +73,26 @@ var englishLevels = map[string]Level{
 	"ruledout":     RuledOut,
 }
 
+// canonicalLevel reads the canonical spellings (Level.String), which answers
+// nearly always use, without building their key: every Parser maps them to the
+// same levels as ParseLevel does, since NewParser refuses a pack spelling whose
+// key already means another level.
+func canonicalLevel(s string) (Level, bool) {
+	switch s {
+	case "confirmed":
+		return Confirmed, true
+	case "highly likely":
+		return HighlyLikely, true
+	case "possible":
+		return Possible, true
+	case "uncertain":
+		return Uncertain, true
+	case "ruled out":
+		return RuledOut, true
+	}
+	return Uncertain, false
+}
+
 // maxLevelKey bounds the length of a level spelling; longer values are unknown.
 const maxLevelKey = 64
 

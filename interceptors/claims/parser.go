@@ -259,6 +259,9 @@ func (p *Parser) Cap(field string) int {
 // ParseLevel reads an evidence level in the English spellings ParseLevel accepts
 // or one of the pack's extra spellings.
 func (p *Parser) ParseLevel(s string) (Level, bool) {
+	if l, ok := canonicalLevel(s); ok {
+		return l, true
+	}
 	var buf [maxLevelKey]byte
 	k, ok := levelKey(s, &buf)
 	if !ok {
@@ -404,13 +407,13 @@ func (p *Parser) read(c *Claims) bool {
 		return true
 	}
 	units, events, timeline, issues := c.UnitClaims, c.EventClaims, c.TimelineClaims, c.Issues
-	scratch := evidenceScratch.Get().(*[]Evidence)
-	st.evidence = (*scratch)[:0]
+	scratch := readScratchPool.Get().(*readScratch)
+	st.evidence, st.units, st.claims = scratch.evidence[:0], scratch.units[:0], scratch.claims[:0]
 	defer st.release(scratch)
 	var seen [3]bool
 	var order arrayOrder
 	end := st.w.Members(root, func(key string, v int) int {
-		kind, ok := kindOf(rawjson.Key(key))
+		kind, ok := kindOf(key)
 		if !ok || seen[kind] {
 			return -1
 		}
@@ -482,8 +485,10 @@ type parseState struct {
 	p        *Parser
 	c        *Claims
 	w        rawjson.Walker
-	evidence []Evidence // the claims' evidence items in walk order (see moveEvidence)
-	strs     []string   // arena for parameters, alternatives and confirmations (see strArena)
+	evidence []Evidence  // the claims' evidence items in walk order (see moveEvidence)
+	units    []UnitClaim // the unit claims of the array being read (see claimArray)
+	claims   []Claim     // the event or timeline claims of the array being read
+	strs     []string    // arena for parameters, alternatives and confirmations (see strArena)
 }
 
 // strArena returns the arena of parameters, alternatives and confirmations,
@@ -496,13 +501,15 @@ func (st *parseState) strArena() *[]string {
 	return &st.strs
 }
 
-// release returns the evidence buffer to the pool.
-func (st *parseState) release(scratch *[]Evidence) {
-	if cap(st.evidence) <= maxScratchEvidence {
-		clear(st.evidence) // drop the references to this answer
-		*scratch = st.evidence[:0]
-		evidenceScratch.Put(scratch)
+// release returns the scratch buffers to the pool (claimArray cleared the
+// claims' buffers).
+func (st *parseState) release(scratch *readScratch) {
+	if cap(st.evidence) > maxScratchEvidence || cap(st.units) > maxScratchClaims || cap(st.claims) > maxScratchClaims {
+		return
 	}
+	clear(st.evidence) // drop the references to this answer
+	scratch.evidence, scratch.units, scratch.claims = st.evidence[:0], st.units[:0], st.claims[:0]
+	readScratchPool.Put(scratch)
 }
 
 // claimArray reads the claims array at c.JSON[at] and returns the offset just
@@ -518,6 +525,30 @@ func (st *parseState) claimArray(kind claimKind, at int) int {
 		}
 		return st.addClaim(kind, i, v)
 	})
+	// The claims were read into the scratch buffer: the list gets exactly as many
+	// as there are (the arrays are read one at a time, so the event and timeline
+	// claims share a buffer). read starts with no claims, so nothing is replaced,
+	// and a failed walk keeps none, so they are not copied then.
+	switch kind {
+	case unitKind:
+		if end >= 0 {
+			st.c.UnitClaims = exactCopy(st.units)
+		}
+		clear(st.units)
+		st.units = st.units[:0]
+	case eventKind:
+		if end >= 0 {
+			st.c.EventClaims = exactCopy(st.claims)
+		}
+		clear(st.claims)
+		st.claims = st.claims[:0]
+	default: // timelineKind
+		if end >= 0 {
+			st.c.TimelineClaims = exactCopy(st.claims)
+		}
+		clear(st.claims)
+		st.claims = st.claims[:0]
+	}
 	if count > limit {
 		field := claimFields[kind]
 		st.c.Issues = append(st.c.Issues, issue(CodeTruncated, interceptors.Info, field,
@@ -527,35 +558,28 @@ func (st *parseState) claimArray(kind claimKind, at int) int {
 	return end
 }
 
-// addClaim reads claim i of a claims array at c.JSON[at], appends it to its list
-// and returns the offset just past it (-1 for a value it did not walk).
+// addClaim reads claim i of a claims array at c.JSON[at], appends it to the
+// scratch list of its kind and returns the offset just past it (-1 for a value
+// it did not walk). The claim is read into its place in the list, not copied
+// there: a claim is a few hundred bytes of strings, and a copy into the heap
+// pays a write barrier per pointer while the collector runs.
 func (st *parseState) addClaim(kind claimKind, i, at int) int {
-	limit := st.p.caps[kind]
-	var end int
-	switch kind {
-	case unitKind:
-		if st.c.UnitClaims == nil {
-			st.c.UnitClaims = make([]UnitClaim, 0, min(limit, 16))
-		}
-		var u UnitClaim
-		u, end = st.unitClaim(i, at)
-		st.c.UnitClaims = append(st.c.UnitClaims, u)
-	case eventKind:
-		if st.c.EventClaims == nil {
-			st.c.EventClaims = make([]Claim, 0, min(limit, 16))
-		}
-		var c Claim
-		c, end = st.claim(kind, i, at)
-		st.c.EventClaims = append(st.c.EventClaims, c)
-	case timelineKind:
-		if st.c.TimelineClaims == nil {
-			st.c.TimelineClaims = make([]Claim, 0, min(limit, 16))
-		}
-		var c Claim
-		c, end = st.claim(kind, i, at)
-		st.c.TimelineClaims = append(st.c.TimelineClaims, c)
+	if kind == unitKind {
+		st.units = append(st.units, UnitClaim{})
+		return st.unitClaim(&st.units[len(st.units)-1], i, at)
 	}
-	return end
+	st.claims = append(st.claims, Claim{})
+	return st.claim(&st.claims[len(st.claims)-1], kind, i, at)
+}
+
+// exactCopy returns a copy of list of its exact length, or nil for an empty one.
+func exactCopy[T any](list []T) []T {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make([]T, len(list))
+	copy(out, list)
+	return out
 }
 
 // claimValues are the fields of one claim object, read in one walk over it; the
@@ -575,18 +599,17 @@ const (
 )
 
 // readClaim reads the fields a claim of kind uses from the claim object at
-// c.JSON[at], and returns them with the offset just past the object (-1 when the
-// claim is not an object: it then has no fields). The evidence items' issues are
-// added to c.Issues as the items are read.
-func (st *parseState) readClaim(kind claimKind, i int, path string, at int) (claimValues, int) {
-	var f claimValues
+// c.JSON[at] into *f (which holds none), and returns the offset just past the
+// object (-1 when the claim is not an object: it then has no fields). The
+// evidence items' issues are added to c.Issues as the items are read.
+func (st *parseState) readClaim(f *claimValues, kind claimKind, i int, path string, at int) int {
 	s := st.c.JSON
 	if s[at] != '{' {
-		return f, -1
+		return -1
 	}
 	unit, event := kind == unitKind, kind == eventKind
 	end := st.w.Members(at, func(key string, v int) int {
-		switch rawjson.Key(key) {
+		switch key {
 		case "unitId":
 			return st.readField(v, &f.unitID, unit)
 		case "player":
@@ -621,7 +644,7 @@ func (st *parseState) readClaim(kind claimKind, i int, path string, at int) (cla
 		}
 		return -1
 	})
-	return f, end
+	return end
 }
 
 // first reports the first occurrence of a list field, and marks it met.
@@ -645,19 +668,20 @@ func (st *parseState) readField(at int, v *value, used bool) int {
 	return end
 }
 
-// unitClaim reads unit claim i at c.JSON[at] and returns it with the offset just
-// past it.
-func (st *parseState) unitClaim(i, at int) (UnitClaim, int) {
+// unitClaim reads unit claim i at c.JSON[at] into *u (a zero UnitClaim) and
+// returns the offset just past it.
+func (st *parseState) unitClaim(u *UnitClaim, i, at int) int {
 	p := st.p
-	u := UnitClaim{Path: p.claimPath(unitKind, i)}
+	u.Path = p.claimPath(unitKind, i)
 	own := len(st.c.Issues) // the claim's level issue precedes its evidence's issues
-	f, end := st.readClaim(unitKind, i, u.Path, at)
+	var f claimValues
+	end := st.readClaim(&f, unitKind, i, u.Path, at)
 	if f.unitID.exists() {
 		u.UnitIDRaw = f.unitID.rawText()
 		u.UnitID, u.HasUnitID = unitID(f.unitID)
 	}
-	u.Player = strings.TrimSpace(f.player.text())
-	u.Claim = strings.TrimSpace(f.claim.text())
+	u.Player = trimSpace(f.player.text())
+	u.Claim = trimSpace(f.claim.text())
 	u.Level, u.LevelRaw, u.LevelKnown = st.level(&own, u.Path, f.level)
 	u.Evidence = f.evidence
 	u.Alternatives = f.alternatives
@@ -677,19 +701,20 @@ func (st *parseState) unitClaim(i, at int) (UnitClaim, int) {
 		st.c.Issues = append(st.c.Issues, issue(CodeUnitMissingClaim, interceptors.Warning, u.Path,
 			"the unit claim does not say what the unit is (no claim)", "unit", id))
 	}
-	return u, end
+	return end
 }
 
-// claim reads claim i of eventClaims or timelineClaims at c.JSON[at] and returns
-// it with the offset just past it.
-func (st *parseState) claim(kind claimKind, i, at int) (Claim, int) {
+// claim reads claim i of eventClaims or timelineClaims at c.JSON[at] into *c (a
+// zero Claim) and returns the offset just past it.
+func (st *parseState) claim(c *Claim, kind claimKind, i, at int) int {
 	p := st.p
-	c := Claim{Path: p.claimPath(kind, i)}
+	c.Path = p.claimPath(kind, i)
 	own := len(st.c.Issues) // the claim's alias and level issues precede its evidence's
-	f, end := st.readClaim(kind, i, c.Path, at)
-	c.Claim = strings.TrimSpace(f.claim.text())
+	var f claimValues
+	end := st.readClaim(&f, kind, i, c.Path, at)
+	c.Claim = trimSpace(f.claim.text())
 	if c.Claim == "" && kind == eventKind && f.event.exists() {
-		if ev := strings.TrimSpace(f.event.text()); ev != "" {
+		if ev := trimSpace(f.event.text()); ev != "" {
 			c.Claim, c.Aliased = ev, true
 			st.insertIssue(&own, issue(CodeFieldAlias, interceptors.Info, c.Path,
 				`the event claim uses "event" instead of "claim"`, "alias", "event", "field", "claim"))
@@ -698,7 +723,7 @@ func (st *parseState) claim(kind claimKind, i, at int) (Claim, int) {
 	c.Level, c.LevelRaw, c.LevelKnown = st.level(&own, c.Path, f.level)
 	c.Evidence = f.evidence
 	c.NeedsConfirmation = f.confirm
-	return c, end
+	return end
 }
 
 // insertIssue adds is at c.Issues[*at] and advances *at past it.
@@ -727,12 +752,24 @@ func (st *parseState) level(at *int, path string, v value) (Level, string, bool)
 	return Uncertain, raw, false
 }
 
-// evidenceScratch holds the buffers a Parse call collects the evidence items in
-// before moveEvidence copies them into an arena of their exact size.
-var evidenceScratch = sync.Pool{New: func() any { return new([]Evidence) }}
+// readScratch holds the buffers a read collects its claims and evidence items in
+// before claimArray and moveEvidence copy them into lists of their exact size:
+// their number is known only once the walk has read them, and a list allocated
+// for the cap (ten unit claims of 184 bytes by default) is mostly empty, bytes
+// the collector pays for on every answer.
+type readScratch struct {
+	evidence []Evidence
+	units    []UnitClaim
+	claims   []Claim
+}
 
-// maxScratchEvidence bounds the evidence buffers kept for reuse.
-const maxScratchEvidence = 1024
+var readScratchPool = sync.Pool{New: func() any { return new(readScratch) }}
+
+// maxScratchEvidence and maxScratchClaims bound the buffers kept for reuse.
+const (
+	maxScratchEvidence = 1024
+	maxScratchClaims   = 256
+)
 
 // evidenceList reads the evidence of claim i at c.JSON[at]: an array, or a lone
 // string as one item. It appends the items to st.evidence and returns them (a
@@ -853,7 +890,7 @@ func (st *parseState) stringList(at int) ([]string, int) {
 // blank, and returns the offset just past it.
 func (st *parseState) addString(at int) int {
 	str, end := st.w.String(at)
-	if str = strings.TrimSpace(str); str != "" {
+	if str = trimSpace(str); str != "" {
 		arena := st.strArena()
 		*arena = append(*arena, str)
 	}
@@ -878,7 +915,7 @@ func unitID(v value) (int64, bool) {
 		}
 		return 0, false
 	case v.isString():
-		s = strings.TrimSpace(v.str)
+		s = trimSpace(v.str)
 	default:
 		return 0, false
 	}

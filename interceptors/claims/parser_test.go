@@ -330,3 +330,31 @@ func TestNewParserErrors(t *testing.T) {
 		t.Fatalf("nil contract and evidence: %v", err)
 	}
 }
+
+// trimSpace is strings.TrimSpace: its shortcut only skips texts TrimSpace
+// returns as they are.
+func TestTrimSpaceAsStrings(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{
+		"", " ", "a", " a", "a ", "\ta\n", "\va\f", "AlliedMCV", "587 之后", "之后 587", "之后",
+		"\u3000a", "a\u3000", "\u00a0x\u0085", "x\u2029", "\xff", "a\xff", "\xffa", "~!", "!\x7f", "\x7f",
+	} {
+		if got, want := trimSpace(s), strings.TrimSpace(s); got != want {
+			t.Errorf("trimSpace(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// The canonical spellings' shortcut reads them as the key and the map do, for
+// any pack's parser.
+func TestCanonicalLevelsAsKeys(t *testing.T) {
+	t.Parallel()
+	p := newRA3Parser(t)
+	for l := Uncertain; l <= RuledOut; l++ {
+		var buf [maxLevelKey]byte
+		k, _ := levelKey(l.String(), &buf)
+		if got, ok := canonicalLevel(l.String()); !ok || got != l || p.levels[string(k)] != l {
+			t.Errorf("%q: shortcut %v %v, the pack's map %v", l.String(), got, ok, p.levels[string(k)])
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package claims
 
-import "github.com/factgate/factgate/knowledge/rawjson"
+import (
+	"strings"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
+)
 
 // The block is read in one walk over its text with rawjson.Walker, which checks
 // the text as it goes: the parser reads each value it needs where the walker meets
@@ -88,3 +92,23 @@ func skipSpace(s string, i int) int {
 	}
 	return i
 }
+
+// trimSpace is strings.TrimSpace without the call for the text the parser trims
+// most, a value that neither starts nor ends with space: TrimSpace removes only
+// ASCII white space and Unicode spaces (whose UTF-8 bytes are all >= 0x80), so a
+// text whose first and last bytes are printable ASCII other than the space is
+// returned as it is.
+func trimSpace(s string) string {
+	if s != "" && asciiGraphic[s[0]]&asciiGraphic[s[len(s)-1]] != 0 {
+		return s
+	}
+	return strings.TrimSpace(s)
+}
+
+// asciiGraphic is 1 for the printable ASCII bytes other than the space, else 0.
+var asciiGraphic = func() (t [256]uint8) {
+	for c := '!'; c <= '~'; c++ {
+		t[c] = 1
+	}
+	return t
+}()

@@ -38,8 +38,9 @@ func (w *Walker) fail() int {
 }
 
 // Members walks the object starting at s[i] (after white space) as ScanMembers
-// does: fn gets each member's raw key (checked) and the offset of its value, and
-// returns the offset just past the value when it read the value with the
+// does: fn gets each member's key, checked and decoded (as Key decodes a raw
+// key: without escapes it is a slice of the text), and the offset of its value,
+// and returns the offset just past the value when it read the value with the
 // walker's methods, or -1 to have the walker check and skip it. Members returns
 // the offset just past the object, or -1.
 func (w *Walker) Members(i int, fn func(key string, value int) int) int {
@@ -57,11 +58,10 @@ func (w *Walker) Members(i int, fn func(key string, value int) int) int {
 		if i >= len(s) || s[i] != '"' {
 			return w.fail()
 		}
-		ke, f := scanString(s, i)
-		if f.off >= 0 {
+		key, ke := readString(s, i)
+		if ke < 0 {
 			return w.fail()
 		}
-		key := s[i+1 : ke-1]
 		i = skipSpace(s, ke)
 		if i >= len(s) || s[i] != ':' {
 			return w.fail()
@@ -148,12 +148,27 @@ func (w *Walker) String(i int) (string, int) {
 	if w.failed || i >= len(s) || s[i] != '"' {
 		return "", w.fail()
 	}
-	end, f := scanString(s, i)
-	if f.off >= 0 {
+	str, end := readString(s, i)
+	if end < 0 {
 		return "", w.fail()
 	}
-	str, _ := StringValue(s[i:end])
 	return str, end
+}
+
+// readString reads the string whose quote is s[i]: it returns its value,
+// decoded as StringValue decodes it, and the offset just past it, or "" and -1
+// when the string is not valid. A string without escapes, as nearly all are, is
+// checked and found in one read of its bytes and its value is a slice of s, as
+// StringValue's is; one with escapes is checked and decoded from its start.
+func readString(s string, i int) (string, int) {
+	if j := plainEnd(s, i+1); j < len(s) && s[j] == '"' {
+		return s[i+1 : j], j + 1
+	}
+	end, f := scanString(s, i)
+	if f.off >= 0 {
+		return "", -1
+	}
+	return Unescape(s[i+1:end-1], -1), end
 }
 
 // Value checks the value starting at s[i] and returns the offset just past it,

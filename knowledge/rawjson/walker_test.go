@@ -84,7 +84,7 @@ func scanText(s string, read walkerRead) []string {
 				if end < 0 {
 					end = ValueEnd(s, v)
 				} else {
-					got = append(got, "member "+key+" "+s[v:end])
+					got = append(got, "member "+Key(key)+" "+s[v:end])
 				}
 				return end
 			})
