@@ -172,9 +172,6 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 	// until it has read the body, which may be after the request ended.
 	body, trace, start := ex.Original, ex.Trace, time.Now()
 	ex.Hold()
-	// The job outlives a client that goes away: what it builds is cached for the
-	// next request.
-	jobCtx := context.WithoutCancel(ctx)
 	f.jobs.Add(1)
 	go func() {
 		defer f.jobs.Done()
@@ -186,7 +183,7 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 				trace.Note(p.err.Error() + "; validating against no facts")
 			}
 		}()
-		p.ix, p.info, p.err = f.resolve(jobCtx, body, session, trace)
+		p.ix, p.info, p.err = f.resolve(ctx, body, session, trace)
 		p.info.Duration = time.Since(start)
 		trace.Time("facts", p.info.Duration)
 		st := f.store.memory.Stats()
@@ -218,15 +215,26 @@ func FromExchange(ex *interceptors.Exchange) (*Index, Info, error) {
 	return p.ix, p.info, p.err
 }
 
-// resolve is the background job: key, the three tiers, the session.
+// resolve is the background job: key, the three tiers, the session. ctx is the
+// request's: the job outlives a client that goes away (what it builds is cached
+// for the next request), so the tiers get it without its cancellation — made
+// only when a tier beyond memory is asked, as a memory hit does not need it.
 func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, trace *interceptors.Trace) (*Index, Info, error) {
+	var jobCtx context.Context
 	info := Info{Session: session}
-	key, texts := f.store.keyOf(body)
+	key, texts := f.store.key(body)
 	var own *Index
 	if key != "" {
 		info.Key = key
 		trace.Do(func(t *interceptors.Trace) { t.FactKey = info.Key })
-		r, err := f.store.index(ctx, info.Key, texts, session != "")
+		// A request whose index is in memory (the common case) needs no function
+		// to decode its texts: made only for the other tiers, it costs nothing then.
+		r, ok := f.store.inMemory(key)
+		var err error
+		if !ok {
+			jobCtx = context.WithoutCancel(ctx)
+			r, err = f.store.index(jobCtx, info.Key, lazyTexts(body, texts), session != "")
+		}
 		if r.note != "" {
 			trace.Note(r.note)
 		}
@@ -237,11 +245,14 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, 
 		}
 		own, info.Source, info.BuildTime = r.ix, r.source, r.build
 		f.sources[r.source].Inc()
-		trace.Note(fmt.Sprintf("facts: %d operations from %s (key %s)", own.Len(), sourceText(r.source, r.build), info.Key))
+		trace.Note(sourceNote(own.Len(), r.source, r.build, info.Key))
 	}
 	ix := own
 	if session != "" {
-		res := f.store.session(ctx, session, info.Key, own, f.sessionTTL, f.maxSegments)
+		if jobCtx == nil {
+			jobCtx = context.WithoutCancel(ctx)
+		}
+		res := f.store.session(jobCtx, session, info.Key, own, f.sessionTTL, f.maxSegments)
 		for _, n := range res.notes {
 			trace.Note(n)
 		}
@@ -257,6 +268,25 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, 
 		trace.Note(fmt.Sprintf("facts: the user text exceeds the extraction bound (max_bytes %s or the rules' max_lines); lines after it were ignored", units.ByteSize(f.maxBytes)))
 	}
 	return ix, info, nil
+}
+
+// sourceNote is the trace note of a resolved index: "facts: <n> operations from
+// <source> (key <key>)". Built in one buffer, one allocation, as it is written
+// for every request.
+func sourceNote(n int, source string, build time.Duration, key string) string {
+	var buf [128]byte
+	b := append(buf[:0], "facts: "...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, " operations from "...)
+	if source == SourceMemory {
+		b = append(b, "memory"...)
+	} else {
+		b = append(b, sourceText(source, build)...)
+	}
+	b = append(b, " (key "...)
+	b = append(b, key...)
+	b = append(b, ')')
+	return string(b)
 }
 
 func sourceText(source string, build time.Duration) string {
