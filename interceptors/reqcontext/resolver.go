@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -84,6 +83,7 @@ func (r *Interceptor) OnRequest(_ context.Context, ex *interceptors.Exchange) er
 		t.KnowledgeSet = c.KnowledgeSet
 		t.Scopes = c.Scopes
 		t.Session = c.Session
+		t.Notes = slices.Grow(t.Notes, 1+len(notes)) // one growth for both
 		t.Notes = append(t.Notes, c.describe())
 		t.Notes = append(t.Notes, notes...)
 	})
@@ -240,49 +240,59 @@ func (r *Interceptor) checkSet(name, param, where string) error {
 }
 
 // describe renders the context for the trace: where each item came from.
+//
+// It is written for every request, so it is built in a buffer on the stack and
+// copied out once, with the dimensions sorted in a small array: a builder
+// growing and a sorted copy of the keys cost eight allocations a request.
 func (c *Context) describe() string {
-	var b strings.Builder
-	b.WriteString("context: knowledge set ")
-	b.WriteString(c.KnowledgeSet)
-	b.WriteString(" (")
-	b.WriteString(string(c.SetSource))
-	b.WriteString(")")
+	var buf [512]byte
+	b := append(buf[:0], "context: knowledge set "...)
+	b = append(b, c.KnowledgeSet...)
+	b = append(b, " ("...)
+	b = append(b, c.SetSource...)
+	b = append(b, ')')
 	if c.Set != nil && c.Set.Version > 0 {
-		b.WriteString(" overlay v")
-		b.WriteString(strconv.FormatUint(c.Set.Version, 10))
+		b = append(b, " overlay v"...)
+		b = strconv.AppendUint(b, c.Set.Version, 10)
 	}
-	for _, dim := range slices.Sorted(maps.Keys(c.Scopes)) {
-		b.WriteString("; ")
-		b.WriteString(dim)
-		b.WriteByte(' ')
+	var dimBuf [8]string
+	dims := dimBuf[:0]
+	for dim := range c.Scopes {
+		dims = append(dims, dim)
+	}
+	slices.Sort(dims)
+	for _, dim := range dims {
+		b = append(b, "; "...)
+		b = append(b, dim...)
+		b = append(b, ' ')
 		for i, v := range c.Scopes[dim] {
 			if i > 0 {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
-			b.WriteString(v)
+			b = append(b, v...)
 		}
-		b.WriteString(" (")
-		b.WriteString(string(c.ScopeSources[dim]))
-		b.WriteByte(')')
+		b = append(b, " ("...)
+		b = append(b, c.ScopeSources[dim]...)
+		b = append(b, ')')
 	}
 	if len(c.Players) > 0 {
-		b.WriteString("; players")
+		b = append(b, "; players"...)
 		for i, p := range c.Players {
 			if i > 0 {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
-			b.WriteByte(' ')
-			b.WriteString(p.Name)
-			b.WriteString(" (")
-			b.WriteString(p.Scope)
-			b.WriteByte(')')
+			b = append(b, ' ')
+			b = append(b, p.Name...)
+			b = append(b, " ("...)
+			b = append(b, p.Scope...)
+			b = append(b, ')')
 		}
 	}
 	if c.Session != "" {
-		b.WriteString("; session ")
-		b.WriteString(c.Session)
+		b = append(b, "; session "...)
+		b = append(b, c.Session...)
 	}
-	return b.String()
+	return string(b)
 }
 
 // headerValue reads one percent-encoded header value; ok is false when the header is
