@@ -83,16 +83,17 @@ func (r *Interceptor) OnRequest(_ context.Context, ex *interceptors.Exchange) er
 		t.KnowledgeSet = c.KnowledgeSet
 		t.Scopes = c.Scopes
 		t.Session = c.Session
-		t.Notes = slices.Grow(t.Notes, 1+len(notes)) // one growth for both
-		t.Notes = append(t.Notes, c.describe())
+		t.Notes = slices.Grow(t.Notes, 2+len(notes)) // one growth for all
+		t.Notes = append(t.Notes, c.describe(), "context: "+c.Applies.Reason)
 		t.Notes = append(t.Notes, notes...)
 	})
 	return nil
 }
 
 // resolve reads the request context and returns it with the factgate.* metadata
-// members (to strip) and remarks for the trace. The context's strings are copies:
-// the body is edited afterwards.
+// members (to strip) and remarks for the trace, which follow the verdict's reason
+// (OnRequest writes that one: built only for a trace). The context's strings are
+// copies: the body is edited afterwards.
 func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
 	body := bytesView(ex.Body)
 	req := scanRequest(body)
@@ -154,7 +155,10 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 		c.Set, _ = r.lib.Set(c.KnowledgeSet)
 	}
 
-	// The scopes, per dimension.
+	// The scopes, per dimension. When every dimension's values are the extracted
+	// ones (the common case: no headers, metadata or route scopes), the
+	// extraction's own map — made for this request — is the context's.
+	extractedOnly := 0
 	for _, dim := range r.dims {
 		var values []string
 		var src Source
@@ -181,15 +185,42 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 		if src == "" {
 			continue
 		}
-		if c.Scopes == nil {
-			c.Scopes, c.ScopeSources = knowledge.Scopes{}, map[string]Source{}
+		if c.ScopeSources == nil {
+			c.ScopeSources = map[string]Source{}
 		}
-		c.Scopes[dim], c.ScopeSources[dim] = values, src
+		c.ScopeSources[dim] = src
+		if src == SourceExtracted && extractedOnly >= 0 {
+			extractedOnly++
+		} else {
+			if extractedOnly > 0 || c.Scopes == nil {
+				// Not the extraction's alone: a map of its own, with the
+				// extracted dimensions chosen so far.
+				c.Scopes = make(knowledge.Scopes, len(c.ScopeSources))
+				for d, s := range c.ScopeSources {
+					if s == SourceExtracted {
+						c.Scopes[d] = ext.Scopes[d]
+					}
+				}
+			}
+			extractedOnly = -1
+			c.Scopes[dim] = values
+		}
 		if c.Set != nil && (src == SourceHeader || src == SourceMetadata) {
 			for _, v := range values {
 				if !c.Set.HasScope(dim, v) {
 					notes = append(notes, fmt.Sprintf("%s value %q (from the %s) is not in knowledge set %s; it selects no entries", dim, v, src, c.KnowledgeSet))
 				}
+			}
+		}
+	}
+
+	if extractedOnly > 0 {
+		if extractedOnly == len(ext.Scopes) {
+			c.Scopes = ext.Scopes
+		} else { // the extraction has dimensions the pack does not list
+			c.Scopes = make(knowledge.Scopes, extractedOnly)
+			for d := range c.ScopeSources {
+				c.Scopes[d] = ext.Scopes[d]
 			}
 		}
 	}
@@ -213,7 +244,6 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 		JSONMode:       jsonFormat(req.responseFormat),
 		Session:        c.Session,
 	})
-	notes = append([]string{"context: " + c.Applies.Reason}, notes...)
 	for _, m := range meta {
 		if !strings.EqualFold(m.name, "knowledge_set") && !strings.EqualFold(m.name, "session") {
 			if _, ok := findFold(r.dims, m.name); !ok {
