@@ -171,6 +171,11 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 	// The body may be in one of the exchange's pooled buffers: the job holds them
 	// until it has read the body, which may be after the request ended.
 	body, trace, start := ex.Original, ex.Trace, time.Now()
+	// The context stage walked the messages of this very body already, most
+	// often: the job then only hashes the user contents, and does not walk a
+	// long log again to find them.
+	var msgs foundMessages
+	msgs.list, msgs.found, msgs.known = reqcontext.ScannedMessages(ex, body)
 	ex.Hold()
 	f.jobs.Add(1)
 	go func() {
@@ -183,7 +188,7 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 				trace.Note(p.err.Error() + "; validating against no facts")
 			}
 		}()
-		p.ix, p.info, p.err = f.resolve(ctx, body, session, trace)
+		p.ix, p.info, p.err = f.resolve(ctx, body, msgs, session, trace)
 		p.info.Duration = time.Since(start)
 		trace.Time("facts", p.info.Duration)
 		st := f.store.memory.Stats()
@@ -219,10 +224,10 @@ func FromExchange(ex *interceptors.Exchange) (*Index, Info, error) {
 // request's: the job outlives a client that goes away (what it builds is cached
 // for the next request), so the tiers get it without its cancellation — made
 // only when a tier beyond memory is asked, as a memory hit does not need it.
-func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, trace *interceptors.Trace) (*Index, Info, error) {
+func (f *Interceptor) resolve(ctx context.Context, body []byte, msgs foundMessages, session string, trace *interceptors.Trace) (*Index, Info, error) {
 	var jobCtx context.Context
 	info := Info{Session: session}
-	key, texts := f.store.key(body)
+	key, texts := f.store.key(body, msgs)
 	var own *Index
 	if key != "" {
 		info.Key = key

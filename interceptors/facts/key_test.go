@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/factgate/factgate/interceptors/reqcontext"
 )
 
 func TestSourceKey(t *testing.T) {
@@ -90,6 +92,27 @@ func TestSourceNote(t *testing.T) {
 			if got := sourceNote(n, src, build, "046860436f043c8dbb864d6c61a68bbc"); got != want {
 				t.Errorf("sourceNote = %q, want %q", got, want)
 			}
+		}
+	}
+}
+
+// TestDigestOfFoundMessages: the memo's digest of a body is the same whether the
+// job finds its messages or is given the context stage's scan of them.
+func TestDigestOfFoundMessages(t *testing.T) {
+	t.Parallel()
+	m := newKeyMemo(4)
+	for _, body := range [][]byte{
+		chatBody(t, replay(t, "mcv_vs_miner.txt")),
+		chatBody(t, "0:01.00 a", "0:02.00 b"),
+		[]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"0:02.10 A"}]}]}`),
+		[]byte(`{"messages":[]}`),
+		[]byte(`{"model":"m"}`),
+	} {
+		want, wok := m.digest(body, foundMessages{})
+		list, found := reqcontext.FindMessages(body)
+		got, gok := m.digest(body, foundMessages{list: list, found: found, known: true})
+		if got != want || gok != wok {
+			t.Errorf("%s: digest %v %v with the scan, %v %v without", body, got, gok, want, wok)
 		}
 	}
 }

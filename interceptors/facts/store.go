@@ -126,7 +126,7 @@ func newStore(x *Extractor, keyVersion string, shared cache.Cache, s settings, o
 // stay as it is until the caller is done with it (the job holds the exchange's
 // buffers: Exchange.Hold); the texts it returns are copies.
 func (s *store) keyOf(body []byte) (string, func() []string) {
-	k, texts := s.key(body)
+	k, texts := s.key(body, foundMessages{})
 	return k, lazyTexts(body, texts)
 }
 
@@ -135,9 +135,10 @@ func (s *store) keyOf(body []byte) (string, func() []string) {
 // memo. The key is remembered per process by a fast digest of the raw user
 // contents, so a repeated log is neither decoded nor hashed with SHA-256 again:
 // only an index build needs the decoded texts. A repeated log costs no
-// allocation here.
-func (s *store) key(body []byte) (string, []string) {
-	d, ok := s.keys.digest(body)
+// allocation here. msgs is the body's messages array when it was found already
+// (msgs.known).
+func (s *store) key(body []byte, msgs foundMessages) (string, []string) {
+	d, ok := s.keys.digest(body, msgs)
 	if ok {
 		if k, hit := s.keys.lru.Get(d); hit {
 			return k, nil
@@ -422,14 +423,28 @@ func newKeyMemo(entries int) *keyMemo {
 	}
 }
 
+// foundMessages is a body's messages array found before the facts job (by the
+// context stage: reqcontext.ScannedMessages), when known: list and found as
+// reqcontext.FindMessages returns them.
+type foundMessages struct {
+	list         reqcontext.MessageList
+	found, known bool
+}
+
 // digest hashes the raw contents of body's user messages as a sequence: one
 // content is hashed whole; several are hashed each, and the (length, hash) pairs
 // are hashed again, so that the split between messages counts. It reports false
 // when body has no messages array (nothing worth remembering). It reads the body
-// twice — once to find the contents, once to hash them — and allocates only for
-// a body with several user messages.
-func (m *keyMemo) digest(body []byte) (textDigest, bool) {
-	msgs, ok := reqcontext.FindMessages(body)
+// twice — once to find the contents, unless they are known already, once to
+// hash them — and allocates only for a body with several user messages.
+func (m *keyMemo) digest(body []byte, found foundMessages) (textDigest, bool) {
+	var msgs reqcontext.MessageList
+	var ok bool
+	if found.known {
+		msgs, ok = found.list, found.found
+	} else {
+		msgs, ok = reqcontext.FindMessages(body)
+	}
 	if !ok {
 		return textDigest{}, false
 	}

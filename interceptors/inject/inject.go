@@ -68,7 +68,9 @@ func isSystem(role string) bool { return role == "system" || role == "developer"
 // OnRequest implements interceptors.RequestPhase.
 func (in *Injector) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
 	body := ex.Body
-	ml, ok := reqcontext.FindMessages(body)
+	// From the context stage's scan when no stage replaced the body since: the
+	// messages hold the operation log, which is not walked again.
+	ml, ok := reqcontext.Messages(ex, body)
 	if !ok {
 		ex.Trace.Note("inject: the request has no messages array; sent as is")
 		return nil

@@ -102,7 +102,7 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 	// exchange's pooled buffers, and goes only as far as the rules read.
 	heads := newUserHeads(body, req.messages, r.bounds, ex.Buffer)
 	ext := knowledge.ExtractContextHeads(r.pack, heads)
-	c := &Context{Players: ext.Players}
+	c := &Context{Players: ext.Players, scan: scanOf(ex.Body, req.messages, req.hasMessages)}
 	var notes []string
 
 	// The knowledge set.
