@@ -102,8 +102,12 @@ type Exchange struct {
 	// headers backs ResponseHeaders for the first headers a chain adds, so that
 	// AddHeader does not allocate for them.
 	headers [2][2]string
-	buffers []*[]byte    // from Buffer, pooled again by Release
-	holds   atomic.Int32 // goroutines holding the buffers besides the proxy (Hold)
+	buffers []*[]byte // from Buffer, pooled again by Release
+	// bufferSlots backs buffers for a request's first few (the client's body, the
+	// context stage's decoded heads, the injected body, the answer): growing the
+	// slice from one cost three allocations per request.
+	bufferSlots [4]*[]byte
+	holds       atomic.Int32 // goroutines holding the buffers besides the proxy (Hold)
 }
 
 // Choice is one choice of a checked answer.
