@@ -100,7 +100,7 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 	meta := factgateMetadataOf(req.metadata)
 	// The heads are read in this phase only: their decoding goes in the
 	// exchange's pooled buffers, and goes only as far as the rules read.
-	heads := newUserHeads(body, req.messages, r.bounds, ex.Buffer)
+	heads := newUserHeads(body, req.messages, r.bounds, ex)
 	ext := knowledge.ExtractContextHeads(r.pack, heads)
 	c := &Context{Players: ext.Players, scan: scanOf(ex.Body, req.messages, req.hasMessages)}
 	var notes []string
