@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -138,14 +139,17 @@ type Info struct {
 	Duration time.Duration `json:"duration,omitempty"`
 }
 
-// pending is a request's fact index being resolved in the background.
+// pending is a request's fact index being resolved in the background. The job
+// ends with finished set and done released; a WaitGroup and a flag, not a
+// channel, as a channel was one more allocation per request.
 type pending struct {
-	done  chan struct{}
-	ix    *Index
-	info  Info
-	err   error
-	trace *interceptors.Trace
-	wait  sync.Once
+	done     sync.WaitGroup
+	finished atomic.Bool
+	ix       *Index
+	info     Info
+	err      error
+	trace    *interceptors.Trace
+	wait     sync.Once
 }
 
 type pendingKey struct{}
@@ -164,7 +168,8 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 		// a client name or a header value, so no two pairs share a key.
 		session = ex.ClientKey + "\x00" + session
 	}
-	p := &pending{done: make(chan struct{}), trace: ex.Trace}
+	p := &pending{trace: ex.Trace}
+	p.done.Add(1)
 	ex.SetValue(pendingKey{}, p)
 	// The job reads only what the exchange will never change (the client's body as
 	// received) and writes only to the trace, which is safe for concurrent use.
@@ -180,8 +185,9 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 	f.jobs.Add(1)
 	go func() {
 		defer f.jobs.Done()
-		defer close(p.done)
-		defer ex.Release() // ends the hold: touches nothing else of ex
+		defer p.done.Done()
+		defer p.finished.Store(true) // before Done: a waiter that sees it unset waits
+		defer ex.Release()           // ends the hold: touches nothing else of ex
 		defer func() {
 			if r := recover(); r != nil {
 				p.ix, p.err = nil, fmt.Errorf("facts: resolving the fact index panicked: %v", r)
@@ -209,13 +215,13 @@ func FromExchange(ex *interceptors.Exchange) (*Index, Info, error) {
 		return nil, Info{}, ErrNoFacts
 	}
 	p.wait.Do(func() {
-		select {
-		case <-p.done:
-		default:
-			start := time.Now()
-			<-p.done
-			p.trace.Time("facts_wait", time.Since(start))
+		if p.finished.Load() {
+			p.done.Wait() // returns at once, and orders the job's writes before the reads
+			return
 		}
+		start := time.Now()
+		p.done.Wait()
+		p.trace.Time("facts_wait", time.Since(start))
 	})
 	return p.ix, p.info, p.err
 }
