@@ -120,6 +120,9 @@ func (ex *Exchange) Buffer(n int) []byte {
 		b := make([]byte, 0, 1<<(c+minPooledShift))
 		p = &b
 	}
+	if ex.buffers == nil {
+		ex.buffers = ex.bufferSlots[:0]
+	}
 	ex.buffers = append(ex.buffers, p)
 	return (*p)[:0]
 }

@@ -93,9 +93,20 @@ type Exchange struct {
 	// ResponseHeaders are added to the client's response ("X-Factgate-..." headers).
 	ResponseHeaders [][2]string
 
-	values  map[any]any
-	buffers []*[]byte    // from Buffer, pooled again by Release
-	holds   atomic.Int32 // goroutines holding the buffers besides the proxy (Hold)
+	// values holds SetValue's first entries in place: a request's chain stores
+	// two or three (the request context, the facts stage's job, ...), and a map
+	// for them cost two allocations per request. More spill into more.
+	values [exchangeValues]exchangeValue
+	more   map[any]any
+	// headers backs ResponseHeaders for the first headers a chain adds, so that
+	// AddHeader does not allocate for them.
+	headers [2][2]string
+	buffers []*[]byte // from Buffer, pooled again by Release
+	// bufferSlots backs buffers for a request's first few (the client's body, the
+	// context stage's decoded heads, the injected body, the answer): growing the
+	// slice from one cost three allocations per request.
+	bufferSlots [4]*[]byte
+	holds       atomic.Int32 // goroutines holding the buffers besides the proxy (Hold)
 }
 
 // Choice is one choice of a checked answer.
@@ -165,19 +176,50 @@ type Overrides struct {
 // variant accepts: more revisions than this do not converge, they only cost.
 const MaxRevisionsLimit = 10
 
+// exchangeValues is how many SetValue entries an Exchange holds without a map.
+const exchangeValues = 4
+
+// exchangeValue is one SetValue entry. Slots fill in order and are never
+// freed, so the first one with a nil key ends the entries (keys are values of
+// unexported types, never nil).
+type exchangeValue struct{ key, v any }
+
 // SetValue stores a per-request value under key (use an unexported key type).
 func (ex *Exchange) SetValue(key, v any) {
-	if ex.values == nil {
-		ex.values = make(map[any]any, 4)
+	for i := range ex.values {
+		switch ex.values[i].key {
+		case key:
+			ex.values[i].v = v
+			return
+		case nil:
+			ex.values[i] = exchangeValue{key, v}
+			return
+		}
 	}
-	ex.values[key] = v
+	if ex.more == nil {
+		ex.more = make(map[any]any, 4)
+	}
+	ex.more[key] = v
 }
 
 // Value returns the per-request value stored under key, or nil.
-func (ex *Exchange) Value(key any) any { return ex.values[key] }
+func (ex *Exchange) Value(key any) any {
+	for i := range ex.values {
+		switch ex.values[i].key {
+		case key:
+			return ex.values[i].v
+		case nil:
+			return nil
+		}
+	}
+	return ex.more[key]
+}
 
 // AddHeader adds a response header for the client.
 func (ex *Exchange) AddHeader(name, value string) {
+	if ex.ResponseHeaders == nil {
+		ex.ResponseHeaders = ex.headers[:0]
+	}
 	ex.ResponseHeaders = append(ex.ResponseHeaders, [2]string{name, value})
 }
 

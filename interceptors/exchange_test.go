@@ -2,6 +2,7 @@ package interceptors
 
 import (
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -216,5 +217,54 @@ func TestOneClassMayUseTheSharedBound(t *testing.T) {
 	l.mu.Unlock()
 	if kept < inFlight-4 { // other tests' free buffers may share the bound
 		t.Fatalf("%d of %d released 64 KiB buffers kept for the next requests", kept, inFlight)
+	}
+}
+
+// TestExchangeValues covers SetValue's in-place slots and the map past them:
+// replacing a value, more keys than slots, an absent key.
+func TestExchangeValues(t *testing.T) {
+	type key int
+	ex := &Exchange{}
+	if v := ex.Value(key(0)); v != nil {
+		t.Fatalf("empty exchange: %v", v)
+	}
+	const n = exchangeValues + 3
+	for i := range n {
+		ex.SetValue(key(i), i)
+	}
+	ex.SetValue(key(1), "one")
+	ex.SetValue(key(n-1), "last")
+	for i := range n {
+		want := any(i)
+		switch i {
+		case 1:
+			want = "one"
+		case n - 1:
+			want = "last"
+		}
+		if got := ex.Value(key(i)); got != want {
+			t.Errorf("Value(%d) = %v, want %v", i, got, want)
+		}
+	}
+	if v := ex.Value(key(n)); v != nil {
+		t.Errorf("absent key: %v", v)
+	}
+	if v := ex.Value("other type"); v != nil {
+		t.Errorf("absent key of another type: %v", v)
+	}
+}
+
+// TestExchangeHeaders: SetHeader replaces, AddHeader appends past the in-place
+// slots.
+func TestExchangeHeaders(t *testing.T) {
+	ex := &Exchange{}
+	ex.AddHeader("A", "1")
+	ex.SetHeader("B", "2")
+	ex.SetHeader("A", "3")
+	ex.AddHeader("C", "4")
+	ex.AddHeader("D", "5")
+	want := [][2]string{{"A", "3"}, {"B", "2"}, {"C", "4"}, {"D", "5"}}
+	if !slices.Equal(ex.ResponseHeaders, want) {
+		t.Errorf("headers %v, want %v", ex.ResponseHeaders, want)
 	}
 }

@@ -184,7 +184,13 @@ func (ex *Extracted) addScope(dim, value string) {
 			return
 		}
 	}
-	ex.Scopes[dim] = append(ex.Scopes[dim], value)
+	values := ex.Scopes[dim]
+	if values == nil {
+		// Room for a few values (a faction per player): one allocation for the
+		// dimension, where growing from one took one per doubling.
+		values = make([]string, 0, 4)
+	}
+	ex.Scopes[dim] = append(values, value)
 }
 
 // matchGroup returns the named group of the regex's first match in line.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -138,14 +139,17 @@ type Info struct {
 	Duration time.Duration `json:"duration,omitempty"`
 }
 
-// pending is a request's fact index being resolved in the background.
+// pending is a request's fact index being resolved in the background. The job
+// ends with finished set and done released; a WaitGroup and a flag, not a
+// channel, as a channel was one more allocation per request.
 type pending struct {
-	done  chan struct{}
-	ix    *Index
-	info  Info
-	err   error
-	trace *interceptors.Trace
-	wait  sync.Once
+	done     sync.WaitGroup
+	finished atomic.Bool
+	ix       *Index
+	info     Info
+	err      error
+	trace    *interceptors.Trace
+	wait     sync.Once
 }
 
 type pendingKey struct{}
@@ -164,29 +168,33 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 		// a client name or a header value, so no two pairs share a key.
 		session = ex.ClientKey + "\x00" + session
 	}
-	p := &pending{done: make(chan struct{}), trace: ex.Trace}
+	p := &pending{trace: ex.Trace}
+	p.done.Add(1)
 	ex.SetValue(pendingKey{}, p)
 	// The job reads only what the exchange will never change (the client's body as
 	// received) and writes only to the trace, which is safe for concurrent use.
 	// The body may be in one of the exchange's pooled buffers: the job holds them
 	// until it has read the body, which may be after the request ended.
 	body, trace, start := ex.Original, ex.Trace, time.Now()
+	// The context stage walked the messages of this very body already, most
+	// often: the job then only hashes the user contents, and does not walk a
+	// long log again to find them.
+	var msgs foundMessages
+	msgs.list, msgs.found, msgs.known = reqcontext.ScannedMessages(ex, body)
 	ex.Hold()
-	// The job outlives a client that goes away: what it builds is cached for the
-	// next request.
-	jobCtx := context.WithoutCancel(ctx)
 	f.jobs.Add(1)
 	go func() {
 		defer f.jobs.Done()
-		defer close(p.done)
-		defer ex.Release() // ends the hold: touches nothing else of ex
+		defer p.done.Done()
+		defer p.finished.Store(true) // before Done: a waiter that sees it unset waits
+		defer ex.Release()           // ends the hold: touches nothing else of ex
 		defer func() {
 			if r := recover(); r != nil {
 				p.ix, p.err = nil, fmt.Errorf("facts: resolving the fact index panicked: %v", r)
 				trace.Note(p.err.Error() + "; validating against no facts")
 			}
 		}()
-		p.ix, p.info, p.err = f.resolve(jobCtx, body, session, trace)
+		p.ix, p.info, p.err = f.resolve(ctx, body, msgs, session, trace)
 		p.info.Duration = time.Since(start)
 		trace.Time("facts", p.info.Duration)
 		st := f.store.memory.Stats()
@@ -207,26 +215,37 @@ func FromExchange(ex *interceptors.Exchange) (*Index, Info, error) {
 		return nil, Info{}, ErrNoFacts
 	}
 	p.wait.Do(func() {
-		select {
-		case <-p.done:
-		default:
-			start := time.Now()
-			<-p.done
-			p.trace.Time("facts_wait", time.Since(start))
+		if p.finished.Load() {
+			p.done.Wait() // returns at once, and orders the job's writes before the reads
+			return
 		}
+		start := time.Now()
+		p.done.Wait()
+		p.trace.Time("facts_wait", time.Since(start))
 	})
 	return p.ix, p.info, p.err
 }
 
-// resolve is the background job: key, the three tiers, the session.
-func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, trace *interceptors.Trace) (*Index, Info, error) {
+// resolve is the background job: key, the three tiers, the session. ctx is the
+// request's: the job outlives a client that goes away (what it builds is cached
+// for the next request), so the tiers get it without its cancellation — made
+// only when a tier beyond memory is asked, as a memory hit does not need it.
+func (f *Interceptor) resolve(ctx context.Context, body []byte, msgs foundMessages, session string, trace *interceptors.Trace) (*Index, Info, error) {
+	var jobCtx context.Context
 	info := Info{Session: session}
-	key, texts := f.store.keyOf(body)
+	key, texts := f.store.key(body, msgs)
 	var own *Index
 	if key != "" {
 		info.Key = key
 		trace.Do(func(t *interceptors.Trace) { t.FactKey = info.Key })
-		r, err := f.store.index(ctx, info.Key, texts, session != "")
+		// A request whose index is in memory (the common case) needs no function
+		// to decode its texts: made only for the other tiers, it costs nothing then.
+		r, ok := f.store.inMemory(key)
+		var err error
+		if !ok {
+			jobCtx = context.WithoutCancel(ctx)
+			r, err = f.store.index(jobCtx, info.Key, lazyTexts(body, texts), session != "")
+		}
 		if r.note != "" {
 			trace.Note(r.note)
 		}
@@ -237,11 +256,14 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, 
 		}
 		own, info.Source, info.BuildTime = r.ix, r.source, r.build
 		f.sources[r.source].Inc()
-		trace.Note(fmt.Sprintf("facts: %d operations from %s (key %s)", own.Len(), sourceText(r.source, r.build), info.Key))
+		trace.Note(sourceNote(own.Len(), r.source, r.build, info.Key))
 	}
 	ix := own
 	if session != "" {
-		res := f.store.session(ctx, session, info.Key, own, f.sessionTTL, f.maxSegments)
+		if jobCtx == nil {
+			jobCtx = context.WithoutCancel(ctx)
+		}
+		res := f.store.session(jobCtx, session, info.Key, own, f.sessionTTL, f.maxSegments)
 		for _, n := range res.notes {
 			trace.Note(n)
 		}
@@ -257,6 +279,25 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, session string, 
 		trace.Note(fmt.Sprintf("facts: the user text exceeds the extraction bound (max_bytes %s or the rules' max_lines); lines after it were ignored", units.ByteSize(f.maxBytes)))
 	}
 	return ix, info, nil
+}
+
+// sourceNote is the trace note of a resolved index: "facts: <n> operations from
+// <source> (key <key>)". Built in one buffer, one allocation, as it is written
+// for every request.
+func sourceNote(n int, source string, build time.Duration, key string) string {
+	var buf [128]byte
+	b := append(buf[:0], "facts: "...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, " operations from "...)
+	if source == SourceMemory {
+		b = append(b, "memory"...)
+	} else {
+		b = append(b, sourceText(source, build)...)
+	}
+	b = append(b, " (key "...)
+	b = append(b, key...)
+	b = append(b, ')')
+	return string(b)
 }
 
 func sourceText(source string, build time.Duration) string {

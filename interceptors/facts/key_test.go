@@ -1,8 +1,12 @@
 package facts
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/factgate/factgate/interceptors/reqcontext"
 )
 
 func TestSourceKey(t *testing.T) {
@@ -49,4 +53,66 @@ func TestSourceKeyImpliesSameIndex(t *testing.T) {
 		t.Fatal("keys differ")
 	}
 	sameAnswers(t, extract(t, log), extract(t, variant))
+}
+
+// TestSourceKeyGolden pins fact keys for known inputs: they name indexes in the
+// shared cache, read by other replicas and versions, so a change to how a key is
+// computed — or to the request path that finds it (the memo, the decoding of the
+// body) — must not change its value.
+func TestSourceKeyGolden(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ file, want string }{
+		{"mcv_vs_miner.txt", "bdf7ca34fc0c5d10952816dfe9e547d8"},
+		{"allied_vs_soviet.large.txt", "046860436f043c8dbb864d6c61a68bbc"},
+	} {
+		if got := SourceKey("v1", replay(t, tc.file)); got != tc.want {
+			t.Errorf("SourceKey(v1, %s) = %s, want %s", tc.file, got, tc.want)
+		}
+	}
+	// The stage's key of a request, computed and then from the memo.
+	s := newStage(t, nil, Config{})
+	body := chatBody(t, replay(t, "mcv_vs_miner.txt"))
+	const want = "d9b66895faaef5870946d501b0952efd" // under rules version ra3-facts-test-1
+	for round := range 2 {
+		_, info, err := requestOn(t.Context(), s, body)
+		if err != nil || info.Key != want {
+			t.Fatalf("round %d: key %q (%v), want %s", round, info.Key, err, want)
+		}
+	}
+}
+
+// TestSourceNote: the note built in one buffer reads as the fmt.Sprintf it
+// replaced, for every source.
+func TestSourceNote(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 7, 17797, -1} {
+		for _, src := range []string{SourceMemory, SourceShared, SourceBuilt} {
+			build := 1234567 * time.Nanosecond
+			want := fmt.Sprintf("facts: %d operations from %s (key %s)", n, sourceText(src, build), "046860436f043c8dbb864d6c61a68bbc")
+			if got := sourceNote(n, src, build, "046860436f043c8dbb864d6c61a68bbc"); got != want {
+				t.Errorf("sourceNote = %q, want %q", got, want)
+			}
+		}
+	}
+}
+
+// TestDigestOfFoundMessages: the memo's digest of a body is the same whether the
+// job finds its messages or is given the context stage's scan of them.
+func TestDigestOfFoundMessages(t *testing.T) {
+	t.Parallel()
+	m := newKeyMemo(4)
+	for _, body := range [][]byte{
+		chatBody(t, replay(t, "mcv_vs_miner.txt")),
+		chatBody(t, "0:01.00 a", "0:02.00 b"),
+		[]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"0:02.10 A"}]}]}`),
+		[]byte(`{"messages":[]}`),
+		[]byte(`{"model":"m"}`),
+	} {
+		want, wok := m.digest(body, foundMessages{})
+		list, found := reqcontext.FindMessages(body)
+		got, gok := m.digest(body, foundMessages{list: list, found: found, known: true})
+		if got != want || gok != wok {
+			t.Errorf("%s: digest %v %v with the scan, %v %v without", body, got, gok, want, wok)
+		}
+	}
 }

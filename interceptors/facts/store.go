@@ -122,34 +122,58 @@ func newStore(x *Extractor, keyVersion string, shared cache.Cache, s settings, o
 
 // keyOf returns the fact key of the body's user texts — SourceKey(keyVersion,
 // texts...), "" when the body has no user text — and a function that returns the
-// texts, decoded on first use. The key is remembered per process by a fast digest
-// of the raw user contents, so a repeated log is neither decoded nor hashed with
-// SHA-256 again: only an index build needs the decoded texts. The function
-// reads body, so body must stay as it is until the caller is done with it (the
-// job holds the exchange's buffers: Exchange.Hold); the texts it returns are
-// copies.
+// texts, decoded on first use (see key). The function reads body, so body must
+// stay as it is until the caller is done with it (the job holds the exchange's
+// buffers: Exchange.Hold); the texts it returns are copies.
 func (s *store) keyOf(body []byte) (string, func() []string) {
-	var texts []string
-	decode := func() []string {
-		if texts == nil {
-			texts = reqcontext.UserTexts(body)
-		}
-		return texts
-	}
-	d, ok := s.keys.digest(body)
+	k, texts := s.key(body, foundMessages{})
+	return k, lazyTexts(body, texts)
+}
+
+// key returns the fact key of the body's user texts (as keyOf) and, when it
+// had to decode them to compute it, the texts; nil when the key came from the
+// memo. The key is remembered per process by a fast digest of the raw user
+// contents, so a repeated log is neither decoded nor hashed with SHA-256 again:
+// only an index build needs the decoded texts. A repeated log costs no
+// allocation here. msgs is the body's messages array when it was found already
+// (msgs.known).
+func (s *store) key(body []byte, msgs foundMessages) (string, []string) {
+	d, ok := s.keys.digest(body, msgs)
 	if ok {
 		if k, hit := s.keys.lru.Get(d); hit {
-			return k, decode
+			return k, nil
 		}
 	}
 	var k string
-	if hasText(decode()) {
+	texts := reqcontext.UserTexts(body)
+	if hasText(texts) {
 		k = SourceKey(s.keyVersion, texts...)
 	}
 	if ok {
 		s.keys.lru.Put(d, k, 0)
 	}
-	return k, decode
+	return k, texts
+}
+
+// lazyTexts returns a function that returns texts when they were decoded already
+// (not nil), else the user texts of body, decoded on first use.
+func lazyTexts(body []byte, texts []string) func() []string {
+	return func() []string {
+		if texts == nil {
+			texts = reqcontext.UserTexts(body)
+		}
+		return texts
+	}
+}
+
+// inMemory returns key's index when the memory tier holds it: index's first
+// step, which a request whose index is in memory needs alone, without the
+// function that would decode its texts.
+func (s *store) inMemory(key string) (resolved, bool) {
+	if e, ok := s.memory.Get(key); ok {
+		return resolved{ix: e.ix, source: SourceMemory}, true
+	}
+	return resolved{}, false
 }
 
 // index returns the index under key: from memory, else from the shared cache, else
@@ -159,8 +183,8 @@ func (s *store) keyOf(body []byte) (string, func() []string) {
 // background, or — for a session's segment (inSession), which no later request can
 // rebuild — before returning and durably (kept through a shared-tier outage).
 func (s *store) index(ctx context.Context, key string, texts func() []string, inSession bool) (resolved, error) {
-	if e, ok := s.memory.Get(key); ok {
-		return resolved{ix: e.ix, source: SourceMemory}, nil
+	if r, ok := s.inMemory(key); ok {
+		return r, nil
 	}
 	var led atomic.Bool
 	r, _, err := s.flight.Do(ctx, "index:"+key, func(ctx context.Context) (resolved, error) {
@@ -399,14 +423,28 @@ func newKeyMemo(entries int) *keyMemo {
 	}
 }
 
+// foundMessages is a body's messages array found before the facts job (by the
+// context stage: reqcontext.ScannedMessages), when known: list and found as
+// reqcontext.FindMessages returns them.
+type foundMessages struct {
+	list         reqcontext.MessageList
+	found, known bool
+}
+
 // digest hashes the raw contents of body's user messages as a sequence: one
 // content is hashed whole; several are hashed each, and the (length, hash) pairs
 // are hashed again, so that the split between messages counts. It reports false
 // when body has no messages array (nothing worth remembering). It reads the body
-// twice — once to find the contents, once to hash them — and allocates only for
-// a body with several user messages.
-func (m *keyMemo) digest(body []byte) (textDigest, bool) {
-	msgs, ok := reqcontext.FindMessages(body)
+// twice — once to find the contents, unless they are known already, once to
+// hash them — and allocates only for a body with several user messages.
+func (m *keyMemo) digest(body []byte, found foundMessages) (textDigest, bool) {
+	var msgs reqcontext.MessageList
+	var ok bool
+	if found.known {
+		msgs, ok = found.list, found.found
+	} else {
+		msgs, ok = reqcontext.FindMessages(body)
+	}
 	if !ok {
 		return textDigest{}, false
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -68,7 +69,9 @@ func isSystem(role string) bool { return role == "system" || role == "developer"
 // OnRequest implements interceptors.RequestPhase.
 func (in *Injector) OnRequest(_ context.Context, ex *interceptors.Exchange) error {
 	body := ex.Body
-	ml, ok := reqcontext.FindMessages(body)
+	// From the context stage's scan when no stage replaced the body since: the
+	// messages hold the operation log, which is not walked again.
+	ml, ok := reqcontext.Messages(ex, body)
 	if !ok {
 		ex.Trace.Note("inject: the request has no messages array; sent as is")
 		return nil
@@ -221,7 +224,7 @@ func eachTextRaw(content []byte, fn func(inner []byte)) {
 	case '"':
 		fn(content[1 : len(content)-1])
 	case '[':
-		gjson.ParseBytes(content).ForEach(func(_, part gjson.Result) bool {
+		gjson.Parse(bytesView(content)).ForEach(func(_, part gjson.Result) bool {
 			if part.Get("type").Str == "text" {
 				if t := part.Get("text"); t.Type == gjson.String && len(t.Raw) >= 2 {
 					fn([]byte(t.Raw[1 : len(t.Raw)-1]))
@@ -239,7 +242,7 @@ func clientAsks(body []byte, ml reqcontext.MessageList, marker string) bool {
 		if !isSystem(m.Role) {
 			continue
 		}
-		c := gjson.ParseBytes(m.Content(body))
+		c := gjson.Parse(bytesView(m.Content(body)))
 		switch {
 		case c.Type == gjson.String:
 			if strings.Contains(c.Str, marker) {
@@ -298,6 +301,10 @@ func (in *Injector) describe(sc *reqcontext.Context, p *prompt, nsys, merged int
 	}
 	return string(b)
 }
+
+// bytesView returns b as a string without copying (gjson.ParseBytes copies the
+// content), for reading only while b is: nothing read from it is kept.
+func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // Interface guard.
 var _ interceptors.RequestPhase = (*Injector)(nil)

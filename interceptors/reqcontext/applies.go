@@ -29,7 +29,7 @@ func Applies(ex *interceptors.Exchange, pack *knowledge.Pack) knowledge.Applicab
 	if body == nil {
 		body = ex.Body
 	}
-	a := judge(pack, bytesView(body), boundsOf(pack), ex.Buffer)
+	a := judge(pack, bytesView(body), boundsOf(pack), ex)
 	ex.SetValue(appliesKey{}, a)
 	return a
 }
@@ -38,7 +38,7 @@ type appliesKey struct{}
 
 // judge applies the pack's rules to a request body; bounds bound each user text
 // decoded, into buf's buffers (userHeads).
-func judge(pack *knowledge.Pack, body string, bounds headBounds, buf func(n int) []byte) knowledge.Applicability {
+func judge(pack *knowledge.Pack, body string, bounds headBounds, buf bufferSource) knowledge.Applicability {
 	req := scanRequest(body)
 	return pack.Applies(knowledge.ApplyInput{
 		Heads:          newUserHeads(body, req.messages, bounds, buf),

@@ -22,6 +22,7 @@ package reqcontext
 import (
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge"
+	"unsafe"
 )
 
 // Source says where a resolved item came from.
@@ -80,6 +81,54 @@ type Context struct {
 	// Applies is the pack's verdict on the request (knowledge.ApplyRules): whether
 	// the pack is about it and its contract applies. Read it with Applies.
 	Applies knowledge.Applicability
+
+	// scan is the messages array the context stage found in the body it read,
+	// for the later stages that read the same bytes (Messages).
+	scan scannedMessages
+}
+
+// scannedMessages is a messages scan of one body, named by its first byte and
+// length. Bodies are never edited in place (Exchange.Body), and the pointer
+// keeps the scanned body alive, so no other body can have the same address and
+// length while the scan is held: the same slice means the same bytes.
+type scannedMessages struct {
+	body  *byte
+	n     int
+	list  MessageList
+	found bool
+}
+
+// scanOf records the scan of body (nothing for an empty body, which has no
+// address to name it by).
+func scanOf(body []byte, list MessageList, found bool) scannedMessages {
+	if len(body) == 0 {
+		return scannedMessages{}
+	}
+	return scannedMessages{body: unsafe.SliceData(body), n: len(body), list: list, found: found}
+}
+
+// ScannedMessages returns FindMessages(body) when the context stage already
+// found it — body is the very slice the stage read (the client's body, when no
+// earlier stage replaced it) — so that later stages do not walk a long
+// operation log again; known is false when it did not (another body, or no
+// context stage), and the caller scans itself. The list is shared: its Items
+// must not be modified.
+func ScannedMessages(ex *interceptors.Exchange, body []byte) (list MessageList, found, known bool) {
+	c, ok := FromExchange(ex)
+	if !ok || len(body) == 0 || c.scan.body != unsafe.SliceData(body) || c.scan.n != len(body) {
+		return MessageList{}, false, false
+	}
+	return c.scan.list, c.scan.found, true
+}
+
+// Messages is FindMessages(body), from the context stage's scan when it read
+// the same body (ScannedMessages). The list is shared: its Items must not be
+// modified.
+func Messages(ex *interceptors.Exchange, body []byte) (MessageList, bool) {
+	if list, found, known := ScannedMessages(ex, body); known {
+		return list, found
+	}
+	return FindMessages(body)
 }
 
 type contextKey struct{}

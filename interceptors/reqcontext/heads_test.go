@@ -19,7 +19,7 @@ import (
 // from where it stopped; it panics when a head is not an extension of the one
 // before, or is not the whole head when asked for every line.
 func decodedHeads(body string, bounds headBounds, buf func(n int) []byte) []string {
-	h := newUserHeads(body, scanRequest(body).messages, bounds, buf)
+	h := newUserHeads(body, scanRequest(body).messages, bounds, bufFunc(buf))
 	out := make([]string, h.Count())
 	for i := range out {
 		var head string
@@ -115,7 +115,7 @@ func checkHeadsAgainstReference(t *testing.T, name string, p *knowledge.Pack, bo
 	}
 	want := knowledge.ExtractContextTexts(p, ref)
 	wantApplies := p.Applies(knowledge.ApplyInput{UserTexts: ref})
-	heads := newUserHeads(body, scanRequest(body).messages, bounds, ex.Buffer)
+	heads := newUserHeads(body, scanRequest(body).messages, bounds, ex)
 	if got := knowledge.ExtractContextHeads(p, heads); !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s: context of %s\n got %+v\nwant %+v", name, body, got, want)
 	}

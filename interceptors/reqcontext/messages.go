@@ -108,6 +108,12 @@ func scanMessages(s string, v int) MessageList {
 		if m.End < 0 { // not an object: listed with an empty role
 			m = Message{Start: e, End: rawjson.ValueEnd(s, e)}
 		}
+		if ml.Items == nil {
+			// Room for a system message, a user message and a turn or two: one
+			// allocation for most requests, where growing from one took two or
+			// three. An empty array keeps nil Items.
+			ml.Items = make([]Message, 0, 4)
+		}
 		ml.Items = append(ml.Items, m)
 		return m.End
 	})

@@ -1,12 +1,14 @@
 package reqcontext
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
@@ -120,4 +122,42 @@ func FuzzFindMessages(f *testing.F) {
 		}
 		checkScanRequest(t, body)
 	})
+}
+
+// TestScannedMessages: the context stage's scan serves the body it read, and
+// only that slice — not a copy, not the body after the stage stripped its
+// metadata, not an exchange without the stage.
+func TestScannedMessages(t *testing.T) {
+	t.Parallel()
+	r := newResolver(t, nil)
+	for _, extra := range []string{"", `"metadata":{"factgate.session":"s1","other":1}`} {
+		body := chatBody(t, coronaLog, extra)
+		ex := &interceptors.Exchange{Route: "test", Original: body, Body: body}
+		if _, _, known := ScannedMessages(ex, body); known {
+			t.Fatal("a scan before the context stage ran")
+		}
+		if err := r.OnRequest(context.Background(), ex); err != nil {
+			t.Fatal(err)
+		}
+		want, wok := FindMessages(body)
+		got, gok, known := ScannedMessages(ex, ex.Original)
+		if !known || gok != wok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: the client's body: %v %v %+v, want %v %+v", extra, known, gok, got, wok, want)
+		}
+		if _, _, known := ScannedMessages(ex, append([]byte(nil), body...)); known {
+			t.Errorf("%s: a copy of the body counts as the scanned slice", extra)
+		}
+		if _, _, known := ScannedMessages(ex, body[:len(body)-1]); known {
+			t.Errorf("%s: a shorter slice counts as the scanned one", extra)
+		}
+		_, _, known = ScannedMessages(ex, ex.Body)
+		if stripped := extra != ""; known == stripped {
+			t.Errorf("%s: the outgoing body (stripped: %v) known: %v", extra, stripped, known)
+		}
+		got, gok = Messages(ex, ex.Body)
+		want, wok = FindMessages(ex.Body)
+		if gok != wok || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: Messages of the outgoing body %+v, want %+v", extra, got, want)
+		}
+	}
 }

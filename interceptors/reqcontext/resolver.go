@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -84,24 +83,26 @@ func (r *Interceptor) OnRequest(_ context.Context, ex *interceptors.Exchange) er
 		t.KnowledgeSet = c.KnowledgeSet
 		t.Scopes = c.Scopes
 		t.Session = c.Session
-		t.Notes = append(t.Notes, c.describe())
+		t.Notes = slices.Grow(t.Notes, 2+len(notes)) // one growth for all
+		t.Notes = append(t.Notes, c.describe(), "context: "+c.Applies.Reason)
 		t.Notes = append(t.Notes, notes...)
 	})
 	return nil
 }
 
 // resolve reads the request context and returns it with the factgate.* metadata
-// members (to strip) and remarks for the trace. The context's strings are copies:
-// the body is edited afterwards.
+// members (to strip) and remarks for the trace, which follow the verdict's reason
+// (OnRequest writes that one: built only for a trace). The context's strings are
+// copies: the body is edited afterwards.
 func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
 	body := bytesView(ex.Body)
 	req := scanRequest(body)
 	meta := factgateMetadataOf(req.metadata)
 	// The heads are read in this phase only: their decoding goes in the
 	// exchange's pooled buffers, and goes only as far as the rules read.
-	heads := newUserHeads(body, req.messages, r.bounds, ex.Buffer)
+	heads := newUserHeads(body, req.messages, r.bounds, ex)
 	ext := knowledge.ExtractContextHeads(r.pack, heads)
-	c := &Context{Players: ext.Players}
+	c := &Context{Players: ext.Players, scan: scanOf(ex.Body, req.messages, req.hasMessages)}
 	var notes []string
 
 	// The knowledge set.
@@ -154,7 +155,10 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 		c.Set, _ = r.lib.Set(c.KnowledgeSet)
 	}
 
-	// The scopes, per dimension.
+	// The scopes, per dimension. When every dimension's values are the extracted
+	// ones (the common case: no headers, metadata or route scopes), the
+	// extraction's own map — made for this request — is the context's.
+	extractedOnly := 0
 	for _, dim := range r.dims {
 		var values []string
 		var src Source
@@ -181,15 +185,42 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 		if src == "" {
 			continue
 		}
-		if c.Scopes == nil {
-			c.Scopes, c.ScopeSources = knowledge.Scopes{}, map[string]Source{}
+		if c.ScopeSources == nil {
+			c.ScopeSources = map[string]Source{}
 		}
-		c.Scopes[dim], c.ScopeSources[dim] = values, src
+		c.ScopeSources[dim] = src
+		if src == SourceExtracted && extractedOnly >= 0 {
+			extractedOnly++
+		} else {
+			if extractedOnly > 0 || c.Scopes == nil {
+				// Not the extraction's alone: a map of its own, with the
+				// extracted dimensions chosen so far.
+				c.Scopes = make(knowledge.Scopes, len(c.ScopeSources))
+				for d, s := range c.ScopeSources {
+					if s == SourceExtracted {
+						c.Scopes[d] = ext.Scopes[d]
+					}
+				}
+			}
+			extractedOnly = -1
+			c.Scopes[dim] = values
+		}
 		if c.Set != nil && (src == SourceHeader || src == SourceMetadata) {
 			for _, v := range values {
 				if !c.Set.HasScope(dim, v) {
 					notes = append(notes, fmt.Sprintf("%s value %q (from the %s) is not in knowledge set %s; it selects no entries", dim, v, src, c.KnowledgeSet))
 				}
+			}
+		}
+	}
+
+	if extractedOnly > 0 {
+		if extractedOnly == len(ext.Scopes) {
+			c.Scopes = ext.Scopes
+		} else { // the extraction has dimensions the pack does not list
+			c.Scopes = make(knowledge.Scopes, extractedOnly)
+			for d := range c.ScopeSources {
+				c.Scopes[d] = ext.Scopes[d]
 			}
 		}
 	}
@@ -213,7 +244,6 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 		JSONMode:       jsonFormat(req.responseFormat),
 		Session:        c.Session,
 	})
-	notes = append([]string{"context: " + c.Applies.Reason}, notes...)
 	for _, m := range meta {
 		if !strings.EqualFold(m.name, "knowledge_set") && !strings.EqualFold(m.name, "session") {
 			if _, ok := findFold(r.dims, m.name); !ok {
@@ -240,49 +270,59 @@ func (r *Interceptor) checkSet(name, param, where string) error {
 }
 
 // describe renders the context for the trace: where each item came from.
+//
+// It is written for every request, so it is built in a buffer on the stack and
+// copied out once, with the dimensions sorted in a small array: a builder
+// growing and a sorted copy of the keys cost eight allocations a request.
 func (c *Context) describe() string {
-	var b strings.Builder
-	b.WriteString("context: knowledge set ")
-	b.WriteString(c.KnowledgeSet)
-	b.WriteString(" (")
-	b.WriteString(string(c.SetSource))
-	b.WriteString(")")
+	var buf [512]byte
+	b := append(buf[:0], "context: knowledge set "...)
+	b = append(b, c.KnowledgeSet...)
+	b = append(b, " ("...)
+	b = append(b, c.SetSource...)
+	b = append(b, ')')
 	if c.Set != nil && c.Set.Version > 0 {
-		b.WriteString(" overlay v")
-		b.WriteString(strconv.FormatUint(c.Set.Version, 10))
+		b = append(b, " overlay v"...)
+		b = strconv.AppendUint(b, c.Set.Version, 10)
 	}
-	for _, dim := range slices.Sorted(maps.Keys(c.Scopes)) {
-		b.WriteString("; ")
-		b.WriteString(dim)
-		b.WriteByte(' ')
+	var dimBuf [8]string
+	dims := dimBuf[:0]
+	for dim := range c.Scopes {
+		dims = append(dims, dim)
+	}
+	slices.Sort(dims)
+	for _, dim := range dims {
+		b = append(b, "; "...)
+		b = append(b, dim...)
+		b = append(b, ' ')
 		for i, v := range c.Scopes[dim] {
 			if i > 0 {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
-			b.WriteString(v)
+			b = append(b, v...)
 		}
-		b.WriteString(" (")
-		b.WriteString(string(c.ScopeSources[dim]))
-		b.WriteByte(')')
+		b = append(b, " ("...)
+		b = append(b, c.ScopeSources[dim]...)
+		b = append(b, ')')
 	}
 	if len(c.Players) > 0 {
-		b.WriteString("; players")
+		b = append(b, "; players"...)
 		for i, p := range c.Players {
 			if i > 0 {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
-			b.WriteByte(' ')
-			b.WriteString(p.Name)
-			b.WriteString(" (")
-			b.WriteString(p.Scope)
-			b.WriteByte(')')
+			b = append(b, ' ')
+			b = append(b, p.Name...)
+			b = append(b, " ("...)
+			b = append(b, p.Scope...)
+			b = append(b, ')')
 		}
 	}
 	if c.Session != "" {
-		b.WriteString("; session ")
-		b.WriteString(c.Session)
+		b = append(b, "; session "...)
+		b = append(b, c.Session...)
 	}
-	return b.String()
+	return string(b)
 }
 
 // headerValue reads one percent-encoded header value; ok is false when the header is

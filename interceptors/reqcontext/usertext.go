@@ -47,17 +47,34 @@ func boundsOf(pack *knowledge.Pack) headBounds {
 	return b
 }
 
+// bufferSource gives the buffers user heads are decoded into: the exchange
+// (interceptors.Exchange.Buffer), passed as itself because its method value
+// cost an allocation per request; bufFunc for any other function.
+type bufferSource interface{ Buffer(n int) []byte }
+
+// bufFunc is a function giving buffers, as a bufferSource; a nil one gives none
+// (the heads then allocate their own).
+type bufFunc func(n int) []byte
+
+// Buffer implements bufferSource.
+func (f bufFunc) Buffer(n int) []byte {
+	if f == nil {
+		return nil
+	}
+	return f(n)
+}
+
 // userHeads are the heads of a request's user texts as the pack's context and
 // apply rules read them (knowledge.TextHeads): each within bounds, decoded from
 // the body's JSON string only as far as the rules ask — an operation log's header
 // block and first operation are in its first lines, and decoding its first 200
 // lines on every request was most of the stage's cost. The heads may alias the
-// body, and a text with escapes is decoded into buf(n) (a buffer with room for n
-// bytes; nil: a new one), so they must not outlive the request phase nor the
-// buffer; the rules copy what they keep.
+// body, and a text with escapes is decoded into buf.Buffer(n) (a buffer with
+// room for n bytes; nil: a new one), so they must not outlive the request phase
+// nor the buffer; the rules copy what they keep.
 type userHeads struct {
 	bounds headBounds
-	buf    func(n int) []byte
+	buf    bufferSource
 	texts  []userHead
 	first  [1]userHead // texts' room for the one user text most requests have
 }
@@ -73,7 +90,7 @@ type userHead struct {
 
 // newUserHeads finds the user texts of the body's messages ml (empty: none); it
 // decodes nothing yet.
-func newUserHeads(body string, ml MessageList, bounds headBounds, buf func(n int) []byte) *userHeads {
+func newUserHeads(body string, ml MessageList, bounds headBounds, buf bufferSource) *userHeads {
 	h := &userHeads{bounds: bounds, buf: buf}
 	h.texts = h.first[:0]
 	eachUserTextOf(body, ml, func(raw string) bool {
@@ -109,8 +126,9 @@ func (h *userHeads) decode(t *userHead, lines int) {
 	if t.dec == nil {
 		n := min(len(t.raw), h.bounds.bytes) + utf8.UTFMax // AppendUnescape's room
 		if h.buf != nil {
-			t.dec = h.buf(n)
-		} else {
+			t.dec = h.buf.Buffer(n)
+		}
+		if t.dec == nil {
 			t.dec = make([]byte, 0, n)
 		}
 	}
