@@ -45,6 +45,9 @@ func (x *Extractor) ExtractTexts(texts ...string) (*Index, error) {
 		return nil, errors.New("facts: extractor not made by NewExtractor")
 	}
 	st := extraction{x: x, sub: make([]int, 2*x.maxCaps)}
+	if x.lead != nil {
+		st.lead.sub = make([]int, x.lead.slots)
+	}
 	st.presize(texts)
 	st.run(texts)
 	return st.finish(texts), nil
@@ -53,6 +56,8 @@ func (x *Extractor) ExtractTexts(texts ...string) (*Index, error) {
 type extraction struct {
 	x   *Extractor
 	sub []int // scratch for line programs' submatches
+	// lead is the extractor's lead's run on the current line.
+	lead leadRun
 	// raw holds the operations in line order; their text spans are offsets in
 	// their own source text until finish. textOps[t] is the first of text t's.
 	raw     []opRec
@@ -165,9 +170,10 @@ func (st *extraction) run(texts []string) {
 // line tries the op rules, then the duration rule, on one trimmed line.
 func (st *extraction) line(line string) {
 	x := st.x
+	st.lead.done = false
 	for k := range x.ops {
 		m := &x.ops[k]
-		sub := m.find(line, st.sub)
+		sub := st.find(&m.lineMatcher, line)
 		if sub == nil {
 			continue
 		}
@@ -177,7 +183,7 @@ func (st *extraction) line(line string) {
 		return
 	}
 	if d := x.duration; d != nil {
-		sub := d.find(line, st.sub)
+		sub := st.find(d, line)
 		if sub == nil {
 			return
 		}
@@ -195,6 +201,14 @@ func (st *extraction) line(line string) {
 			st.stated, st.hasStated = t, true
 		}
 	}
+}
+
+// find matches one rule on line: through the lead's run when the rule shares it.
+func (st *extraction) find(m *lineMatcher, line string) []int {
+	if m.shared && m.prog != nil {
+		return m.findAfter(st.x.lead, &st.lead, line, st.sub)
+	}
+	return m.find(line, st.sub)
 }
 
 // addOp parses a matched line's groups into an operation. It reports false (and

@@ -18,6 +18,7 @@ import (
 // differential tests compare with.
 func reference(x *Extractor) *Extractor {
 	ref := *x
+	ref.lead = nil
 	ref.ops = slices.Clone(x.ops)
 	for i := range ref.ops {
 		ref.ops[i].prog = nil
@@ -225,6 +226,10 @@ func FuzzLineProgram(f *testing.F) {
 	}
 	ms = append(ms, x.duration)
 	f.Fuzz(func(t *testing.T, line string) {
+		var lead leadRun
+		if x.lead != nil {
+			lead.sub = make([]int, x.lead.slots)
+		}
 		for _, m := range ms {
 			if m.prog == nil {
 				continue
@@ -234,6 +239,70 @@ func FuzzLineProgram(f *testing.F) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("%s on %q: program %v, regexp %v", m.re, line, got, want)
 			}
+			if m.shared {
+				// After the lead's one run, as the extraction matches.
+				got := slices.Clone(m.findAfter(x.lead, &lead, line, make([]int, 2*m.prog.ncap)))
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s on %q after the lead: program %v, regexp %v", m.re, line, got, want)
+				}
+			}
 		}
 	})
+}
+
+// TestLeadSharedByRules pins the lead of the built-in RA3 rules and of the test
+// rules: every op rule opens with the time and the player, which the extraction
+// then reads once per line; the differential test above compares its results
+// with the regexp's. Rules that open differently share no lead.
+func TestLeadSharedByRules(t *testing.T) {
+	reg, err := knowledge.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := reg.Pack("ra3")
+	if p == nil || p.Facts == nil {
+		t.Fatal("no built-in ra3 fact rules")
+	}
+	pack, err := NewExtractor(p.Facts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, x := range map[string]*Extractor{"pack ra3": pack, "test rules": ra3(t)} {
+		if x.lead == nil {
+			t.Fatalf("%s: no lead", name)
+		}
+		// The lead saves the time (group 1) and the player (group 2).
+		if x.lead.slots != 6 {
+			t.Errorf("%s: the lead saves %d slots, want 6 (time and player)", name, x.lead.slots)
+		}
+		for i := range x.ops {
+			if !x.ops[i].shared {
+				t.Errorf("%s: op %s does not share the lead", name, x.ops[i].kind)
+			}
+		}
+	}
+
+	for _, c := range []struct {
+		name  string
+		exprs []string
+		want  bool
+	}{
+		{"different openings", []string{`^(?P<time>\d+)\s+a$`, `^x(?P<time>\d+)\s+b$`}, false},
+		{"one rule", []string{`^(?P<time>\d+)\s+a$`}, false},
+		{"shared time", []string{`^(?P<time>\d+)\s+a$`, `^(?P<time>\d+)\s+b$`}, true},
+		// A run that may give bytes back keeps a way back: it ends the lead.
+		{"no way back only", []string{`^\S+\S a$`, `^\S+\S b$`}, false},
+	} {
+		var progs []*lineProg
+		for _, e := range c.exprs {
+			p := compileLineProg(e)
+			if p == nil {
+				t.Fatalf("%s: %s has no line program", c.name, e)
+			}
+			progs = append(progs, p)
+		}
+		if got := findLead(progs) != nil; got != c.want {
+			t.Errorf("%s: lead found %v, want %v", c.name, got, c.want)
+		}
+	}
 }

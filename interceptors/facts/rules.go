@@ -99,6 +99,30 @@ type Extractor struct {
 	maxBytes int
 	// maxCaps is the most submatch slots (groups + 1) of a rule's line program.
 	maxCaps int
+	// lead is the opening the op rules' line programs share (nil: none); the
+	// rules (the duration rule among them) with shared set run it once per line
+	// (see lineLead).
+	lead *lineLead
+}
+
+// shareLead finds the opening the op rules' line programs share and marks the
+// rules (and the duration rule) that open with it.
+func (x *Extractor) shareLead() {
+	var progs []*lineProg
+	for i := range x.ops {
+		if p := x.ops[i].prog; p != nil {
+			progs = append(progs, p)
+		}
+	}
+	if x.lead = findLead(progs); x.lead == nil {
+		return
+	}
+	for i := range x.ops {
+		x.ops[i].shared = x.lead.shares(x.ops[i].prog)
+	}
+	if x.duration != nil {
+		x.duration.shared = x.lead.shares(x.duration.prog)
+	}
 }
 
 // lineMatcher is a compiled rule regex with its cheap prefilter.
@@ -112,6 +136,8 @@ type lineMatcher struct {
 	// (nil otherwise); the prefilter is then not needed, except for the rare line
 	// the program gives up on.
 	prog *lineProg
+	// shared: prog opens with the extractor's lead.
+	shared bool
 }
 
 // opMatcher is one compiled OpRule: submatch group numbers (-1 = absent).
@@ -232,6 +258,7 @@ func NewExtractor(r *knowledge.FactRules, opts ...Option) (*Extractor, error) {
 	if x.duration != nil && x.duration.prog != nil {
 		x.maxCaps = max(x.maxCaps, x.duration.prog.ncap)
 	}
+	x.shareLead()
 	if err := applyRoles(sc, r.Roles, kindIDs, fills); err != nil {
 		return nil, err
 	}
