@@ -202,3 +202,55 @@ func TestSpecialMaskAgreesWithThePlainTable(t *testing.T) {
 		}
 	}
 }
+
+// TestStringLiteralEndAgreesWithStringFailure: the fast string scanner, which
+// steps over escapes inside its word loop, accepts exactly the literals the
+// escape-at-a-time reader accepts, and ends them at the same byte, wherever the
+// escapes, quotes and control characters fall against its sixteen-byte blocks.
+func TestStringLiteralEndAgreesWithStringFailure(t *testing.T) {
+	t.Parallel()
+	alphabet := []string{"a", "\xe4\xbd\xa0", "\\n", "\\\\", "\\\"", "\\u00e9", "\\u12", "\\", "\"", "\x01", "\x1f", " ", "]", "#", "\x7f", "\xff", "\\x"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var b strings.Builder
+	for range 300000 {
+		b.Reset()
+		b.WriteByte('"')
+		for range rng.IntN(24) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		if rng.IntN(4) > 0 {
+			b.WriteByte('"')
+		}
+		agreeOnString(t, b.String())
+	}
+	for _, s := range checkSeeds {
+		if strings.HasPrefix(s, `"`) {
+			agreeOnString(t, s)
+		}
+	}
+}
+
+func agreeOnString(t *testing.T, s string) {
+	t.Helper()
+	if len(s) == 0 || s[0] != '"' {
+		return
+	}
+	end, f := stringFailure(s, 0)
+	got := stringLiteralEnd(s, 0)
+	if f.off >= 0 {
+		end = -1
+	}
+	if got != end || stringLiteralEnd([]byte(s), 0) != end {
+		t.Fatalf("%q: stringLiteralEnd %d, stringFailure %d (%+v)", s, got, end, f)
+	}
+}
+
+func FuzzStringLiteralEnd(f *testing.F) {
+	for _, s := range checkSeeds {
+		f.Add(s)
+	}
+	f.Add(`"0:02.10 PlayerA 开始建造建筑 AlliedPowerPlant\n0:03.00 PlayerB\n\u00e9\"\\"`)
+	f.Fuzz(func(t *testing.T, s string) {
+		agreeOnString(t, `"`+s)
+	})
+}
