@@ -185,12 +185,15 @@ func TestSpecialMaskAgreesWithThePlainTable(t *testing.T) {
 				if got, want := bits.TrailingZeros64(specialMask(load8(w[:], 0)))>>3, first(w); got != want {
 					t.Fatalf("byte %#x at %d among %#x: first special byte at %d, want %d", c, pos, f, got, want)
 				}
+				if v := load8(w[:], 0); wordMasks.special(v) != specialMask(v) {
+					t.Fatalf("%q: wordMasks.special %#x, specialMask %#x", w, wordMasks.special(v), specialMask(v))
+				}
 			}
 		}
 	}
 	// Random words over bytes around the boundaries: borrows from one byte into
 	// the next must not move the answer.
-	alphabet := []byte("\x00\x01\x1f\x20\x21\"#\\\x5b\x5d\x7f\x80\x9f\xa0\xe4\xffa")
+	alphabet := []byte("\x00\x01\x02\x03\x1f\x20\x21\"#\\\x5b\x5d\x7f\x80\x9f\xa0\xa1\xa2\xe4\xffa")
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 200000 {
 		var w [8]byte
@@ -199,6 +202,9 @@ func TestSpecialMaskAgreesWithThePlainTable(t *testing.T) {
 		}
 		if got, want := bits.TrailingZeros64(specialMask(load8(w[:], 0)))>>3, first(w); got != want {
 			t.Fatalf("%q: first special byte at %d, want %d", w, got, want)
+		}
+		if v := load8(w[:], 0); wordMasks.special(v) != specialMask(v) {
+			t.Fatalf("%q: wordMasks.special %#x, specialMask %#x", w, wordMasks.special(v), specialMask(v))
 		}
 	}
 }
