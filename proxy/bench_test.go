@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -86,16 +87,45 @@ func BenchmarkPassthroughChatReplay(b *testing.B) {
 // request), the injected 22 KB prompt, the upstream round trip, claims parsing and
 // every rule, the accepted-draft revision step, claims stripping and the trace.
 func BenchmarkValidatingRoute(b *testing.B) {
+	s := benchValidatingServer(b)
+	benchChat(b, s, validatingRouteBody(b), func(rc *fasthttp.RequestCtx) bool {
+		return rc.Response.StatusCode() == 200 && string(rc.Response.Header.Peek("X-Factgate-Issues")) == "draft=0;final=0;delivered=0"
+	})
+}
+
+// validatingRouteBody is BenchmarkValidatingRoute's request: the sample replay
+// (23 KB, a "\n" escape a line) in a user message after a system message.
+func validatingRouteBody(b *testing.B) []byte {
+	b.Helper()
 	replay, err := os.ReadFile("testdata/revise/allied_vs_soviet.txt")
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := benchValidatingServer(b)
 	body, _ := sjson.SetBytes([]byte(`{"model":"ra3-analyst","temperature":0.35,"messages":[{"role":"system","content":"你是红警 3 录像分析助手。"}]}`),
 		"messages.-1", map[string]string{"role": "user", "content": "分析这局录像。\n\n" + string(replay)})
-	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool {
-		return rc.Response.StatusCode() == 200 && string(rc.Response.Header.Peek("X-Factgate-Issues")) == "draft=0;final=0;delivered=0"
-	})
+	return body
+}
+
+// BenchmarkAdmit measures admission of BenchmarkValidatingRoute's request, the
+// proxy's own reading of every chat body before the chain runs: the bounded JSON
+// check of the whole body and the request head (model, stream options).
+func BenchmarkAdmit(b *testing.B) {
+	s := benchValidatingServer(b)
+	body := validatingRouteBody(b)
+	var rc fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("/v1/chat/completions")
+	req.Header.SetContentType("application/json")
+	rc.Init(&req, nil, nil)
+	rc.Request.SetBody(body)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, head, ok := s.admit(&rc, time.Time{}); !ok || head.model.Str != "ra3-analyst" {
+			b.Fatalf("not admitted: %d %s", rc.Response.StatusCode(), rc.Response.Body())
+		}
+	}
 }
 
 // benchValidatingServer is a proxy whose one route (pack ra3, inject, validate)

@@ -185,12 +185,15 @@ func TestSpecialMaskAgreesWithThePlainTable(t *testing.T) {
 				if got, want := bits.TrailingZeros64(specialMask(load8(w[:], 0)))>>3, first(w); got != want {
 					t.Fatalf("byte %#x at %d among %#x: first special byte at %d, want %d", c, pos, f, got, want)
 				}
+				if v := load8(w[:], 0); wordMasks.special(v) != specialMask(v) {
+					t.Fatalf("%q: wordMasks.special %#x, specialMask %#x", w, wordMasks.special(v), specialMask(v))
+				}
 			}
 		}
 	}
 	// Random words over bytes around the boundaries: borrows from one byte into
 	// the next must not move the answer.
-	alphabet := []byte("\x00\x01\x1f\x20\x21\"#\\\x5b\x5d\x7f\x80\x9f\xa0\xe4\xffa")
+	alphabet := []byte("\x00\x01\x02\x03\x1f\x20\x21\"#\\\x5b\x5d\x7f\x80\x9f\xa0\xa1\xa2\xe4\xffa")
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 200000 {
 		var w [8]byte
@@ -200,5 +203,60 @@ func TestSpecialMaskAgreesWithThePlainTable(t *testing.T) {
 		if got, want := bits.TrailingZeros64(specialMask(load8(w[:], 0)))>>3, first(w); got != want {
 			t.Fatalf("%q: first special byte at %d, want %d", w, got, want)
 		}
+		if v := load8(w[:], 0); wordMasks.special(v) != specialMask(v) {
+			t.Fatalf("%q: wordMasks.special %#x, specialMask %#x", w, wordMasks.special(v), specialMask(v))
+		}
 	}
+}
+
+// TestStringLiteralEndAgreesWithStringFailure: the fast string scanner, which
+// steps over escapes inside its word loop, accepts exactly the literals the
+// escape-at-a-time reader accepts, and ends them at the same byte, wherever the
+// escapes, quotes and control characters fall against its sixteen-byte blocks.
+func TestStringLiteralEndAgreesWithStringFailure(t *testing.T) {
+	t.Parallel()
+	alphabet := []string{"a", "\xe4\xbd\xa0", "\\n", "\\\\", "\\\"", "\\u00e9", "\\u12", "\\", "\"", "\x01", "\x1f", " ", "]", "#", "\x7f", "\xff", "\\x"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var b strings.Builder
+	for range 300000 {
+		b.Reset()
+		b.WriteByte('"')
+		for range rng.IntN(24) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		if rng.IntN(4) > 0 {
+			b.WriteByte('"')
+		}
+		agreeOnString(t, b.String())
+	}
+	for _, s := range checkSeeds {
+		if strings.HasPrefix(s, `"`) {
+			agreeOnString(t, s)
+		}
+	}
+}
+
+func agreeOnString(t *testing.T, s string) {
+	t.Helper()
+	if len(s) == 0 || s[0] != '"' {
+		return
+	}
+	end, f := stringFailure(s, 0)
+	got := stringLiteralEnd(s, 0)
+	if f.off >= 0 {
+		end = -1
+	}
+	if got != end || stringLiteralEnd([]byte(s), 0) != end {
+		t.Fatalf("%q: stringLiteralEnd %d, stringFailure %d (%+v)", s, got, end, f)
+	}
+}
+
+func FuzzStringLiteralEnd(f *testing.F) {
+	for _, s := range checkSeeds {
+		f.Add(s)
+	}
+	f.Add(`"0:02.10 PlayerA 开始建造建筑 AlliedPowerPlant\n0:03.00 PlayerB\n\u00e9\"\\"`)
+	f.Fuzz(func(t *testing.T, s string) {
+		agreeOnString(t, `"`+s)
+	})
 }

@@ -164,8 +164,8 @@ func readString(s string, i int) (string, int) {
 	if j := plainEnd(s, i+1); j < len(s) && s[j] == '"' {
 		return s[i+1 : j], j + 1
 	}
-	end, f := scanString(s, i)
-	if f.off >= 0 {
+	end := stringLiteralEnd(s, i)
+	if end < 0 {
 		return "", -1
 	}
 	return Unescape(s[i+1:end-1], -1), end
