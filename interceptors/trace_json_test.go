@@ -509,6 +509,52 @@ func BenchmarkTraceJSON(b *testing.B) {
 	})
 }
 
+// benchTracePath is the trace of factgate bench's validating request: an
+// accepted draft of ~3 KB of CJK prose around a claims block in JSON, notes,
+// timings and usage.
+const benchTracePath = "testdata/bench_trace.json"
+
+// loadBenchTrace decodes the bench's trace; it encodes back to the same bytes.
+func loadBenchTrace(tb testing.TB) (*Trace, []byte) {
+	tb.Helper()
+	raw, err := os.ReadFile(benchTracePath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	raw = bytes.TrimSpace(raw)
+	tr := new(Trace)
+	if err := json.Unmarshal(raw, tr); err != nil {
+		tb.Fatal(err)
+	}
+	return tr, raw
+}
+
+// BenchmarkTraceJSONBench encodes the bench's trace as SaveTrace does
+// (MarshalJSON), and with AppendJSON into a reused buffer.
+func BenchmarkTraceJSONBench(b *testing.B) {
+	tr, raw := loadBenchTrace(b)
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(raw)))
+		var buf []byte
+		var err error
+		for b.Loop() {
+			if buf, err = tr.AppendJSON(buf[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if _, err := tr.MarshalJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // benchmarkTrace is a trace as a validated chat request leaves it.
 func benchmarkTrace() *Trace {
 	paragraph := "第 3 分钟，\"Zerg\" 玩家在主基地外建造了第二个孵化场（hatchery），" +
@@ -844,5 +890,19 @@ func BenchmarkAppendStringAnswer(b *testing.B) {
 	var buf []byte
 	for b.Loop() {
 		buf = appendString(buf[:0], s)
+	}
+}
+
+// TestTraceJSONBenchTrace: the bench's trace, decoded, encodes to the bytes it
+// was read from.
+func TestTraceJSONBenchTrace(t *testing.T) {
+	t.Parallel()
+	tr, raw := loadBenchTrace(t)
+	if !compareTraceJSON(t, tr) {
+		return
+	}
+	got, err := tr.MarshalJSON()
+	if err != nil || !bytes.Equal(got, raw) {
+		t.Errorf("MarshalJSON = %v, %s", err, firstDifference(got, raw))
 	}
 }
