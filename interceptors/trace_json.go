@@ -285,7 +285,7 @@ func appendScopes(b []byte, scopes map[string][]string) []byte {
 	var room [8]string
 	b = append(b, '{')
 	for _, k := range sortedKeys(scopes, room[:0]) {
-		b = appendKey(b, k)
+		b = appendMapKey(b, k)
 		b = appendStrings(b, scopes[k])
 	}
 	return append(b, '}')
@@ -296,7 +296,7 @@ func appendTimings(b []byte, timings map[string]units.Millis) []byte {
 	var room [8]string
 	b = append(b, '{')
 	for _, k := range sortedKeys(timings, room[:0]) {
-		b = appendKey(b, k)
+		b = appendMapKey(b, k)
 		b = appendMillis(b, timings[k])
 	}
 	return append(b, '}')
@@ -307,7 +307,7 @@ func appendArgs(b []byte, args map[string]string) []byte {
 	var room [8]string
 	b = append(b, '{')
 	for _, k := range sortedKeys(args, room[:0]) {
-		b = appendKey(b, k)
+		b = appendMapKey(b, k)
 		b = appendString(b, args[k])
 	}
 	return append(b, '}')
@@ -325,12 +325,24 @@ func sortedKeys[V any](m map[string]V, room []string) []string {
 
 // appendKey writes a member's name and colon, after a comma unless the member is
 // the object's first. A value never ends in '{', so a '{' before the name is the
-// object's own. name is one of the types' JSON names or a map key.
+// object's own. name is one of the types' JSON names, which need no escapes, so
+// it is written as it is.
 func appendKey(b []byte, name string) []byte {
 	if b[len(b)-1] != '{' {
 		b = append(b, ',')
 	}
-	b = appendString(b, name)
+	b = append(b, '"')
+	b = append(b, name...)
+	return append(b, '"', ':')
+}
+
+// appendMapKey writes a map key as a member's name, escaped, and colon, after a
+// comma unless the member is the object's first.
+func appendMapKey(b []byte, key string) []byte {
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = appendString(b, key)
 	return append(b, ':')
 }
 
@@ -425,9 +437,34 @@ func appendTime(b []byte, t time.Time) ([]byte, error) {
 }
 
 // appendMillis writes d as units.Millis.MarshalJSON does: its milliseconds as a
-// float64.
+// float64. Below 10^15 ns (11 days) that float64 has no shorter form than the
+// exact quotient — two decimals of at most 15 digits never round to the same
+// float64 — so it is written from the integer, without formatting a float.
 func appendMillis(b []byte, d units.Millis) []byte {
-	return appendFloat64(b, float64(d)/float64(time.Millisecond))
+	const exactBelow = 1e15
+	ns := int64(d)
+	if ns <= -exactBelow || ns >= exactBelow {
+		return appendFloat64(b, float64(d)/float64(time.Millisecond))
+	}
+	if ns < 0 {
+		b = append(b, '-')
+		ns = -ns
+	}
+	b = strconv.AppendUint(b, uint64(ns/1e6), 10)
+	frac := ns % 1e6
+	if frac == 0 {
+		return b
+	}
+	digits := [7]byte{'.'}
+	for k := 6; k > 0; k-- {
+		digits[k] = byte('0' + frac%10)
+		frac /= 10
+	}
+	n := len(digits)
+	for digits[n-1] == '0' {
+		n--
+	}
+	return append(b, digits[:n]...)
 }
 
 // appendFloat64 writes a finite f as encoding/json does: like strconv's shortest

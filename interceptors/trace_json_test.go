@@ -487,15 +487,27 @@ func TestAppendFloat64(t *testing.T) {
 			check(f)
 		}
 	}
+	checkMillis := func(d units.Millis) {
+		t.Helper()
+		want, _ := json.Marshal(d)
+		if got := appendMillis(nil, d); !bytes.Equal(got, want) {
+			t.Fatalf("appendMillis(%d) = %s, want %s", d, got, want)
+		}
+	}
+	// Around the bound below which appendMillis writes the integer, and values
+	// with every number of trailing zeros.
+	for _, d := range []int64{0, 1, 10, 999_999, 1_000_000, 1_000_001, 1_100_000, 120_000_000, 1e15 - 1, 1e15, 1e15 + 1,
+		999_999_999_999_999, 123_456_789_012_345, 100_000_000_000_001, 1 << 50, 1<<53 - 1, 1 << 53, 1<<53 + 1} {
+		checkMillis(units.Millis(d))
+		checkMillis(units.Millis(-d))
+	}
 	for range 100000 {
 		d := units.Millis(rng.Int64() >> rng.IntN(64))
 		if rng.IntN(2) == 0 {
 			d = -d
 		}
-		want, _ := json.Marshal(d)
-		if got := appendMillis(nil, d); !bytes.Equal(got, want) {
-			t.Fatalf("appendMillis(%d) = %s, want %s", d, got, want)
-		}
+		checkMillis(d)
+		checkMillis(d / 1000 * 1000) // whole microseconds
 	}
 }
 
