@@ -1,8 +1,10 @@
 package interceptors
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"time"
@@ -25,7 +27,9 @@ import (
 // and returns the extended buffer. The encoding is the one json.Marshal gives for
 // the trace's fields. It fails only when Started cannot be written as RFC 3339
 // (a year outside [0,9999], a zone offset of 24 hours or more), with the error
-// json.Marshal returns; dst is then returned as it was.
+// json.Marshal returns; dst is then returned as it was. Like append, it writes in
+// dst's spare capacity; it may also leave a few bytes of scratch there past the
+// end of what it returns.
 func (t *Trace) AppendJSON(dst []byte) ([]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -281,7 +285,7 @@ func appendScopes(b []byte, scopes map[string][]string) []byte {
 	var room [8]string
 	b = append(b, '{')
 	for _, k := range sortedKeys(scopes, room[:0]) {
-		b = appendKey(b, k)
+		b = appendMapKey(b, k)
 		b = appendStrings(b, scopes[k])
 	}
 	return append(b, '}')
@@ -292,7 +296,7 @@ func appendTimings(b []byte, timings map[string]units.Millis) []byte {
 	var room [8]string
 	b = append(b, '{')
 	for _, k := range sortedKeys(timings, room[:0]) {
-		b = appendKey(b, k)
+		b = appendMapKey(b, k)
 		b = appendMillis(b, timings[k])
 	}
 	return append(b, '}')
@@ -303,7 +307,7 @@ func appendArgs(b []byte, args map[string]string) []byte {
 	var room [8]string
 	b = append(b, '{')
 	for _, k := range sortedKeys(args, room[:0]) {
-		b = appendKey(b, k)
+		b = appendMapKey(b, k)
 		b = appendString(b, args[k])
 	}
 	return append(b, '}')
@@ -321,12 +325,24 @@ func sortedKeys[V any](m map[string]V, room []string) []string {
 
 // appendKey writes a member's name and colon, after a comma unless the member is
 // the object's first. A value never ends in '{', so a '{' before the name is the
-// object's own. name is one of the types' JSON names or a map key.
+// object's own. name is one of the types' JSON names, which need no escapes, so
+// it is written as it is.
 func appendKey(b []byte, name string) []byte {
 	if b[len(b)-1] != '{' {
 		b = append(b, ',')
 	}
-	b = appendString(b, name)
+	b = append(b, '"')
+	b = append(b, name...)
+	return append(b, '"', ':')
+}
+
+// appendMapKey writes a map key as a member's name, escaped, and colon, after a
+// comma unless the member is the object's first.
+func appendMapKey(b []byte, key string) []byte {
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = appendString(b, key)
 	return append(b, ':')
 }
 
@@ -421,9 +437,34 @@ func appendTime(b []byte, t time.Time) ([]byte, error) {
 }
 
 // appendMillis writes d as units.Millis.MarshalJSON does: its milliseconds as a
-// float64.
+// float64. Below 10^15 ns (11 days) that float64 has no shorter form than the
+// exact quotient — two decimals of at most 15 digits never round to the same
+// float64 — so it is written from the integer, without formatting a float.
 func appendMillis(b []byte, d units.Millis) []byte {
-	return appendFloat64(b, float64(d)/float64(time.Millisecond))
+	const exactBelow = 1e15
+	ns := int64(d)
+	if ns <= -exactBelow || ns >= exactBelow {
+		return appendFloat64(b, float64(d)/float64(time.Millisecond))
+	}
+	if ns < 0 {
+		b = append(b, '-')
+		ns = -ns
+	}
+	b = strconv.AppendUint(b, uint64(ns/1e6), 10)
+	frac := ns % 1e6
+	if frac == 0 {
+		return b
+	}
+	digits := [7]byte{'.'}
+	for k := 6; k > 0; k-- {
+		digits[k] = byte('0' + frac%10)
+		frac /= 10
+	}
+	n := len(digits)
+	for digits[n-1] == '0' {
+		n--
+	}
+	return append(b, digits[:n]...)
 }
 
 // appendFloat64 writes a finite f as encoding/json does: like strconv's shortest
@@ -454,89 +495,216 @@ const jsonHex = "0123456789abcdef"
 // control characters and '<', '>', '&' as \u00XX; U+2028 and U+2029 as \u2028 and
 // \u2029; each byte that is not UTF-8 as \ufffd. (rawjson.AppendString leaves the
 // HTML characters alone and writes \b and \f as \u00XX, so it cannot stand in.)
+//
+// It writes into b's capacity directly, eight bytes at a time, and may leave up
+// to stringSlack bytes of scratch past the returned length. A trace's long
+// strings are an answer's draft, often CJK prose around a claims block in JSON
+// (an escape every ten bytes), and the client's messages: one pass copies the
+// runs between escapes a word at a time while it checks the UTF-8, where calling
+// append for each run and utf8.ValidString beforehand took most of the trace's
+// encoding.
 func appendString(b []byte, s string) []byte {
-	if len(s) >= validFirstFrom && utf8.ValidString(s) {
-		return appendValidString(b, s)
-	}
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if htmlSafe[c] {
-				i++
+	n := len(s)
+	// buf is b at its full length; out is where the next byte goes. At the top of
+	// each step buf has room for the rest of s as it is and stringSlack bytes
+	// more: a step stores at most eight bytes, and only an escape makes the output
+	// longer than what it read, so the room is checked after escapes only.
+	out := len(b)
+	buf := growString(b, out, n+1+stringSlack)
+	buf[out] = '"'
+	out++
+	i := 0
+	for i < n {
+		if i+8 <= n {
+			w := load8(s, i)
+			binary.LittleEndian.PutUint64(buf[out:out+8], w)
+			m := stringMask(w)
+			if m == 0 {
+				i += 8
+				out += 8
 				continue
 			}
-			b = append(b, s[start:i]...)
-			b = appendEscapedASCII(b, c)
+			k := bits.TrailingZeros64(m) >> 3
+			i += k
+			out += k
+		}
+		if c := s[i]; c < utf8.RuneSelf {
+			e := asciiOut[c]
+			binary.LittleEndian.PutUint64(buf[out:out+8], e)
+			out += int(e >> 56)
 			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', jsonHex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// A string of at least validFirstFrom bytes is checked for UTF-8 first
-// (utf8.ValidString, which is fast on text that is mostly one script): a valid one
-// is then written without decoding its characters. A trace's long strings are an
-// answer's draft and the client's messages, often CJK, where decoding each
-// character took most of the trace's encoding.
-const validFirstFrom = 64
-
-// appendValidString is appendString for valid UTF-8: every byte stands for itself
-// but the ASCII bytes htmlSafe refuses and the E2 80 A8/A9 of U+2028 and U+2029.
-func appendValidString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !stringSpecial[c] {
-			continue
-		}
-		if c == 0xE2 {
-			// A valid string holds two more bytes after a three-byte lead.
-			if s[i+1] != 0x80 || (s[i+2] != 0xA8 && s[i+2] != 0xA9) {
+			if e>>56 == 1 {
+				continue // a byte of the tail that stands for itself
+			}
+		} else {
+			// A run of characters of two or more bytes (CJK prose), up to the next
+			// ASCII byte; a character at the end of s, of four bytes, with a lead
+			// byte whose range of second bytes is narrower (E0, ED), and U+2028
+			// and U+2029 go by utf8Size.
+			for i+4 <= n {
+				w := load4(s, i)
+				if w&0xC0C0F0 == 0x8080E0 && 0x2001>>(w&0xF)&1 == 0 && w&0xFEFFFF != 0xA880E2 { // E1–EC, EE, EF
+					binary.LittleEndian.PutUint32(buf[out:out+4], w)
+					i += 3
+					out += 3
+					continue
+				}
+				if w&0xC0E0 == 0x80C0 && byte(w) >= 0xC2 {
+					binary.LittleEndian.PutUint32(buf[out:out+4], w)
+					i += 2
+					out += 2
+					continue
+				}
+				break
+			}
+			if i >= n || s[i] < utf8.RuneSelf {
 				continue
 			}
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', jsonHex[s[i+2]&0xf])
-			i += 2
-			start = i + 1
-			continue
+			size := utf8Size(s, i)
+			switch {
+			case size == 0:
+				binary.LittleEndian.PutUint64(buf[out:out+8], escapeFFFD)
+				out += 6
+				i++
+			case size == 3 && s[i] == 0xE2 && s[i+1] == 0x80 && s[i+2]&^1 == 0xA8:
+				binary.LittleEndian.PutUint64(buf[out:out+8], escape2028|uint64(jsonHex[s[i+2]&0xf])<<40)
+				out += 6
+				i += 3
+			default:
+				for k := range size {
+					buf[out+k] = s[i+k]
+				}
+				out += size
+				i += size
+				continue
+			}
 		}
-		b = append(b, s[start:i]...)
-		b = appendEscapedASCII(b, c)
-		start = i + 1
+		if len(buf)-out < n-i+stringSlack {
+			buf = growString(buf, out, n-i+stringSlack)
+		}
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	buf[out] = '"'
+	return buf[:out+1]
 }
 
-// stringSpecial marks the bytes appendValidString stops at: the ASCII bytes
-// htmlSafe refuses and 0xE2, the lead byte of U+2028 and U+2029.
-var stringSpecial = func() (special [256]bool) {
-	for c := range utf8.RuneSelf {
-		special[c] = !htmlSafe[c]
+// stringSlack is the room appendString keeps past the rest of its string: one
+// eight-byte store.
+const stringSlack = 8
+
+// growString returns b with room for need bytes from out on, at its full
+// capacity; b[:out] is kept.
+func growString(b []byte, out, need int) []byte {
+	if cap(b)-out < need {
+		b = slices.Grow(b[:out], need)
 	}
-	special[0xE2] = true
-	return special
+	return b[:cap(b)]
+}
+
+// load8 reads the eight bytes at s[i:] as a little-endian word.
+func load8(s string, i int) uint64 {
+	w := s[i : i+8] // one bounds check: the compiler merges the loads into one
+	return uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+}
+
+// load4 reads the four bytes at s[i:] as a little-endian word.
+func load4(s string, i int) uint32 {
+	w := s[i : i+4]
+	return uint32(w[0]) | uint32(w[1])<<8 | uint32(w[2])<<16 | uint32(w[3])<<24
+}
+
+// stringMask sets the high bit of each of the eight bytes of v that does not
+// stand for itself in an HTML-safe JSON string — a control character, '"', '\\',
+// '<', '>', '&', or a byte of a multi-byte sequence — and no other bit. Each test
+// adds to seven-bit values only, so no carry crosses from one byte to the next.
+// Zero: all eight stand for themselves.
+func stringMask(v uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	low := v &^ highs
+	// Each sets a byte's high bit where the byte is not the one tested for.
+	notControl := low + (0x80-0x20)*ones
+	notQuote := low ^ '"'*ones + 0x7f*ones
+	notBackslash := low ^ '\\'*ones + 0x7f*ones
+	notAmp := low ^ '&'*ones + 0x7f*ones
+	notAngle := (low | 2*ones) ^ '>'*ones + 0x7f*ones // '<' and '>' differ in bit 1 only
+	return (^(notControl & notQuote & notBackslash & notAmp & notAngle) | v) & highs
+}
+
+// utf8Size returns the length of the UTF-8 sequence at s[i] (whose first byte is
+// not ASCII), or 0 when it is not valid UTF-8 — as utf8.DecodeRuneInString
+// returns utf8.RuneError and 1 for it: a stray continuation byte, a lead byte
+// that cannot start a sequence (C0, C1, F5–FF), a sequence cut short, an overlong
+// form, a surrogate or a code point above U+10FFFF.
+func utf8Size(s string, i int) int {
+	c := s[i]
+	switch {
+	case c < 0xC2:
+		return 0
+	case c < 0xE0:
+		if i+1 < len(s) && s[i+1]&0xC0 == 0x80 {
+			return 2
+		}
+	case c < 0xF0:
+		if i+2 < len(s) {
+			c1, c2 := s[i+1], s[i+2]
+			lo, hi := byte(0x80), byte(0xBF)
+			switch c {
+			case 0xE0:
+				lo = 0xA0 // below: overlong
+			case 0xED:
+				hi = 0x9F // above: a surrogate
+			}
+			if c1 >= lo && c1 <= hi && c2&0xC0 == 0x80 {
+				return 3
+			}
+		}
+	case c < 0xF5:
+		if i+3 < len(s) {
+			c1, c2, c3 := s[i+1], s[i+2], s[i+3]
+			lo, hi := byte(0x80), byte(0xBF)
+			switch c {
+			case 0xF0:
+				lo = 0x90 // below: overlong
+			case 0xF4:
+				hi = 0x8F // above: beyond U+10FFFF
+			}
+			if c1 >= lo && c1 <= hi && c2&0xC0 == 0x80 && c3&0xC0 == 0x80 {
+				return 4
+			}
+		}
+	}
+	return 0
+}
+
+// escapeFFFD and escape2028 are \ufffd and \u202 as little-endian words; the
+// last hex digit of \u2028 or \u2029 goes in byte 5.
+var (
+	escapeFFFD = word(`\ufffd`)
+	escape2028 = word(`\u202`)
+)
+
+// asciiOut holds, for each ASCII byte, what appendString writes for it as a
+// little-endian word: the byte itself or its escape in the low bytes, the length
+// in the top byte.
+var asciiOut = func() (out [utf8.RuneSelf]uint64) {
+	for c := range byte(utf8.RuneSelf) {
+		text := []byte{c}
+		if !htmlSafe[c] {
+			text = appendEscapedASCII(nil, c)
+		}
+		out[c] = word(string(text)) | uint64(len(text))<<56
+	}
+	return out
 }()
+
+// word packs up to seven bytes of s into a little-endian word.
+func word(s string) uint64 {
+	var w uint64
+	for k := range len(s) {
+		w |= uint64(s[k]) << (8 * k)
+	}
+	return w
+}
 
 // htmlSafe holds, for each ASCII byte, whether it stands for itself in a JSON
 // string that is safe in HTML: all but the control characters, '"', '\\', '<',

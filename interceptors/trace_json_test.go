@@ -327,6 +327,7 @@ func FuzzTraceJSON(f *testing.F) {
 	f.Add("", "", "", int64(0), int64(0), uint64(0))
 	f.Add("\x00\b\f\x7f", "😀", "e-09", int64(math.MaxInt64), int64(math.MinInt64), uint64(42))
 	f.Add("a", "b", "c", int64(253402300800), int64(999_999_999), uint64(7))
+	f.Add("主基地迁移的证据\u2028来自打包与展开", "{\n  \"unitId\": 246,\n  \"claim\": \"<a>&\"\n}", "\xe2\x80\xa9\xed\xa0\x80\xe0\x9f\xbf\xf4\x90\x80\x80", int64(1247579), int64(91043), uint64(3))
 	f.Fuzz(func(t *testing.T, a, b, c string, n, m int64, seed uint64) {
 		fl := traceFiller{
 			rng:        rand.New(rand.NewPCG(seed, uint64(n))),
@@ -353,32 +354,115 @@ func FuzzTraceJSON(f *testing.F) {
 }
 
 // TestAppendJSONString compares appendString with encoding/json on every byte,
-// every pair of bytes and random strings, each also behind and before a long
-// prefix of CJK text, so that strings of validFirstFrom bytes or more take the
-// path for valid UTF-8 when they are valid and the other when they are not.
+// every pair of bytes and random strings, with and without text after them and
+// behind and between long CJK text; single bytes and random strings at every
+// offset from the eight-byte words appendString reads (behind 0 to 8 ASCII
+// bytes), pairs at one offset each, in turn.
 func TestAppendJSONString(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("文", validFirstFrom/3+1)
-	check := func(s string) {
+	long := strings.Repeat("文", 22)
+	check := func(s string, offsets ...int) {
 		t.Helper()
-		for _, s := range []string{s, long + s, s + long + s} {
-			want, _ := json.Marshal(s)
-			if got := appendString(nil, s); !bytes.Equal(got, want) {
-				t.Fatalf("appendString(%q): %s", s, firstDifference(got, want))
-			}
+		checkAppendString(t, s, s+"abcdefgh", long+s, s+long+s)
+		for _, k := range offsets {
+			checkAppendString(t, "01234567"[:k]+s, "01234567"[:k]+s+"x", "01234567"[:k]+s+"文文文")
 		}
 	}
-	check("\u2028 \u2029 \u2027 \u202a \u2128 <&> \"\\ \x00\x1f\x7f \xe2\x80\xa8\xe2\x80")
+	every := []int{0, 1, 2, 3, 4, 5, 6, 7, 8}
+	check("\u2028 \u2029 \u2027 \u202a \u2128 <&> \"\\ \x00\x1f\x7f \xe2\x80\xa8\xe2\x80", every...)
 	for i := range 1 << 16 {
-		check(string([]byte{byte(i)}))
-		check(string([]byte{byte(i >> 8), byte(i)}))
+		if i < 256 {
+			check(string([]byte{byte(i)}), every...)
+		}
+		check(string([]byte{byte(i >> 8), byte(i)}), i%9)
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 20000 {
-		check(randomText(rng, false))
+		check(randomText(rng, false), every...)
 	}
 	for r := rune(0); r <= utf8.MaxRune+1; r += 1 + rune(rng.IntN(64)) {
-		check("a" + string(r) + "\xe2\x80")
+		check("a"+string(r)+"\xe2\x80", rng.IntN(9))
+	}
+}
+
+// TestUTF8Size compares utf8Size with utf8.DecodeRuneInString on every sequence
+// of one to four bytes that starts with a byte of 0x80 or above and goes on with
+// bytes at the edges of the ranges that decide a sequence: every valid and
+// invalid form, cut short or not.
+func TestUTF8Size(t *testing.T) {
+	t.Parallel()
+	for c := 0x80; c <= 0xff; c++ {
+		for _, c1 := range utf8Edges {
+			for _, c2 := range utf8Edges {
+				for _, c3 := range utf8Edges {
+					seq := string([]byte{byte(c), c1, c2, c3})
+					for n := 1; n <= 4; n++ {
+						want := 0
+						if r, size := utf8.DecodeRuneInString(seq[:n]); r != utf8.RuneError || size > 1 {
+							want = size
+						}
+						if got := utf8Size(seq[:n], 0); got != want {
+							t.Fatalf("utf8Size(%q) = %d, want %d", seq[:n], got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// utf8Edges are the bytes that decide a UTF-8 sequence: the edges of every range
+// of lead and continuation bytes, and some ASCII.
+var utf8Edges = []byte{0x00, 0x22, 0x3c, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xa8, 0xa9, 0xbf,
+	0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1, 0xe2, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xff}
+
+// TestAppendJSONStringAlignments writes every byte from 0x80 on, followed by
+// each byte that decides a sequence, and the line and paragraph separators next
+// to every byte, at every offset from appendString's eight-byte words.
+func TestAppendJSONStringAlignments(t *testing.T) {
+	t.Parallel()
+	for c := 0x80; c <= 0xff; c++ {
+		for _, c1 := range utf8Edges {
+			checkAlignments(t, string([]byte{byte(c), c1, 0xbf, 0x80}))
+			checkAlignments(t, string([]byte{byte(c), c1, 'a'}))
+		}
+	}
+	for c := range 256 {
+		for _, sep := range []string{"\u2028", "\u2029"} {
+			checkAlignments(t, sep+string(byte(c)))
+			checkAlignments(t, string(byte(c))+sep)
+			checkAlignments(t, sep+sep+string(byte(c))+"中"+sep)
+		}
+	}
+}
+
+// checkAlignments checks s behind 0 to 8 bytes of ASCII, of CJK and of escapes,
+// with text of each kind after it, so that every byte of s falls at every
+// position of an eight-byte word and the string ends at every one.
+func checkAlignments(t *testing.T, s string) {
+	t.Helper()
+	for k := range 9 {
+		for _, pad := range []string{"abcdefgh"[:k], strings.Repeat("中", k)[:k], strings.Repeat("\n", k)} {
+			checkAppendString(t, pad+s, pad+s+pad, s+pad, pad+s+"文字")
+		}
+	}
+}
+
+// checkAppendString compares appendString with json.Marshal on each string,
+// appended behind a prefix into a buffer with no room to spare and into one with
+// room, and checks the prefix is kept.
+func checkAppendString(t *testing.T, strs ...string) {
+	t.Helper()
+	for _, s := range strs {
+		want, _ := json.Marshal(s)
+		got := appendString([]byte("<"), s)
+		if got[0] != '<' || !bytes.Equal(got[1:], want) {
+			t.Fatalf("appendString(%q): %s", s, firstDifference(got[1:], want))
+		}
+		roomy := append(make([]byte, 0, len(want)+64), '<')
+		if got := appendString(roomy, s); got[0] != '<' || !bytes.Equal(got[1:], want) {
+			t.Fatalf("appendString(%q) with room: %s", s, firstDifference(got[1:], want))
+		}
 	}
 }
 
@@ -403,15 +487,27 @@ func TestAppendFloat64(t *testing.T) {
 			check(f)
 		}
 	}
+	checkMillis := func(d units.Millis) {
+		t.Helper()
+		want, _ := json.Marshal(d)
+		if got := appendMillis(nil, d); !bytes.Equal(got, want) {
+			t.Fatalf("appendMillis(%d) = %s, want %s", d, got, want)
+		}
+	}
+	// Around the bound below which appendMillis writes the integer, and values
+	// with every number of trailing zeros.
+	for _, d := range []int64{0, 1, 10, 999_999, 1_000_000, 1_000_001, 1_100_000, 120_000_000, 1e15 - 1, 1e15, 1e15 + 1,
+		999_999_999_999_999, 123_456_789_012_345, 100_000_000_000_001, 1 << 50, 1<<53 - 1, 1 << 53, 1<<53 + 1} {
+		checkMillis(units.Millis(d))
+		checkMillis(units.Millis(-d))
+	}
 	for range 100000 {
 		d := units.Millis(rng.Int64() >> rng.IntN(64))
 		if rng.IntN(2) == 0 {
 			d = -d
 		}
-		want, _ := json.Marshal(d)
-		if got := appendMillis(nil, d); !bytes.Equal(got, want) {
-			t.Fatalf("appendMillis(%d) = %s, want %s", d, got, want)
-		}
+		checkMillis(d)
+		checkMillis(d / 1000 * 1000) // whole microseconds
 	}
 }
 
@@ -501,6 +597,52 @@ func BenchmarkTraceJSON(b *testing.B) {
 	b.Run("marshal", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(want)))
+		for b.Loop() {
+			if _, err := tr.MarshalJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// benchTracePath is the trace of factgate bench's validating request: an
+// accepted draft of ~3 KB of CJK prose around a claims block in JSON, notes,
+// timings and usage.
+const benchTracePath = "testdata/bench_trace.json"
+
+// loadBenchTrace decodes the bench's trace; it encodes back to the same bytes.
+func loadBenchTrace(tb testing.TB) (*Trace, []byte) {
+	tb.Helper()
+	raw, err := os.ReadFile(benchTracePath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	raw = bytes.TrimSpace(raw)
+	tr := new(Trace)
+	if err := json.Unmarshal(raw, tr); err != nil {
+		tb.Fatal(err)
+	}
+	return tr, raw
+}
+
+// BenchmarkTraceJSONBench encodes the bench's trace as SaveTrace does
+// (MarshalJSON), and with AppendJSON into a reused buffer.
+func BenchmarkTraceJSONBench(b *testing.B) {
+	tr, raw := loadBenchTrace(b)
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(raw)))
+		var buf []byte
+		var err error
+		for b.Loop() {
+			if buf, err = tr.AppendJSON(buf[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(raw)))
 		for b.Loop() {
 			if _, err := tr.MarshalJSON(); err != nil {
 				b.Fatal(err)
@@ -845,4 +987,77 @@ func BenchmarkAppendStringAnswer(b *testing.B) {
 	for b.Loop() {
 		buf = appendString(buf[:0], s)
 	}
+}
+
+// TestTraceJSONBenchTrace: the bench's trace, decoded, encodes to the bytes it
+// was read from.
+func TestTraceJSONBenchTrace(t *testing.T) {
+	t.Parallel()
+	tr, raw := loadBenchTrace(t)
+	if !compareTraceJSON(t, tr) {
+		return
+	}
+	got, err := tr.MarshalJSON()
+	if err != nil || !bytes.Equal(got, raw) {
+		t.Errorf("MarshalJSON = %v, %s", err, firstDifference(got, raw))
+	}
+}
+
+// TestStringMask compares stringMask with a byte-by-byte reference on every byte
+// at every position of a word of each filler byte, and on random words of bytes
+// around the edges of the tests, where a carry or borrow from one byte into the
+// next would show.
+func TestStringMask(t *testing.T) {
+	t.Parallel()
+	reference := func(w [8]byte) uint64 {
+		var m uint64
+		for k, c := range w {
+			if c >= utf8.RuneSelf || !htmlSafe[c] {
+				m |= 0x80 << (8 * k)
+			}
+		}
+		return m
+	}
+	check := func(w [8]byte) {
+		t.Helper()
+		if got, want := stringMask(load8(string(w[:]), 0)), reference(w); got != want {
+			t.Fatalf("stringMask(%q) = %#x, want %#x", w, got, want)
+		}
+	}
+	for f := range 256 {
+		for c := range 256 {
+			for pos := range 8 {
+				var w [8]byte
+				for k := range w {
+					w[k] = byte(f)
+				}
+				w[pos] = byte(c)
+				check(w)
+			}
+		}
+	}
+	alphabet := []byte("\x00\x01\x1f !\"#%&'\\[]<=>?;\x7f\x80\x9f\xa0\xa2\xa6\xbc\xbe\xdc\xe4\xffa")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 500000 {
+		var w [8]byte
+		for k := range w {
+			w[k] = alphabet[rng.IntN(len(alphabet))]
+		}
+		check(w)
+	}
+}
+
+// FuzzAppendString compares appendString with encoding/json on fuzzed strings,
+// at each offset from the eight-byte words it reads and with CJK text around.
+func FuzzAppendString(f *testing.F) {
+	f.Add("")
+	f.Add("## 对局概览\nPlayerA（盟军）在 1:24 打包\n```json\n{\n  \"unitId\": 246,\n  \"a\": \"<b>&\"\n}\n```")
+	f.Add("\u2028\u2029\u2027\u202a\xe2\x80\xa8\xe2\x80\xe2")
+	f.Add("\xed\xa0\x80\xed\x9f\xbf\xe0\xa0\x80\xe0\x9f\xbf\xf0\x90\x80\x80\xf0\x8f\xbf\xbf\xf4\x8f\xbf\xbf\xf4\x90\x80\x80")
+	f.Add("é\xc2\xc1\xbf\xc3(\xf5\x80\x80\x80\x00\x1f\x7f😀")
+	f.Fuzz(func(t *testing.T, s string) {
+		for k := range 9 {
+			checkAppendString(t, "01234567"[:k]+s, s+"文"[:k%4], "中文"[:k%7]+s+"\u2028")
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/facts"
 )
@@ -219,5 +220,16 @@ func TestTraceSavedInTheRequestWithoutRedis(t *testing.T) {
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 	if m, ok := s.traces.(memoryTraceStore); !ok || m.SavesInMemory() {
 		t.Fatalf("a trace store with Redis behind it (%T) claims to save in memory alone", s.traces)
+	}
+}
+
+// TestTraceKey: a trace's key is the one every replica, of this version or
+// another, reads and writes: "trace:" and the id as a Redis Cluster hash tag.
+func TestTraceKey(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"", "e78292497e68e544fe0d3e9c78bb41ea", "{x}", "中"} {
+		if got, want := traceKey(id), "trace:"+cache.HashTag(id); got != want {
+			t.Errorf("traceKey(%q) = %q, want %q", id, got, want)
+		}
 	}
 }
