@@ -31,6 +31,11 @@ type answerSpans struct {
 	choicesFound bool
 	choices      []choiceSpans
 	usage        span
+	// usageRead reports that usageValue is the body's Usage: read once, and
+	// carried over an edit of the content (SetChoiceContent), which leaves the
+	// usage as it was, so that summing usage after the edit walks nothing.
+	usageRead  bool
+	usageValue Usage
 	// one holds the choices of a body with a single choice (the usual answer),
 	// so that the walk of it allocates nothing: choices is then one[:1]. Like
 	// the heap array of a longer list, it is reused by the walk of an edited body.
@@ -77,9 +82,11 @@ func (r *Response) spans() *answerSpans {
 		return a
 	}
 	valid := same && a.valid
+	usageRead, usage := same && a.usageRead, a.usageValue
 	// The choices' backing array is reused by the walk of an edited body (a
 	// Response is not copied by value, so nothing else holds it).
-	*a = answerSpans{body: unsafe.SliceData(r.Body), n: len(r.Body), read: true, valid: valid, choices: a.choices[:0]}
+	*a = answerSpans{body: unsafe.SliceData(r.Body), n: len(r.Body), read: true, valid: valid, choices: a.choices[:0],
+		usageRead: usageRead, usageValue: usage}
 	a.fast = a.walk(r.view())
 	return a
 }

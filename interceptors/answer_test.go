@@ -157,9 +157,15 @@ func TestAnswerSpansAfterEdit(t *testing.T) {
 		for _, content := range []string{"", "plain", "with \"quotes\"\n", "中文", "bad \xff"} {
 			r := &Response{Status: 200, Body: []byte(body)}
 			r.HasMessage()
+			r.Usage() // as the proxy reads it before the response phases
 			if err := r.SetChoiceContent(0, content); err != nil {
 				continue
 			}
+			// The usage read before the edit is the edited body's.
+			if got, want := r.Usage(), refUsage(string(r.Body)); got != want {
+				t.Fatalf("after SetChoiceContent on %s: Usage = %v, want %v", body, got, want)
+			}
+			checkReaders(t, string(r.Body), r)
 			checkAnswerReaders(t, string(r.Body))
 			// and the cached reader of the edited body agrees with a fresh one
 			fresh := &Response{Status: 200, Body: r.Body}

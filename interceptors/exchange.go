@@ -457,10 +457,13 @@ func (r *Response) SetChoiceContent(i int, content string) error {
 		out = append(out, r.Body[:off]...)
 		out = appendJSONString(out, content)
 		out = append(out, r.Body[off+n:]...)
-		valid := r.answer.fast // a JSON string in place of a value keeps it valid
+		a := &r.answer
 		r.Body = out
-		if valid {
-			r.answer = answerSpans{body: unsafe.SliceData(out), n: len(out), valid: true, choices: r.answer.choices[:0]}
+		if a.fast {
+			// A JSON string in place of a value keeps the body valid, and its
+			// usage (outside the choices) as it was.
+			*a = answerSpans{body: unsafe.SliceData(out), n: len(out), valid: true, choices: a.choices[:0],
+				usageRead: a.usageRead, usageValue: a.usageValue}
 		}
 		return nil
 	}
@@ -555,15 +558,22 @@ func (r *Response) HasToolCalls(i int) bool {
 	return msg.Get("function_call").IsObject()
 }
 
-// Usage reads the body's usage object.
+// Usage reads the body's usage object. It is read once per Body and kept.
 func (r *Response) Usage() Usage {
 	if len(r.Body) == 0 {
 		return Usage{}
 	}
-	if a := r.spans(); a.fast {
-		return parseUsage(a.usage.result())
+	if a := &r.answer; a.usageRead && a.n == len(r.Body) && a.body == unsafe.SliceData(r.Body) {
+		return a.usageValue
 	}
-	return parseUsage(gjson.Get(r.view(), "usage"))
+	a := r.spans()
+	if a.fast {
+		a.usageValue = parseUsage(a.usage.result())
+	} else {
+		a.usageValue = parseUsage(gjson.Get(r.view(), "usage"))
+	}
+	a.usageRead = true
+	return a.usageValue
 }
 
 // Usage is the token usage of one or more upstream calls.
