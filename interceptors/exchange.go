@@ -372,8 +372,10 @@ func (r *Response) ChoiceContent(i int) string {
 	if !ok {
 		v := r.ChoiceField(i, "message.content")
 		s = v.String()
-		if v.Type == gjson.String && aliases(s, r.Body) {
-			s = strings.Clone(s) // not unescaped: gjson's Str is a slice of the body
+		if aliases(s, r.Body) {
+			// A string without escapes, or the raw JSON of a content that is not
+			// a string (an array of parts): a slice of the body.
+			s = strings.Clone(s)
 		}
 	}
 	r.content = contentCache{body: unsafe.SliceData(r.Body), n: len(r.Body), i: i, value: s}
