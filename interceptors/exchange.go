@@ -399,6 +399,12 @@ func (r *Response) stringContent(i int) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
 	}
+	if c.decoded {
+		if aliases(c.text, r.Body) {
+			return strings.Clone(c.text), true
+		}
+		return c.text, true
+	}
 	inner := raw[1 : len(raw)-1]
 	if strings.IndexByte(inner, '\\') < 0 {
 		return strings.Clone(inner), true

@@ -728,9 +728,17 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 // message, is the upstream's failure, not an answer to check, revise or relay.
 func (s *Server) holdAnswer(ex *interceptors.Exchange, resp *interceptors.Response, err error) {
 	if err == nil && resp.OK() {
-		if cerr := s.checkAnswer(resp.Body); cerr != nil {
-			resp, err = nil, cerr
-		} else if resp.MarkValid(); !resp.HasMessage() {
+		// The check reads the answer as it goes (Response.CheckJSON), so that
+		// reading it costs no second pass; checkAnswer, whose verdict it is, says
+		// why an answer fails it.
+		if !resp.CheckJSON(s.cfg.Server.MaxJSONDepth) {
+			if cerr := s.checkAnswer(resp.Body); cerr != nil {
+				resp, err = nil, cerr
+			} else {
+				resp.MarkValid() // not reached while the two agree
+			}
+		}
+		if resp != nil && !resp.HasMessage() {
 			resp, err = nil, errEmptyAnswer
 		}
 	}

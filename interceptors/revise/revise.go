@@ -523,9 +523,11 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 	case !resp.OK():
 		return failed("the upstream answered with status " + strconv.Itoa(resp.Status))
 	}
-	if err := rawjson.Check(resp.Body, ru.r.maxJSONDepth); errors.Is(err, rawjson.ErrTooDeep) {
+	// CheckJSON reads the answer as it checks it; rawjson.Check, whose verdict
+	// it is, says why an answer fails.
+	if valid := resp.CheckJSON(ru.r.maxJSONDepth); !valid && errors.Is(rawjson.Check(resp.Body, ru.r.maxJSONDepth), rawjson.ErrTooDeep) {
 		return failed("the upstream's answer nests JSON deeper than server.max_json_depth")
-	} else if err != nil {
+	} else if !valid {
 		return failed("the upstream's answer is not valid JSON")
 	} else if !resp.HasMessage() {
 		// {} or "choices": [] would otherwise pass for an answer with no flags.
