@@ -24,13 +24,19 @@ type answerSpans struct {
 	n    int
 	read bool
 	fast bool
-	// valid reports a body known to be valid JSON before the walk (an edit of a
-	// valid body that kept it valid).
+	// valid reports a body known to be valid JSON: marked so (MarkValid),
+	// checked in the walk (CheckJSON), or an edit of a valid body that kept it
+	// valid. The walk of a body not known to be valid checks it as it goes.
 	valid bool
 
 	choicesFound bool
 	choices      []choiceSpans
 	usage        span
+	// usageRead reports that usageValue is the body's Usage: read once, and
+	// carried over an edit of the content (SetChoiceContent), which leaves the
+	// usage as it was, so that summing usage after the edit walks nothing.
+	usageRead  bool
+	usageValue Usage
 	// one holds the choices of a body with a single choice (the usual answer),
 	// so that the walk of it allocates nothing: choices is then one[:1]. Like
 	// the heap array of a longer list, it is reused by the walk of an edited body.
@@ -56,6 +62,10 @@ type choiceSpans struct {
 	content   span
 	toolCalls span
 	funcCall  span
+	// text is content's decoded text when decoded (CheckJSON decodes a string
+	// content on its way): a slice of the body when it has no escapes.
+	text    string
+	decoded bool
 }
 
 // MarkValid records that Body, as it is now, is valid JSON within the proxy's
@@ -77,43 +87,143 @@ func (r *Response) spans() *answerSpans {
 		return a
 	}
 	valid := same && a.valid
+	usageRead, usage := same && a.usageRead, a.usageValue
 	// The choices' backing array is reused by the walk of an edited body (a
 	// Response is not copied by value, so nothing else holds it).
-	*a = answerSpans{body: unsafe.SliceData(r.Body), n: len(r.Body), read: true, valid: valid, choices: a.choices[:0]}
+	*a = answerSpans{body: unsafe.SliceData(r.Body), n: len(r.Body), read: true, valid: valid, choices: a.choices[:0],
+		usageRead: usageRead, usageValue: usage}
 	a.fast = a.walk(r.view())
 	return a
 }
 
-// walk finds the spans of body; false means the body is left to gjson.
-func (a *answerSpans) walk(body string) bool {
-	if !a.valid && !rawjson.ValidString(body, rawjson.DefaultMaxDepth) {
+// CheckJSON reports whether Body is valid JSON nested at most maxDepth levels
+// deep (rawjson.Check's verdict; maxDepth < 1 means rawjson.DefaultMaxDepth), and
+// reads the answer in the same pass: a valid body is then known to be valid, as
+// after MarkValid, and its spans and each choice's content are read, so that
+// neither the readers nor ChoiceContent read it again. It says nothing of why a
+// body is not valid (rawjson.Check does).
+func (r *Response) CheckJSON(maxDepth int) bool {
+	a := &r.answer
+	body := r.view()
+	*a = answerSpans{body: unsafe.SliceData(r.Body), n: len(r.Body), read: true, choices: a.choices[:0]}
+	fast, valid := a.checkWalk(body, maxDepth, true)
+	if !valid {
+		*a = answerSpans{choices: a.choices[:0]}
 		return false
 	}
+	a.valid, a.fast = true, fast
+	return true
+}
+
+// walk finds the spans of body; false means the body is left to gjson. A body
+// not known to be valid is checked in the same read.
+func (a *answerSpans) walk(body string) bool {
+	if a.valid {
+		fast, _ := walkBody(a, body, &bodyScan{s: body})
+		return fast
+	}
+	fast, valid := a.checkWalk(body, rawjson.DefaultMaxDepth, false)
+	return fast && valid
+}
+
+// checkWalk walks body with a rawjson.Walker, which checks it as it goes; valid
+// is its verdict on the whole body (nested at most maxDepth levels deep). decode
+// has the choices' string contents decoded on the way.
+func (a *answerSpans) checkWalk(body string, maxDepth int, decode bool) (fast, valid bool) {
+	i := 0
+	for i < len(body) && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r') {
+		i++
+	}
+	sc := &bodyScan{s: body, w: rawjson.NewWalker(body, maxDepth), walker: true, decode: decode}
+	end := -1
+	if i < len(body) && body[i] == '{' {
+		fast, end = walkBody(a, body, sc)
+	} else {
+		end = sc.w.Value(i) // not an object: no spans, only the check
+	}
+	return fast, !sc.w.Failed() && sc.w.End(end)
+}
+
+// bodyScan is how a walk reads the body: with w, a rawjson.Walker that checks it
+// as it goes (walker), or with rawjson's scanners, over a body known to be valid
+// JSON. decode has the walker decode string contents on the way.
+type bodyScan struct {
+	s      string
+	w      rawjson.Walker
+	walker bool
+	decode bool
+}
+
+func (b *bodyScan) members(i int, fn func(key string, value int) int) int {
+	if b.walker {
+		return b.w.Members(i, fn)
+	}
+	return rawjson.ScanMembers(b.s, i, fn)
+}
+
+func (b *bodyScan) elements(i int, fn func(value int) int) int {
+	if b.walker {
+		return b.w.Elements(i, fn)
+	}
+	return rawjson.ScanElements(b.s, i, fn)
+}
+
+func (b *bodyScan) value(i int) int {
+	if b.walker {
+		return b.w.Value(i)
+	}
+	return rawjson.ValueEnd(b.s, i)
+}
+
+// keyIs reports whether a key as members hands it spells name: the walker
+// decodes keys, rawjson.ScanMembers hands them raw.
+func (b *bodyScan) keyIs(key, name string) bool {
+	if b.walker {
+		return key == name
+	}
+	return rawjson.KeyIs(key, name)
+}
+
+// content reads a message's content at i: the offset just past it, and, when
+// decoded, its text as rawjson.StringValue decodes it (a slice of the body when
+// it has no escapes).
+func (b *bodyScan) content(i int) (end int, text string, decoded bool) {
+	if b.decode && i < len(b.s) && b.s[i] == '"' {
+		text, end = b.w.String(i)
+		return end, text, end >= 0
+	}
+	return b.value(i), "", false
+}
+
+// walkBody walks the object body with sc, recording the spans; fast is false when
+// the body is left to gjson, and end is the offset just past the object (-1 on a
+// walk failure).
+func walkBody(a *answerSpans, body string, sc *bodyScan) (fast bool, end int) {
 	if cap(a.choices) == 0 {
 		a.choices = a.one[:0]
 	}
 	ok := true
 	usageFound := false
-	end := rawjson.ScanMembers(body, 0, func(key string, v int) int {
+	end = sc.members(0, func(key string, v int) int {
 		switch {
-		case rawjson.KeyIs(key, "choices"):
+		case sc.keyIs(key, "choices"):
 			if a.choicesFound || body[v] != '[' {
 				ok = false
 				return -1
 			}
 			a.choicesFound = true
-			e := a.walkChoices(body, v)
+			e := walkChoices(a, body, v, sc)
 			if e < 0 {
 				ok = false
 			}
 			return e
-		case rawjson.KeyIs(key, "usage"):
+		case sc.keyIs(key, "usage"):
 			if usageFound {
 				ok = false
 				return -1
 			}
 			usageFound = true
-			e := rawjson.ValueEnd(body, v)
+			e := sc.value(v)
 			if e > v {
 				a.usage = span{raw: body[v:e], off: v}
 			}
@@ -121,20 +231,20 @@ func (a *answerSpans) walk(body string) bool {
 		}
 		return -1
 	})
-	return ok && end >= 0
+	return ok && end >= 0, end
 }
 
 // walkChoices records the elements of the choices array at body[start] and
 // returns the offset just past it (-1 on a walk failure). Each byte is read once:
 // a choice's end is where its walk ends.
-func (a *answerSpans) walkChoices(body string, start int) int {
+func walkChoices(a *answerSpans, body string, start int, sc *bodyScan) int {
 	ok := true
-	end := rawjson.ScanElements(body, start, func(v int) int {
+	end := sc.elements(start, func(v int) int {
 		var c choiceSpans
 		e := -1
 		if body[v] == '{' {
-			e = rawjson.ScanMembers(body, v, func(key string, m int) int {
-				if !rawjson.KeyIs(key, "message") {
+			e = sc.members(v, func(key string, m int) int {
+				if !sc.keyIs(key, "message") {
 					return -1
 				}
 				if c.message.raw != "" {
@@ -145,9 +255,9 @@ func (a *answerSpans) walkChoices(body string, start int) int {
 				}
 				var me int
 				if body[m] == '{' {
-					me, c.msgFields = c.readMessage(body, m)
+					me, c.msgFields = readMessage(&c, body, m, sc)
 				} else {
-					me = rawjson.ValueEnd(body, m)
+					me = sc.value(m)
 				}
 				if me > m {
 					c.message = span{raw: body[m:me], off: m}
@@ -155,7 +265,7 @@ func (a *answerSpans) walkChoices(body string, start int) int {
 				return me
 			})
 		} else {
-			e = rawjson.ValueEnd(body, v)
+			e = sc.value(v)
 		}
 		if e < 0 {
 			ok = false
@@ -174,16 +284,16 @@ func (a *answerSpans) walkChoices(body string, start int) int {
 // readMessage records the content, tool_calls and function_call of the message
 // object at body[start] and returns the offset just past it; ok is false when one
 // of them occurs twice.
-func (c *choiceSpans) readMessage(body string, start int) (end int, ok bool) {
+func readMessage(c *choiceSpans, body string, start int, sc *bodyScan) (end int, ok bool) {
 	ok = true
-	end = rawjson.ScanMembers(body, start, func(key string, v int) int {
+	end = sc.members(start, func(key string, v int) int {
 		var s *span
 		switch {
-		case rawjson.KeyIs(key, "content"):
+		case sc.keyIs(key, "content"):
 			s = &c.content
-		case rawjson.KeyIs(key, "tool_calls"):
+		case sc.keyIs(key, "tool_calls"):
 			s = &c.toolCalls
-		case rawjson.KeyIs(key, "function_call"):
+		case sc.keyIs(key, "function_call"):
 			s = &c.funcCall
 		default:
 			return -1
@@ -192,7 +302,12 @@ func (c *choiceSpans) readMessage(body string, start int) (end int, ok bool) {
 			ok = false
 			return -1
 		}
-		e := rawjson.ValueEnd(body, v)
+		var e int
+		if s == &c.content {
+			e, c.text, c.decoded = sc.content(v)
+		} else {
+			e = sc.value(v)
+		}
 		if e > v {
 			*s = span{raw: body[v:e], off: v}
 		}

@@ -48,3 +48,24 @@ func TestAnswerSpansOneChoiceNoAlloc(t *testing.T) {
 		t.Fatal("misread a one-choice answer after a two-choice one")
 	}
 }
+
+// The usage of an answer whose content was replaced is the one read before the
+// edit: summing usage for the delivered body (the proxy's finalBody) does not
+// walk the edited body again.
+func TestUsageKeptOverContentEdit(t *testing.T) {
+	body := []byte(`{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"old text"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`)
+	r := &Response{Status: 200, Body: body}
+	r.MarkValid()
+	if !r.HasMessage() || r.Usage().TotalTokens != 3 {
+		t.Fatal("misread the answer")
+	}
+	if err := r.SetChoiceContent(0, "new text"); err != nil {
+		t.Fatal(err)
+	}
+	if u := r.Usage(); u != (Usage{1, 2, 3}) {
+		t.Fatalf("usage after the edit %v, want {1 2 3}", u)
+	}
+	if r.answer.read {
+		t.Fatal("reading the usage after the edit walked the edited body")
+	}
+}

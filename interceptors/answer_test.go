@@ -72,9 +72,19 @@ func checkAnswerReaders(t *testing.T, body string) {
 	t.Helper()
 	checkReaders(t, body, &Response{Status: 200, Body: []byte(body)})
 	if rawjson.ValidString(body, rawjson.DefaultMaxDepth) {
-		// As the proxy hands it over: checked, and marked so.
+		// As the proxy handed it over: checked, and marked so.
 		r := &Response{Status: 200, Body: []byte(body)}
 		r.MarkValid()
+		checkReaders(t, body, r)
+	}
+	// As the proxy hands it over: checked by CheckJSON, with Check's verdict at
+	// every depth bound, and read in the same pass.
+	for _, depth := range []int{0, 1, 2, 3, 4, 64} {
+		r := &Response{Status: 200, Body: []byte(body)}
+		ok := r.CheckJSON(depth)
+		if want := rawjson.CheckString(body, depth) == nil; ok != want {
+			t.Fatalf("CheckJSON(%d) of %s = %v, want %v", depth, body, ok, want)
+		}
 		checkReaders(t, body, r)
 	}
 }
@@ -104,8 +114,12 @@ func checkReaders(t *testing.T, body string, r *Response) {
 		if o != wo || n != wn || ok != wok {
 			t.Fatalf("contentValue(%d) of %s = %d,%d,%v, want %d,%d,%v", i, body, o, n, ok, wo, wn, wok)
 		}
-		if got, want := r.ChoiceContent(i), refChoiceField(body, i, "message.content").String(); got != want {
+		got := r.ChoiceContent(i)
+		if want := refChoiceField(body, i, "message.content").String(); got != want {
 			t.Fatalf("ChoiceContent(%d) of %s = %q, want %q", i, body, got, want)
+		}
+		if aliases(got, r.Body) {
+			t.Fatalf("ChoiceContent(%d) of %s shares the body's memory", i, body)
 		}
 	}
 }
@@ -141,6 +155,9 @@ var answerBodies = []string{
 	`{"choices":[{"message":{"content":1e400}}]}`,
 	`{"choices":[{"message":{"content":-0.5e-3,"tool_calls":{"a":1}}}]}`,
 	`{"choices":[{"message":{"content":true,"function_call":[1]}},{"message":{"content":false}}]}`,
+	`{"choices":[{"message":{"content":"a \"quoted\" \u4e2d\\ claim"}},{"message":{"content":"plain","content":"twice"}}],"usage":{"total_tokens":1}}`,
+	`  {"choices":[{"message":{"content":"deep","tool_calls":[[[[1]]]]}}]}  `, `{"choices":[{"message":{"content":"x"}}]} x`, ` [1] `, `{"a":[[[[[{}]]]]]}`,
+	"{\"choices\":[{\"message\":{\"content\":\"raw \x01 control\"}}]}",
 }
 
 func TestAnswerSpansAsGjson(t *testing.T) {
@@ -157,9 +174,15 @@ func TestAnswerSpansAfterEdit(t *testing.T) {
 		for _, content := range []string{"", "plain", "with \"quotes\"\n", "中文", "bad \xff"} {
 			r := &Response{Status: 200, Body: []byte(body)}
 			r.HasMessage()
+			r.Usage() // as the proxy reads it before the response phases
 			if err := r.SetChoiceContent(0, content); err != nil {
 				continue
 			}
+			// The usage read before the edit is the edited body's.
+			if got, want := r.Usage(), refUsage(string(r.Body)); got != want {
+				t.Fatalf("after SetChoiceContent on %s: Usage = %v, want %v", body, got, want)
+			}
+			checkReaders(t, string(r.Body), r)
 			checkAnswerReaders(t, string(r.Body))
 			// and the cached reader of the edited body agrees with a fresh one
 			fresh := &Response{Status: 200, Body: r.Body}

@@ -372,8 +372,10 @@ func (r *Response) ChoiceContent(i int) string {
 	if !ok {
 		v := r.ChoiceField(i, "message.content")
 		s = v.String()
-		if v.Type == gjson.String && aliases(s, r.Body) {
-			s = strings.Clone(s) // not unescaped: gjson's Str is a slice of the body
+		if aliases(s, r.Body) {
+			// A string without escapes, or the raw JSON of a content that is not
+			// a string (an array of parts): a slice of the body.
+			s = strings.Clone(s)
 		}
 	}
 	r.content = contentCache{body: unsafe.SliceData(r.Body), n: len(r.Body), i: i, value: s}
@@ -396,6 +398,12 @@ func (r *Response) stringContent(i int) (string, bool) {
 	raw := c.content.raw
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
+	}
+	if c.decoded {
+		if aliases(c.text, r.Body) {
+			return strings.Clone(c.text), true
+		}
+		return c.text, true
 	}
 	inner := raw[1 : len(raw)-1]
 	if strings.IndexByte(inner, '\\') < 0 {
@@ -457,10 +465,13 @@ func (r *Response) SetChoiceContent(i int, content string) error {
 		out = append(out, r.Body[:off]...)
 		out = appendJSONString(out, content)
 		out = append(out, r.Body[off+n:]...)
-		valid := r.answer.fast // a JSON string in place of a value keeps it valid
+		a := &r.answer
 		r.Body = out
-		if valid {
-			r.answer = answerSpans{body: unsafe.SliceData(out), n: len(out), valid: true, choices: r.answer.choices[:0]}
+		if a.fast {
+			// A JSON string in place of a value keeps the body valid, and its
+			// usage (outside the choices) as it was.
+			*a = answerSpans{body: unsafe.SliceData(out), n: len(out), valid: true, choices: a.choices[:0],
+				usageRead: a.usageRead, usageValue: a.usageValue}
 		}
 		return nil
 	}
@@ -555,15 +566,22 @@ func (r *Response) HasToolCalls(i int) bool {
 	return msg.Get("function_call").IsObject()
 }
 
-// Usage reads the body's usage object.
+// Usage reads the body's usage object. It is read once per Body and kept.
 func (r *Response) Usage() Usage {
 	if len(r.Body) == 0 {
 		return Usage{}
 	}
-	if a := r.spans(); a.fast {
-		return parseUsage(a.usage.result())
+	if a := &r.answer; a.usageRead && a.n == len(r.Body) && a.body == unsafe.SliceData(r.Body) {
+		return a.usageValue
 	}
-	return parseUsage(gjson.Get(r.view(), "usage"))
+	a := r.spans()
+	if a.fast {
+		a.usageValue = parseUsage(a.usage.result())
+	} else {
+		a.usageValue = parseUsage(gjson.Get(r.view(), "usage"))
+	}
+	a.usageRead = true
+	return a.usageValue
 }
 
 // Usage is the token usage of one or more upstream calls.

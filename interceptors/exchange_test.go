@@ -83,6 +83,20 @@ func TestResponseChoiceContentIsACopy(t *testing.T) {
 	}
 }
 
+// A content that is not a string (an array of parts) is read as its raw JSON: a
+// copy too, as a trace keeps it after the body's buffer went back to its pool.
+func TestResponseChoiceContentOfPartsIsACopy(t *testing.T) {
+	t.Parallel()
+	r := &Response{Status: 200, Body: []byte(`{"choices":[{"message":{"content":[{"type":"text","text":"a part"}]}}]}`)}
+	c := r.ChoiceContent(0)
+	for i := range r.Body {
+		r.Body[i] = 'x'
+	}
+	if c != `[{"type":"text","text":"a part"}]` {
+		t.Fatalf("ChoiceContent shares the body's memory: %q", c)
+	}
+}
+
 func TestResponseChoiceContentNull(t *testing.T) {
 	t.Parallel()
 	for _, body := range []string{

@@ -151,6 +151,43 @@ func (s *Set) ScopeValues(dim string) []string { return s.order[dim] }
 // HasScope reports whether the set has the scope (the global scope always exists).
 func (s *Set) HasScope(dim, value string) bool { return s.scopes[Scope{dim, value}] != nil }
 
+// ScopeView is one scope of a set, for asking it several questions in a row
+// (a validator's rules about one claim): its lookups skip the scope's. The zero
+// ScopeView is a scope the set does not have: it has no entries.
+type ScopeView struct{ ix *scopeIndex }
+
+// View returns the scope (dim "" is the global scope); a nil Set has none.
+func (s *Set) View(dim, value string) ScopeView {
+	if s == nil {
+		return ScopeView{}
+	}
+	return ScopeView{s.scopes[Scope{dim, value}]}
+}
+
+// Exists reports whether the set has the scope (Set.HasScope).
+func (v ScopeView) Exists() bool { return v.ix != nil }
+
+// Entry returns the scope's entry with id, nil when it has none (Set.Has). The
+// entry is shared with the set: callers must not modify it.
+func (v ScopeView) Entry(id string) *Entry {
+	if v.ix == nil {
+		return nil
+	}
+	i, ok := v.ix.byID[id]
+	if !ok {
+		return nil
+	}
+	return &v.ix.entries[i]
+}
+
+// AssetsWithTag is Set.AssetsWithTag in the scope.
+func (v ScopeView) AssetsWithTag(tag string) []string {
+	if v.ix == nil {
+		return nil
+	}
+	return v.ix.assets[tag]
+}
+
 // WithTag returns every entry carrying tag, in render order: global first, then
 // each dimension in order, its values in file order, entries in file order.
 func (s *Set) WithTag(tag string) []ScopedEntry { return s.byTag[tag] }

@@ -50,6 +50,50 @@ func TestAssetsWithTagAnswersTheValidatorsQuestions(t *testing.T) {
 	}
 }
 
+// A scope's view answers every question as the set does about that scope.
+func TestScopeViewAnswersAsTheSet(t *testing.T) {
+	t.Parallel()
+	ra3, _ := builtinSet(t, "ra3")
+	tags := []string{"builder", "flying", "rule", "specialPower:SpecialPower_PackReplaceSelf"}
+	scopes := []Scope{GlobalScope, {"factions", "no such faction"}, {"no such dimension", "盟军"}}
+	for _, dim := range ra3.Dimensions {
+		for _, v := range ra3.ScopeValues(dim) {
+			scopes = append(scopes, Scope{dim, v})
+		}
+	}
+	for _, sc := range scopes {
+		v := ra3.View(sc.Dimension, sc.Value)
+		if v.Exists() != ra3.HasScope(sc.Dimension, sc.Value) {
+			t.Fatalf("View(%v).Exists() = %v", sc, v.Exists())
+		}
+		ids := []string{"AlliedMCV", "SovietMCV", "nothing"}
+		for _, e := range ra3.ScopeEntries(sc.Dimension, sc.Value) {
+			ids = append(ids, e.ID)
+			tags = append(tags, e.Tags...)
+		}
+		for _, id := range ids {
+			e := v.Entry(id)
+			if (e != nil) != ra3.Has(sc.Dimension, sc.Value, id) || e != nil && e.ID != id {
+				t.Fatalf("View(%v).Entry(%q) = %v", sc, id, e)
+			}
+			for _, tag := range tags {
+				if e != nil && e.HasTag(tag) != ra3.HasTag(sc.Dimension, sc.Value, id, tag) {
+					t.Fatalf("View(%v).Entry(%q).HasTag(%q) differs from the set's", sc, id, tag)
+				}
+			}
+		}
+		for _, tag := range tags {
+			if got, want := v.AssetsWithTag(tag), ra3.AssetsWithTag(sc.Dimension, sc.Value, tag); !slices.Equal(got, want) {
+				t.Fatalf("View(%v).AssetsWithTag(%q) = %v, want %v", sc, tag, got, want)
+			}
+		}
+	}
+	var none *Set
+	if v := none.View("factions", "盟军"); v.Exists() || v.Entry("AlliedMCV") != nil || v.AssetsWithTag("builder") != nil {
+		t.Fatal("a nil set has a scope")
+	}
+}
+
 func TestSetQueries(t *testing.T) {
 	t.Parallel()
 	s, _ := builtinSet(t, "ra3")

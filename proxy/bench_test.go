@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,9 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/facts"
 )
 
 // benchUpstream is a minimal fasthttp upstream answering a fixed completion, so
@@ -183,4 +189,89 @@ func benchPost(b *testing.B, s *Server, path string, body []byte, ok func(*fasth
 			}
 		}
 	})
+}
+
+// BenchmarkHeldAnswer measures the response side of BenchmarkValidatingRoute
+// alone: the held clean answer checked (holdAnswer), the response phases of the
+// route's chain (validation, the accepted draft's revision step with its claims
+// block stripped) and the delivered body (finalBody) — no network, no request
+// phases. The exchanges are prepared in batches with the timer stopped: the
+// request phases run on each and the answer arrives as a fresh body, as from the
+// upstream.
+func BenchmarkHeldAnswer(b *testing.B) {
+	s := benchValidatingServer(b)
+	rt := s.routeByName["ra3"]
+	replay, err := os.ReadFile("testdata/revise/allied_vs_soviet.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	request, _ := sjson.SetBytes([]byte(`{"model":"ra3-analyst","temperature":0.35,"messages":[{"role":"system","content":"你是红警 3 录像分析助手。"}]}`),
+		"messages.-1", map[string]string{"role": "user", "content": "分析这局录像。\n\n" + string(replay)})
+	caseJSON, err := os.ReadFile("testdata/bench/c01_clean.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer, _ := sjson.SetBytes([]byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":512,"completion_tokens":64,"total_tokens":576}}`),
+		"choices.0.message.content", gjson.GetBytes(caseJSON, "answer").Str)
+	header := [][2]string{{"Content-Type", "application/json"}}
+	ctx := context.Background()
+	type held struct {
+		ex   *interceptors.Exchange
+		resp *interceptors.Response
+	}
+	prepare := func() held {
+		ex := &interceptors.Exchange{Route: rt.name, Model: "ra3-analyst", Original: request, Body: request, Trace: interceptors.NewTrace(rt.name)}
+		for _, ic := range rt.chain {
+			if rp, ok := ic.(interceptors.RequestPhase); ok {
+				if err := rp.OnRequest(ctx, ex); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		// The facts stage's index is ready, as it is when the upstream answers.
+		if _, _, err := facts.FromExchange(ex); err != nil {
+			b.Fatal(err)
+		}
+		return held{ex, &interceptors.Response{Status: 200, Header: header, Body: bytes.Clone(answer)}}
+	}
+	deliver := func(h held) []byte {
+		s.holdAnswer(h.ex, h.resp, nil)
+		if e := responsePhases(ctx, rt.chain, h.ex); e != nil {
+			b.Fatal(e)
+		}
+		return s.finalBody(h.ex)
+	}
+	first := prepare()
+	if out := deliver(first); strings.Contains(string(out), "unitClaims") || first.ex.ResponseHeaders == nil {
+		b.Fatalf("the claims block is not stripped, or no headers: %.300s", out)
+	}
+	if got := headerValue(first.ex.ResponseHeaders, "X-Factgate-Issues"); got != "draft=0;final=0;delivered=0" {
+		b.Fatalf("X-Factgate-Issues %q", got)
+	}
+	batch := make([]held, 128)
+	next := len(batch)
+	b.ReportAllocs()
+	for b.Loop() {
+		if next == len(batch) {
+			b.StopTimer()
+			for i := range batch {
+				batch[i] = prepare()
+			}
+			runtime.GC() // the request phases' garbage is not the response side's
+			next = 0
+			b.StartTimer()
+		}
+		deliver(batch[next])
+		next++
+	}
+}
+
+// headerValue returns the value of the response header name, or "".
+func headerValue(hs [][2]string, name string) string {
+	for _, h := range hs {
+		if h[0] == name {
+			return h[1]
+		}
+	}
+	return ""
 }

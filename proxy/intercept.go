@@ -712,36 +712,58 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 		} else {
 			resp, err = ex.Upstream.Complete(ctx, body)
 		}
-		if err == nil && resp.OK() {
-			// A held answer must be read: a 2xx body that is not JSON, or that has
-			// no choice with a message, is the upstream's failure, not an answer
-			// to check, revise or relay.
-			if cerr := s.checkAnswer(resp.Body); cerr != nil {
-				resp, err = nil, cerr
-			} else if resp.MarkValid(); !resp.HasMessage() {
-				resp, err = nil, errEmptyAnswer
-			}
-		}
-		ex.Response, ex.UpstreamErr = resp, err
-		if resp.OK() {
-			ex.Usage = ex.Usage.Add(resp.Usage())
-		}
+		s.holdAnswer(ex, resp, err)
 	}
-	for i := ran - 1; i >= 0; i-- {
-		rp, ok := rt.chain[i].(interceptors.ResponsePhase)
-		if !ok {
-			continue
-		}
-		if err := rp.OnResponse(ctx, ex); err != nil {
-			o.err = asClientError(rt.chain[i].Name(), err)
-			notifyFailure(ctx, rt.chain[:i], ex, o.err)
-			return o
-		}
+	if o.err = responsePhases(ctx, rt.chain[:ran], ex); o.err != nil {
+		return o
 	}
 	if ctx.Err() != nil && ex.Response == nil {
 		o.err = upstreamError(servedBy(rt, ex), context.Canceled)
 	}
 	return o
+}
+
+// holdAnswer makes the upstream's answer (or failure) the exchange's. A held
+// answer must be read: a 2xx body that is not JSON, or that has no choice with a
+// message, is the upstream's failure, not an answer to check, revise or relay.
+func (s *Server) holdAnswer(ex *interceptors.Exchange, resp *interceptors.Response, err error) {
+	if err == nil && resp.OK() {
+		// The check reads the answer as it goes (Response.CheckJSON), so that
+		// reading it costs no second pass; checkAnswer, whose verdict it is, says
+		// why an answer fails it.
+		if !resp.CheckJSON(s.cfg.Server.MaxJSONDepth) {
+			if cerr := s.checkAnswer(resp.Body); cerr != nil {
+				resp, err = nil, cerr
+			} else {
+				resp.MarkValid() // not reached while the two agree
+			}
+		}
+		if resp != nil && !resp.HasMessage() {
+			resp, err = nil, errEmptyAnswer
+		}
+	}
+	ex.Response, ex.UpstreamErr = resp, err
+	if resp.OK() {
+		ex.Usage = ex.Usage.Add(resp.Usage())
+	}
+}
+
+// responsePhases runs the response phases of chain (the interceptors whose
+// request phase ran), innermost first. The first that fails ends them: the
+// interceptors outside it are told (notifyFailure) and its error is returned.
+func responsePhases(ctx context.Context, chain []interceptors.Interceptor, ex *interceptors.Exchange) *interceptors.Error {
+	for i := len(chain) - 1; i >= 0; i-- {
+		rp, ok := chain[i].(interceptors.ResponsePhase)
+		if !ok {
+			continue
+		}
+		if err := rp.OnResponse(ctx, ex); err != nil {
+			e := asClientError(chain[i].Name(), err)
+			notifyFailure(ctx, chain[:i], ex, e)
+			return e
+		}
+	}
+	return nil
 }
 
 // servedBy names the upstream whose answer or failure an exchange of route rt got.

@@ -1,6 +1,8 @@
 package revise
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/interceptors"
@@ -13,6 +15,31 @@ type metrics struct {
 	attempts  *prometheus.HistogramVec // route
 	tokens    *prometheus.CounterVec   // route
 	final     *prometheus.CounterVec   // route, severity
+}
+
+// routeMetrics are the metrics of one route's revision step. The attempts
+// histogram of its answers without an A/B variant, observed for every validated
+// answer, is kept after its first use: a label lookup takes the vector's lock,
+// which every request of every route shares.
+type routeMetrics struct {
+	*metrics
+	route    string
+	attempts atomic.Pointer[prometheus.Observer] // variant ""
+}
+
+// observe records one validated answer of the route.
+func (rm *routeMetrics) observe(variant, outcome string, calls int, tokens int64, final interceptors.SeverityCounts) {
+	if variant != "" {
+		rm.metrics.observe(rm.route, variant, outcome, calls, tokens, final)
+		return
+	}
+	o := rm.attempts.Load()
+	if o == nil {
+		h := rm.metrics.attempts.WithLabelValues(rm.route, "")
+		o = &h
+		rm.attempts.Store(o)
+	}
+	rm.record(rm.route, variant, outcome, *o, calls, tokens, final)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,10 +66,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // observe records one validated answer.
 func (m *metrics) observe(route, variant, outcome string, calls int, tokens int64, final interceptors.SeverityCounts) {
+	m.record(route, variant, outcome, m.attempts.WithLabelValues(route, variant), calls, tokens, final)
+}
+
+// record is observe with the attempts histogram of route and variant resolved.
+func (m *metrics) record(route, variant, outcome string, attempts prometheus.Observer, calls int, tokens int64, final interceptors.SeverityCounts) {
 	if outcome != interceptors.OutcomeAccepted {
 		m.revisions.WithLabelValues(route, variant, outcome).Inc()
 	}
-	m.attempts.WithLabelValues(route, variant).Observe(float64(calls))
+	attempts.Observe(float64(calls))
 	if tokens > 0 {
 		m.tokens.WithLabelValues(route, variant).Add(float64(tokens))
 	}

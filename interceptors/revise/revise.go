@@ -62,7 +62,7 @@ type Revise struct {
 	leaks    []string // lower-cased leak phrases
 	// leakIndex maps leaks to the pack's LeakPhrases (as written).
 	leakIndex []int
-	metrics   *metrics
+	metrics   *routeMetrics
 	log       *slog.Logger
 	// maxJSONDepth bounds the hidden answers read (deps.MaxJSONDepth).
 	maxJSONDepth int
@@ -95,7 +95,7 @@ func New(cfg *Config, deps interceptors.Deps, opts Options) (*Revise, error) {
 		cfg:          cfg.settings(),
 		strip:        opts.Strip,
 		injected:     opts.ContractInjected,
-		metrics:      newMetrics(deps.Metrics),
+		metrics:      &routeMetrics{metrics: newMetrics(deps.Metrics), route: deps.Route},
 		log:          deps.Log,
 		maxJSONDepth: deps.MaxJSONDepth,
 	}
@@ -523,9 +523,11 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 	case !resp.OK():
 		return failed("the upstream answered with status " + strconv.Itoa(resp.Status))
 	}
-	if err := rawjson.Check(resp.Body, ru.r.maxJSONDepth); errors.Is(err, rawjson.ErrTooDeep) {
+	// CheckJSON reads the answer as it checks it; rawjson.Check, whose verdict
+	// it is, says why an answer fails.
+	if valid := resp.CheckJSON(ru.r.maxJSONDepth); !valid && errors.Is(rawjson.Check(resp.Body, ru.r.maxJSONDepth), rawjson.ErrTooDeep) {
 		return failed("the upstream's answer nests JSON deeper than server.max_json_depth")
-	} else if err != nil {
+	} else if !valid {
 		return failed("the upstream's answer is not valid JSON")
 	} else if !resp.HasMessage() {
 		// {} or "choices": [] would otherwise pass for an answer with no flags.
@@ -713,7 +715,7 @@ func (ru *run) finish(ctx context.Context, draft *attempt) choiceResult {
 	if len(downgrades) > 0 {
 		ex.Trace.Do(func(t *interceptors.Trace) { t.Downgrades = append(t.Downgrades, downgrades...) })
 	}
-	ru.r.metrics.observe(ru.r.route, ru.ex.Overrides.Variant, outcome, ru.calls, ru.tokens, interceptors.CountSeverities(delivered))
+	ru.r.metrics.observe(ru.ex.Overrides.Variant, outcome, ru.calls, ru.tokens, interceptors.CountSeverities(delivered))
 	return choiceResult{choice: ru.choice, outcome: outcome, draft: draft, best: best, delivered: delivered, notice: notice}
 }
 

@@ -202,10 +202,18 @@ type run struct {
 	sole     string // the one scope value of the players' dimension, if exactly one
 	out      []finding
 	matched  []bool // per evidence item of the current claim: it matched the facts
-	// The last scope hasScope looked up in set, and the answer.
-	lastScope    string
-	scopeAsked   bool
-	lastHasScope bool
+	// views are the last two scopes view looked up in set: a request's unit
+	// claims are about one or two factions, and the set's scope map hashes two
+	// strings. next is the slot the next lookup takes.
+	views    [2]scopeView
+	nextView int
+}
+
+// scopeView is a scope of the players' dimension looked up in the set.
+type scopeView struct {
+	scope string
+	view  knowledge.ScopeView
+	ok    bool // the slot holds a lookup
 }
 
 func newRun(c *Checker, in Input) run {

@@ -90,8 +90,10 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 		player = owners[0]
 	}
 	scope := r.scopeOf(player)
-	judged := r.hasScope(scope)
-	known := judged && r.set.Has(r.c.dim, scope, u.Claim)
+	sc := r.view(scope)
+	judged := sc.Exists()
+	entry := sc.Entry(u.Claim) // the claimed asset in the player's faction, nil when unknown
+	known := entry != nil
 	if judged && !known {
 		// Nor one about an asset the knowledge does not know.
 		r.add(finding{issue: newIssue(CodeAssetUnknown, interceptors.Warning, u.Path,
@@ -101,7 +103,7 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 	}
 	ruledOut := u.Level.RulesOut()
 	if r.hasFacts && known && !ruledOut {
-		r.powerMismatch(u, id, scope)
+		r.powerMismatch(u, id, scope, sc, entry)
 	}
 	if r.hasFacts && !ruledOut && player != "" {
 		r.beforeProduction(u, id, player)
@@ -109,28 +111,34 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 	if !confident || !r.hasFacts {
 		return
 	}
-	if r.isBuilder(u.Claim, scope, judged) && !r.ix.ActedAs(id, facts.RoleBuilder) {
+	if r.isBuilder(u.Claim, entry, judged) && !r.ix.ActedAs(id, facts.RoleBuilder) {
 		r.add(finding{issue: newIssue(CodeBuilderNotObserved, interceptors.WeakEvidence, u.Path,
 			interceptors.Recommendation{EvidenceLevel: levelPossible},
 			"unit", unitText(u), "asset", u.Claim, "player", player),
 			units: []int64{id}})
 	}
 	if known {
-		r.ambiguous(u, id, scope)
+		r.ambiguous(u, id, sc)
 	}
 }
 
-// hasScope reports whether the knowledge set has scope as a value of the players'
-// dimension (false for ""), remembering the last answer: a request's unit claims
-// are about one or two factions, and the set's scope map hashes two strings.
-func (r *run) hasScope(scope string) bool {
+// view returns scope as a value of the players' dimension in the knowledge set
+// (a scope that does not exist for "" or without a set), remembering the last
+// two: a request's unit claims are about one or two factions, and the set's
+// scope map hashes two strings.
+func (r *run) view(scope string) knowledge.ScopeView {
 	if scope == "" || r.set == nil {
-		return false
+		return knowledge.ScopeView{}
 	}
-	if !r.scopeAsked || r.lastScope != scope {
-		r.scopeAsked, r.lastScope, r.lastHasScope = true, scope, r.set.HasScope(r.c.dim, scope)
+	for i := range r.views {
+		if v := &r.views[i]; v.ok && v.scope == scope {
+			return v.view
+		}
 	}
-	return r.lastHasScope
+	v := r.set.View(r.c.dim, scope)
+	r.views[r.nextView] = scopeView{scope: scope, view: v, ok: true}
+	r.nextView = (r.nextView + 1) % len(r.views)
+	return v
 }
 
 // claim applies the rules of event and timeline claims: their evidence items and
@@ -217,12 +225,14 @@ func itemSubjects(ev *claims.Evidence, fields []string) (units []int64, assets, 
 // powerMismatch: the unit used a power that some asset of the player's faction
 // carries and the claimed asset does not. Knowledge of other factions is never
 // consulted, so an incomplete faction cannot produce a false Contradiction.
-func (r *run) powerMismatch(u *claims.UnitClaim, id int64, scope string) {
+//
+// sc is the faction (scope) in the set and claimed the claimed asset's entry there.
+func (r *run) powerMismatch(u *claims.UnitClaim, id int64, scope string, sc knowledge.ScopeView, claimed *knowledge.Entry) {
 	for _, power := range r.ix.UnitPowers(id) {
 		var buf powerTagBuf
 		tag := buf.tag(power)
-		carriers := r.set.AssetsWithTag(r.c.dim, scope, tag)
-		if len(carriers) == 0 || r.set.HasTag(r.c.dim, scope, u.Claim, tag) {
+		carriers := sc.AssetsWithTag(tag)
+		if len(carriers) == 0 || claimed.HasTag(tag) {
 			continue
 		}
 		r.add(finding{issue: newIssue(CodePowerMismatch, interceptors.Contradiction, u.Path,
@@ -253,13 +263,14 @@ func (r *run) beforeProduction(u *claims.UnitClaim, id int64, player string) {
 }
 
 // isBuilder reports whether the claimed asset carries the builder tag: in the
-// player's faction when it is known (judged), else in any scope of the set.
-func (r *run) isBuilder(asset, scope string, judged bool) bool {
+// player's faction when it is known (judged; claimed is the asset's entry there,
+// nil when the faction has none), else in any scope of the set.
+func (r *run) isBuilder(asset string, claimed *knowledge.Entry, judged bool) bool {
 	if r.set == nil {
 		return false
 	}
 	if judged {
-		return r.set.HasTag(r.c.dim, scope, asset, builderTag)
+		return claimed != nil && claimed.HasTag(builderTag)
 	}
 	for _, e := range r.set.Lookup(asset) {
 		if e.Entry.HasTag(builderTag) {
@@ -273,7 +284,7 @@ func (r *run) isBuilder(asset, scope string, judged bool) bool {
 // the facts, one is a power that two or more assets of the faction carry (the
 // claimed asset among them — otherwise asset.power_mismatch speaks), and none
 // identifies the unit (it built, placed, produced or was sold).
-func (r *run) ambiguous(u *claims.UnitClaim, id int64, scope string) {
+func (r *run) ambiguous(u *claims.UnitClaim, id int64, sc knowledge.ScopeView) {
 	var shared string
 	var carriers []string
 	for i := range u.Evidence {
@@ -297,7 +308,7 @@ func (r *run) ambiguous(u *claims.UnitClaim, id int64, scope string) {
 			continue
 		}
 		var buf powerTagBuf
-		cs := r.set.AssetsWithTag(r.c.dim, scope, buf.tag(power))
+		cs := sc.AssetsWithTag(buf.tag(power))
 		if len(cs) >= 2 && slices.Contains(cs, u.Claim) {
 			shared, carriers = power, cs
 		}

@@ -584,3 +584,30 @@ func TestConcurrentChecksAgree(t *testing.T) {
 		}
 	}
 }
+
+// The run's memory of the scopes it looked up answers as the set does, whatever
+// the order the claims' factions come in (three factions for two slots).
+func TestRunViewAsSet(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, Config{}, testLog)
+	set := env.input.Set
+	r := newRun(env.checker, env.input)
+	factions := set.ScopeValues(env.checker.dim)
+	if len(factions) < 3 {
+		t.Fatalf("want three factions in the set, got %v", factions)
+	}
+	asked := append([]string{"", "no such faction"}, factions...)
+	for i := range 50 {
+		scope := asked[(i*7+i/3)%len(asked)]
+		got := r.view(scope)
+		want := scope != "" && set.HasScope(env.checker.dim, scope)
+		if got.Exists() != want || got != set.View(env.checker.dim, scope) && want {
+			t.Fatalf("view(%q) exists %v, want %v (or another scope's view)", scope, got.Exists(), want)
+		}
+		for _, e := range set.ScopeEntries(env.checker.dim, scope) {
+			if en := got.Entry(e.ID); en == nil || en.ID != e.ID || !set.Has(env.checker.dim, scope, e.ID) {
+				t.Fatalf("view(%q).Entry(%q) = %v", scope, e.ID, en)
+			}
+		}
+	}
+}
