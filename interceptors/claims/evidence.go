@@ -67,59 +67,87 @@ func (p *Parser) parseEvidence(raw string, arena *[]string) (Evidence, error) {
 		}
 		return ev, fmt.Errorf("unknown evidence type %q (want one of %s)", strings.TrimSpace(s[:bar]), p.evidenceNames)
 	}
-	rest := s[bar+1:]
-	if parts := strings.Count(rest, "|") + 1; parts != typ.arity+1 {
-		return ev, fmt.Errorf("%s evidence takes a time and %d parameter(s), got %d field(s) after the type", typ.name, typ.arity, parts)
+	// The fields after the type, split in one scan: the time, then the parameters
+	// as written, appended to the arena (and taken back on error). Only a text with
+	// more fields than the type takes is scanned again, to count them.
+	start := len(*arena)
+	timeRaw, rest, more := cutBar(s[bar+1:])
+	fields := 1
+	for more && fields <= typ.arity {
+		var field string
+		field, rest, more = cutBar(rest)
+		*arena = append(*arena, field)
+		fields++
 	}
-	timeRaw := rest
-	if bar = strings.IndexByte(rest, '|'); bar >= 0 {
-		timeRaw, rest = rest[:bar], rest[bar+1:]
-	} else {
-		rest = ""
+	if more {
+		fields += strings.Count(rest, "|") + 1
+	}
+	if fields != typ.arity+1 {
+		*arena = (*arena)[:start]
+		return ev, fmt.Errorf("%s evidence takes a time and %d parameter(s), got %d field(s) after the type", typ.name, typ.arity, fields)
 	}
 	timeRaw = trimSpace(timeRaw)
 	t, ok := interceptors.ParseClock(timeRaw)
 	if !ok {
+		*arena = (*arena)[:start]
 		return ev, fmt.Errorf("time %q is not a game-clock time like 1:24.00", timeRaw)
 	}
-	start := len(*arena)
-	for n := 0; n < typ.arity; n++ {
-		field := rest
-		if bar = strings.IndexByte(rest, '|'); bar >= 0 {
-			field, rest = rest[:bar], rest[bar+1:]
-		}
-		field = trimSpace(field)
-		if field == "" {
+	params := (*arena)[start:]
+	for n := range params {
+		if params[n] = trimSpace(params[n]); params[n] == "" {
 			*arena = (*arena)[:start]
 			return ev, fmt.Errorf("%s evidence parameter %d is empty", typ.name, n+1)
 		}
-		*arena = append(*arena, field)
 	}
 	ev.Structured = true
 	ev.Type = typ.name
 	ev.Time = t
 	ev.TimeRaw = timeRaw
 	if typ.arity > 0 {
-		ev.Params = (*arena)[start:len(*arena):len(*arena)]
+		ev.Params = params[:len(params):len(params)]
 	}
 	return ev, nil
 }
+
+// cutBar is strings.Cut(s, "|").
+func cutBar(s string) (before, after string, found bool) {
+	if i := strings.IndexByte(s, '|'); i >= 0 {
+		return s[:i], s[i+1:], true
+	}
+	return s, "", false
+}
+
+// maxScannedTypes is the number of evidence types up to which a lookup compares
+// the names one by one: for a pack's handful of types that is several times
+// cheaper than hashing the name.
+const maxScannedTypes = 16
 
 // lookupEvidenceType finds a declared type in any ASCII case without allocating.
 func (p *Parser) lookupEvidenceType(name string) (evidenceType, bool) {
 	if len(name) == 0 || len(name) > maxEvidenceType {
 		return evidenceType{}, false
 	}
-	if t, ok := p.evidence[name]; ok {
+	if len(p.types) <= maxScannedTypes {
+		for _, t := range p.types {
+			if t.name == name {
+				return t, true
+			}
+		}
+	} else if t, ok := p.evidence[name]; ok {
 		return t, true
 	}
 	var buf [maxEvidenceType]byte
+	upper := false
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
+			upper = true
 		}
 		buf[i] = c
+	}
+	if !upper {
+		return evidenceType{}, false // the name is its own lower case: not declared
 	}
 	t, ok := p.evidence[string(buf[:len(name)])]
 	return t, ok

@@ -150,7 +150,8 @@ type Parser struct {
 	marker        string
 	caps          [3]int
 	levels        map[string]Level
-	evidence      map[string]evidenceType
+	evidence      map[string]evidenceType // by lower-case name
+	types         []evidenceType          // the same, by name
 	evidenceNames string
 	paths         [3]claimPaths
 }
@@ -230,6 +231,10 @@ func NewParser(c *knowledge.ClaimsContract, evidence map[string][]string) (*Pars
 	}
 	sort.Strings(names)
 	p.evidenceNames = strings.Join(names, ", ")
+	p.types = make([]evidenceType, len(names))
+	for i, name := range names {
+		p.types[i] = p.evidence[name]
+	}
 	for kind := range p.paths {
 		n := min(p.caps[kind], maxPathClaims)
 		cp := claimPaths{claim: make([]string, n), evidence: make([][]string, n)}
@@ -903,6 +908,9 @@ func unitID(v value) (int64, bool) {
 	var s string
 	switch {
 	case v.isNumber():
+		if n, ok := parseDigits(v.raw); ok {
+			return n, true
+		}
 		if n, err := strconv.ParseInt(v.raw, 10, 64); err == nil {
 			if n < 0 {
 				return 0, false
@@ -922,6 +930,9 @@ func unitID(v value) (int64, bool) {
 	if s == "" {
 		return 0, false
 	}
+	if n, ok := parseDigits(s); ok {
+		return n, true
+	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
 			return 0, false
@@ -930,6 +941,24 @@ func unitID(v value) (int64, bool) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return 0, false
+	}
+	return n, true
+}
+
+// parseDigits reads s when it is 1 to 18 decimal digits, which no int64
+// overflows: strconv.ParseInt(s, 10, 64) without its call and error. It reports
+// false for anything else, which the caller leaves to ParseInt.
+func parseDigits(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i] - '0'
+		if c > 9 {
+			return 0, false
+		}
+		n = n*10 + int64(c)
 	}
 	return n, true
 }

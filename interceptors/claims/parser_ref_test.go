@@ -257,7 +257,7 @@ func (st *refState) evidenceItems(kind claimKind, i int, claimPath string, v gjs
 		var ev Evidence
 		var err error
 		if item.Type == gjson.String {
-			ev, err = st.p.parseEvidence(item.Str, &st.strs)
+			ev, err = st.p.refParseEvidence(item.Str, &st.strs)
 		} else {
 			ev, err = Evidence{Raw: item.Raw}, fmt.Errorf("the item is a JSON %s, not a string", refJSONType(item))
 		}
