@@ -99,7 +99,15 @@ type Index struct {
 type schema struct {
 	kinds  []kindInfo
 	byFold map[string]int // lower-case kind name -> id
+	// folds are the byFold keys by id, which kindID compares a name with one by
+	// one when there are at most maxScannedKinds.
+	folds []string
 }
+
+// maxScannedKinds is the number of kinds up to which kindID compares names one
+// by one: for a pack's handful of kinds that is several times cheaper than
+// hashing the name.
+const maxScannedKinds = 16
 
 type kindInfo struct {
 	name  string
@@ -112,8 +120,10 @@ type kindInfo struct {
 
 func (sc *schema) finish() {
 	sc.byFold = make(map[string]int, len(sc.kinds))
+	sc.folds = make([]string, len(sc.kinds))
 	for i, k := range sc.kinds {
-		sc.byFold[strings.ToLower(k.name)] = i
+		sc.folds[i] = strings.ToLower(k.name)
+		sc.byFold[sc.folds[i]] = i
 	}
 }
 
@@ -122,7 +132,15 @@ func (sc *schema) kindID(name string) (int, bool) {
 	if sc == nil {
 		return 0, false
 	}
-	if id, ok := sc.byFold[name]; ok {
+	if len(sc.folds) <= maxScannedKinds {
+		// From the last: of two kinds with one lower-case name, byFold holds the
+		// later.
+		for i := len(sc.folds) - 1; i >= 0; i-- {
+			if sc.folds[i] == name {
+				return i, true
+			}
+		}
+	} else if id, ok := sc.byFold[name]; ok {
 		return id, true
 	}
 	id, ok := sc.byFold[strings.ToLower(name)]
@@ -543,18 +561,38 @@ func (ix *Index) unitList(unit int64) []int32 {
 	return ix.unitOps[ix.unitStart[s]:ix.unitStart[s+1]]
 }
 
+// Unit is a UnitId of an index, looked up once for the several questions a
+// validator asks about one unit — whether it was observed, by whom, which powers
+// it used — instead of once per question. Its methods answer as the Index
+// methods of the same names do for its UnitId. The zero Unit (and a Unit of a nil
+// index) names no operation.
+type Unit struct {
+	ix   *Index
+	list []int32 // the op indexes naming the unit, in time order
+}
+
+// Unit returns unit as the index knows it.
+func (ix *Index) Unit(unit int64) Unit { return Unit{ix: ix, list: ix.unitList(unit)} }
+
 // Observed reports whether any operation names unit (select, power, sell, or as
 // builder or producer). unit.not_observed fires when it does not.
-func (ix *Index) Observed(unit int64) bool { return len(ix.unitList(unit)) > 0 }
+func (ix *Index) Observed(unit int64) bool { return ix.Unit(unit).Observed() }
+
+// Observed is Index.Observed for the unit.
+func (u Unit) Observed() bool { return len(u.list) > 0 }
 
 // FirstObserved returns the time of the first operation naming unit.
 // timeline.before_production compares it with FirstProduction.
 func (ix *Index) FirstObserved(unit int64) (time.Duration, bool) {
-	l := ix.unitList(unit)
-	if len(l) == 0 {
+	return ix.Unit(unit).FirstObserved()
+}
+
+// FirstObserved is Index.FirstObserved for the unit.
+func (u Unit) FirstObserved() (time.Duration, bool) {
+	if len(u.list) == 0 {
 		return 0, false
 	}
-	return ix.recs[l[0]].at, true
+	return u.ix.recs[u.list[0]].at, true
 }
 
 // LastObserved returns the time of the last operation naming unit.
@@ -572,9 +610,10 @@ func (ix *Index) LastObserved(unit int64) (time.Duration, bool) {
 //
 // A unit on one player's lines only (the usual case) costs no allocation: the
 // result is then a one-name slice of the index's names.
-func (ix *Index) UnitPlayers(unit int64) []string {
-	return ix.distinctNames(ix.unitList(unit), false)
-}
+func (ix *Index) UnitPlayers(unit int64) []string { return ix.Unit(unit).Players() }
+
+// Players is Index.UnitPlayers for the unit.
+func (u Unit) Players() []string { return u.ix.distinctNames(u.list, false) }
 
 // UnitOps returns the operations naming unit in which its kind plays role (one of
 // the Role constants; "" = every operation naming the unit), in time order: the
@@ -601,13 +640,16 @@ func (ix *Index) UnitOps(unit int64, role string) []*Op {
 // ActedAs reports whether unit appears in an operation whose kind plays role.
 // builder.not_observed asks ActedAs(unit, RoleBuilder); identifying evidence for
 // evidence.ambiguous is a builder, producer or sell operation of the unit.
-func (ix *Index) ActedAs(unit int64, role string) bool {
+func (ix *Index) ActedAs(unit int64, role string) bool { return ix.Unit(unit).ActedAs(role) }
+
+// ActedAs is Index.ActedAs for the unit.
+func (u Unit) ActedAs(role string) bool {
 	bit, ok := roleBit(role)
 	if !ok {
 		return false
 	}
-	for _, i := range ix.unitList(unit) {
-		if ix.roles(&ix.recs[i])&bit != 0 {
+	for _, i := range u.list {
+		if u.ix.roles(&u.ix.recs[i])&bit != 0 {
 			return true
 		}
 	}
@@ -616,10 +658,13 @@ func (ix *Index) ActedAs(unit int64, role string) bool {
 
 // UsedPower reports whether unit used power (an operation in RolePower naming
 // both). power.not_used fires when it did not.
-func (ix *Index) UsedPower(unit int64, power string) bool {
-	for _, i := range ix.unitList(unit) {
-		r := &ix.recs[i]
-		if ix.roles(r)&rolePowerBit != 0 && ix.name(r.power) == power {
+func (ix *Index) UsedPower(unit int64, power string) bool { return ix.Unit(unit).UsedPower(power) }
+
+// UsedPower is Index.UsedPower for the unit.
+func (u Unit) UsedPower(power string) bool {
+	for _, i := range u.list {
+		r := &u.ix.recs[i]
+		if u.ix.roles(r)&rolePowerBit != 0 && u.ix.name(r.power) == power {
 			return true
 		}
 	}
@@ -632,9 +677,10 @@ var rolePowerBit, _ = roleBit(RolePower)
 // asset.power_mismatch checks each against the claimed asset's specialPower tags.
 //
 // A unit that used one power (or none) costs no allocation, as in UnitPlayers.
-func (ix *Index) UnitPowers(unit int64) []string {
-	return ix.distinctNames(ix.unitList(unit), true)
-}
+func (ix *Index) UnitPowers(unit int64) []string { return ix.Unit(unit).Powers() }
+
+// Powers is Index.UnitPowers for the unit.
+func (u Unit) Powers() []string { return u.ix.distinctNames(u.list, true) }
 
 // distinctNames returns the distinct non-empty players (powers: the powers of
 // the RolePower operations) of the operations of list, in order of first

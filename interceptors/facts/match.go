@@ -80,7 +80,7 @@ func (ix *Index) matchKind(id int, e Evidence, tolerance time.Duration) int32 {
 	var buf [6]paramWant
 	wants := buf[:0]
 	for i, p := range e.Params {
-		w, ok := parseParam(k.evidence[i], strings.TrimSpace(p))
+		w, ok := parseParam(k.evidence[i], trimParam(p))
 		if !ok {
 			return -1
 		}
@@ -124,12 +124,49 @@ func (ix *Index) matchKind(id int, e Evidence, tolerance time.Duration) int32 {
 	return best
 }
 
+// trimParam is strings.TrimSpace without the call for a parameter that neither
+// starts nor ends with space, as the claims parser hands them over: TrimSpace
+// removes only ASCII white space and Unicode spaces (whose UTF-8 bytes are all >=
+// 0x80), so a text whose first and last bytes are printable ASCII other than the
+// space is returned as it is.
+func trimParam(p string) string {
+	if p != "" && asciiGraphic(p[0]) && asciiGraphic(p[len(p)-1]) {
+		return p
+	}
+	return strings.TrimSpace(p)
+}
+
+func asciiGraphic(c byte) bool { return '!' <= c && c <= '~' }
+
+// ParseUnitID reads a UnitId parameter as strconv.ParseInt(s, 10, 64) does,
+// reporting false where it fails; the 1 to 18 digits of nearly every UnitId,
+// which no int64 overflows, are read without its call.
+func ParseUnitID(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return parseUnitIDSlow(s)
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i] - '0'
+		if c > 9 {
+			return parseUnitIDSlow(s)
+		}
+		n = n*10 + int64(c)
+	}
+	return n, true
+}
+
+func parseUnitIDSlow(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
 func parseParam(field, p string) (paramWant, bool) {
 	w := paramWant{field: field, text: p}
 	switch field {
 	case fieldUnit, fieldUnits:
-		u, err := strconv.ParseInt(p, 10, 64)
-		if err != nil {
+		u, ok := ParseUnitID(p)
+		if !ok {
 			return w, false
 		}
 		w.unit = u

@@ -207,6 +207,14 @@ type run struct {
 	// strings. next is the slot the next lookup takes.
 	views    [2]scopeView
 	nextView int
+	lastUnit unitView // the last UnitId unit looked up
+}
+
+// unitView is a UnitId looked up in the facts.
+type unitView struct {
+	id   int64
+	unit facts.Unit
+	ok   bool // the view holds a lookup
 }
 
 // scopeView is a scope of the players' dimension looked up in the set.

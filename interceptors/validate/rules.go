@@ -49,11 +49,11 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 	}
 	id := u.UnitID // its text, unitText(u), is made only for an issue
 	var owners []string
-	observed := false
+	var unit facts.Unit
 	if r.hasFacts {
-		observed = r.ix.Observed(id)
-		owners = r.ix.UnitPlayers(id)
-		if !observed {
+		unit = r.unit(id)
+		owners = unit.Players()
+		if !unit.Observed() {
 			// No level makes a claim about a UnitId the facts never show honest:
 			// the claim goes.
 			r.add(finding{issue: newIssue(CodeUnitNotObserved, interceptors.Warning, u.Path,
@@ -103,15 +103,15 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 	}
 	ruledOut := u.Level.RulesOut()
 	if r.hasFacts && known && !ruledOut {
-		r.powerMismatch(u, id, scope, sc, entry)
+		r.powerMismatch(u, unit, scope, sc, entry)
 	}
 	if r.hasFacts && !ruledOut && player != "" {
-		r.beforeProduction(u, id, player)
+		r.beforeProduction(u, unit, player)
 	}
 	if !confident || !r.hasFacts {
 		return
 	}
-	if r.isBuilder(u.Claim, entry, judged) && !r.ix.ActedAs(id, facts.RoleBuilder) {
+	if r.isBuilder(u.Claim, entry, judged) && !unit.ActedAs(facts.RoleBuilder) {
 		r.add(finding{issue: newIssue(CodeBuilderNotObserved, interceptors.WeakEvidence, u.Path,
 			interceptors.Recommendation{EvidenceLevel: levelPossible},
 			"unit", unitText(u), "asset", u.Claim, "player", player),
@@ -120,6 +120,15 @@ func (r *run) unitClaim(u *claims.UnitClaim) {
 	if known {
 		r.ambiguous(u, id, sc)
 	}
+}
+
+// unit returns a UnitId as the facts know it, remembering the last one: a unit
+// claim's evidence is mostly about the claimed unit.
+func (r *run) unit(id int64) facts.Unit {
+	if !r.lastUnit.ok || r.lastUnit.id != id {
+		r.lastUnit = unitView{id: id, unit: r.ix.Unit(id), ok: true}
+	}
+	return r.lastUnit.unit
 }
 
 // view returns scope as a value of the players' dimension in the knowledge set
@@ -178,7 +187,7 @@ func (r *run) evidenceItem(ev *claims.Evidence) bool {
 	if kind.HasRole(facts.RolePower) {
 		unit, uok := unitParam(ev, fields)
 		power := param(ev, fields, fieldPower)
-		if uok && power != "" && !r.ix.UsedPower(unit, power) {
+		if uok && power != "" && !r.unit(unit).UsedPower(power) {
 			r.addItem(ev, fields, newIssue(CodePowerNotUsed, interceptors.Contradiction, ev.Path, rec,
 				"unit", strconv.FormatInt(unit, 10), "power", power, "evidence", ev.Raw,
 				"used", strings.Join(r.ix.UnitPowers(unit), r.c.sep), "time", interceptors.FormatClock(ev.Time)))
@@ -210,7 +219,7 @@ func itemSubjects(ev *claims.Evidence, fields []string) (units []int64, assets, 
 		}
 		switch f {
 		case fieldUnit, fieldUnits:
-			if u, err := strconv.ParseInt(ev.Params[i], 10, 64); err == nil {
+			if u, ok := facts.ParseUnitID(ev.Params[i]); ok {
 				units = append(units, u)
 			}
 		case fieldAsset:
@@ -226,9 +235,11 @@ func itemSubjects(ev *claims.Evidence, fields []string) (units []int64, assets, 
 // carries and the claimed asset does not. Knowledge of other factions is never
 // consulted, so an incomplete faction cannot produce a false Contradiction.
 //
-// sc is the faction (scope) in the set and claimed the claimed asset's entry there.
-func (r *run) powerMismatch(u *claims.UnitClaim, id int64, scope string, sc knowledge.ScopeView, claimed *knowledge.Entry) {
-	for _, power := range r.ix.UnitPowers(id) {
+// unit is the claimed unit in the facts, sc the faction (scope) in the set and
+// claimed the claimed asset's entry there.
+func (r *run) powerMismatch(u *claims.UnitClaim, unit facts.Unit, scope string, sc knowledge.ScopeView, claimed *knowledge.Entry) {
+	id := u.UnitID
+	for _, power := range unit.Powers() {
 		var buf powerTagBuf
 		tag := buf.tag(power)
 		carriers := sc.AssetsWithTag(tag)
@@ -246,12 +257,14 @@ func (r *run) powerMismatch(u *claims.UnitClaim, id int64, scope string, sc know
 // beforeProduction: the player produced the claimed asset (producer operations;
 // structures are built, not produced), and the unit was observed strictly before
 // the first such production.
-func (r *run) beforeProduction(u *claims.UnitClaim, id int64, player string) {
+// unit is the claimed unit in the facts.
+func (r *run) beforeProduction(u *claims.UnitClaim, unit facts.Unit, player string) {
+	id := u.UnitID
 	produced, ok := r.ix.FirstProduction(player, u.Claim)
 	if !ok {
 		return
 	}
-	first, ok := r.ix.FirstObserved(id)
+	first, ok := unit.FirstObserved()
 	if !ok || first >= produced {
 		return
 	}
@@ -353,8 +366,7 @@ func (b *powerTagBuf) tag(power string) string {
 func unitParam(ev *claims.Evidence, fields []string) (int64, bool) {
 	for i, f := range fields {
 		if (f == fieldUnit || f == fieldUnits) && i < len(ev.Params) {
-			n, err := strconv.ParseInt(ev.Params[i], 10, 64)
-			return n, err == nil
+			return facts.ParseUnitID(ev.Params[i])
 		}
 	}
 	return 0, false
