@@ -256,8 +256,7 @@ func (r *run) powerMismatch(u *claims.UnitClaim, unit facts.Unit, scope string, 
 
 // beforeProduction: the player produced the claimed asset (producer operations;
 // structures are built, not produced), and the unit was observed strictly before
-// the first such production.
-// unit is the claimed unit in the facts.
+// the first such production. unit is the claimed unit in the facts.
 func (r *run) beforeProduction(u *claims.UnitClaim, unit facts.Unit, player string) {
 	id := u.UnitID
 	produced, ok := r.ix.FirstProduction(player, u.Claim)
