@@ -3,6 +3,7 @@ package interceptors
 import (
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -158,6 +159,14 @@ var answerBodies = []string{
 	`{"choices":[{"message":{"content":"a \"quoted\" \u4e2d\\ claim"}},{"message":{"content":"plain","content":"twice"}}],"usage":{"total_tokens":1}}`,
 	`  {"choices":[{"message":{"content":"deep","tool_calls":[[[[1]]]]}}]}  `, `{"choices":[{"message":{"content":"x"}}]} x`, ` [1] `, `{"a":[[[[[{}]]]]]}`,
 	"{\"choices\":[{\"message\":{\"content\":\"raw \x01 control\"}}]}",
+	// Contents the check decodes in the same read: escapes of every kind at
+	// each place of an eight-byte word, invalid ones, and contents longer than
+	// the decoder's first buffer.
+	`{"choices":[{"message":{"content":"\u00e9\ud83d\ude00 \ud800 lone\udc00\ud800\u0041 \/\b\f\r\t 1234567\"12345678\n"}}]}`,
+	`{"choices":[{"message":{"content":"bad \ud83d\uzzzz"}}]}`, `{"choices":[{"message":{"content":"bad \q escape"}}]}`,
+	`{"choices":[{"message":{"content":"1234567\`,
+	`{"choices":[{"message":{"content":"` + strings.Repeat(`{\"unitId\": 246, \"claim\": \"中文\"}\n`, 200) + `"},"finish_reason":"stop"}]}`,
+	`{"choices":[{"message":{"content":"` + strings.Repeat("plain ", 800) + `\n"},"finish_reason":"stop"}]}`,
 }
 
 func TestAnswerSpansAsGjson(t *testing.T) {
