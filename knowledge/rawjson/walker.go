@@ -307,12 +307,46 @@ func growDecoded(buf []byte, k, need int) []byte {
 }
 
 // Value checks the value starting at s[i] and returns the offset just past it,
-// or -1.
+// or -1. A string, number or literal is read where it stands, as Check reads
+// it (what follows it is its container's to check); a container is checked by
+// Check's scanner.
 func (w *Walker) Value(i int) int {
 	s := w.s
 	if w.failed || i >= len(s) {
 		return w.fail()
 	}
+	var end int
+	var f failure
+	switch c := s[i]; c {
+	case '{', '[':
+		return w.container(i)
+	case '"':
+		if end = stringLiteralEnd(s, i); end < 0 {
+			return w.fail()
+		}
+		return end
+	case 't':
+		end, f = scanLiteral(s, i, "true")
+	case 'f':
+		end, f = scanLiteral(s, i, "false")
+	case 'n':
+		end, f = scanLiteral(s, i, "null")
+	default:
+		if c != '-' && !isDigit(c) {
+			return w.fail()
+		}
+		end, f = scanNumber(s, i)
+	}
+	if f.off >= 0 {
+		return w.fail()
+	}
+	return end
+}
+
+// container checks the object or array starting at s[i] and returns the offset
+// just past it, or -1.
+func (w *Walker) container(i int) int {
+	s := w.s
 	end := valueEnd(s, i)
 	if end < 0 {
 		return w.fail()
@@ -320,10 +354,7 @@ func (w *Walker) Value(i int) int {
 	// valueEnd finds the extent a valid value has; the value is valid when that
 	// extent checks as a whole text nested within the levels left.
 	left := w.maxDepth - w.depth
-	if left < 1 && (s[i] == '{' || s[i] == '[') {
-		return w.fail()
-	}
-	if scan(s[i:end], max(left, 1)).off >= 0 {
+	if left < 1 || scan(s[i:end], left).off >= 0 {
 		return w.fail()
 	}
 	return end

@@ -136,6 +136,9 @@ var walkerSeeds = []string{
 	`{"a\u0000":1}`, "{\"a\x01\":1}", "[\"\x1f\"]", `["\x"]`, `[[[[1]]]]`, `{"a":{"b":{"c":{}}}}`,
 	`[{"a":tru}]`, `[01]`, `[1 ]x`, `{"a":1}}`, `[1]]`, `[`, `{"a"`, `{"a":`, `"`, `[""`,
 	`{"a":[1,2,{"b":[3,{"c":"d"}]}],"e":"f"}`,
+	// Scalars the walker checks where they stand, with what may follow them.
+	`[1x]`, `{"a":12x}`, `[truex]`, `["a"x]`, `["a\"]`, `[-]`, `[1.]`, `{"a":nul}`, `[1e5,2E-3,-0.5,0,-0]`, `[1 2]`,
+	`{"a":true"b"}`, `[false,null,true]`, `[01]`, `{"a":"\u00e9\n","b":-1e+9}`, "[\"a\x01\"]", `1x`, `-`, `"a"x`,
 }
 
 func TestWalkerAgreesWithCheck(t *testing.T) {
