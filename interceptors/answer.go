@@ -32,6 +32,10 @@ type answerSpans struct {
 	choicesFound bool
 	choices      []choiceSpans
 	usage        span
+	// usageWalked reports that the walk read the usage object's token counts
+	// (readUsage): walkedUsage is then the body's Usage if the body is valid.
+	usageWalked bool
+	walkedUsage Usage
 	// usageRead reports that usageValue is the body's Usage: read once, and
 	// carried over an edit of the content (SetChoiceContent), which leaves the
 	// usage as it was, so that summing usage after the edit walks nothing.
@@ -93,6 +97,9 @@ func (r *Response) spans() *answerSpans {
 	*a = answerSpans{body: unsafe.SliceData(r.Body), n: len(r.Body), read: true, valid: valid, choices: a.choices[:0],
 		usageRead: usageRead, usageValue: usage}
 	a.fast = a.walk(r.view())
+	if a.fast && a.usageWalked && !a.usageRead {
+		a.usageRead, a.usageValue = true, a.walkedUsage
+	}
 	return a
 }
 
@@ -112,6 +119,9 @@ func (r *Response) CheckJSON(maxDepth int) bool {
 		return false
 	}
 	a.valid, a.fast = true, fast
+	if a.usageWalked && fast {
+		a.usageRead, a.usageValue = true, a.walkedUsage
+	}
 	return true
 }
 
@@ -223,7 +233,12 @@ func walkBody(a *answerSpans, body string, sc *bodyScan) (fast bool, end int) {
 				return -1
 			}
 			usageFound = true
-			e := sc.value(v)
+			var e int
+			if body[v] == '{' {
+				e = readUsage(a, body, v, sc)
+			} else {
+				e = sc.value(v)
+			}
 			if e > v {
 				a.usage = span{raw: body[v:e], off: v}
 			}
@@ -232,6 +247,75 @@ func walkBody(a *answerSpans, body string, sc *bodyScan) (fast bool, end int) {
 		return -1
 	})
 	return ok && end >= 0, end
+}
+
+// readUsage reads the usage object at body[start] in the walk and returns the
+// offset just past it. When each of its token counts is absent or a plain
+// integer (at most 15 digits, which a float64 holds exactly), the usage is
+// what parseUsage reads with gjson (the first of a repeated member), and it is
+// kept as the walk's usage (usageWalked) for Usage to take once the body is
+// known to be valid; any other count leaves it to parseUsage.
+func readUsage(a *answerSpans, body string, start int, sc *bodyScan) int {
+	var u Usage
+	var seen [3]bool
+	plain := true
+	end := sc.members(start, func(key string, v int) int {
+		var n *int
+		var at int
+		switch {
+		case sc.keyIs(key, "prompt_tokens"):
+			n, at = &u.PromptTokens, 0
+		case sc.keyIs(key, "completion_tokens"):
+			n, at = &u.CompletionTokens, 1
+		case sc.keyIs(key, "total_tokens"):
+			n, at = &u.TotalTokens, 2
+		default:
+			return -1
+		}
+		if seen[at] {
+			return -1
+		}
+		seen[at] = true
+		x, e := plainInt(body, v)
+		if e < 0 {
+			plain = false
+			return -1
+		}
+		*n = x
+		return e
+	})
+	if plain && end >= 0 {
+		a.usageWalked, a.walkedUsage = true, u
+	}
+	return end
+}
+
+// plainInt reads the JSON integer at s[i] when it is plain: an optional minus
+// and 1 to 15 digits, without a leading zero, not followed by a fraction or an
+// exponent. It returns its value and the offset just past it, or -1 for any
+// other text. A walker's check of what follows (a separator or the object's
+// end) is then the check of the number: the text after a plain integer is
+// valid exactly when it is after the number it starts.
+func plainInt(s string, i int) (int, int) {
+	neg := i < len(s) && s[i] == '-'
+	if neg {
+		i++
+	}
+	j, n := i, 0
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		n = n*10 + int(s[j]-'0')
+		j++
+	}
+	if j == i || j-i > 15 || s[i] == '0' && j-i > 1 {
+		return 0, -1
+	}
+	if j < len(s) && (s[j] == '.' || s[j] == 'e' || s[j] == 'E') {
+		return 0, -1
+	}
+	if neg {
+		n = -n
+	}
+	return n, j
 }
 
 // walkChoices records the elements of the choices array at body[start] and

@@ -3,6 +3,7 @@ package interceptors
 import (
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -158,6 +159,23 @@ var answerBodies = []string{
 	`{"choices":[{"message":{"content":"a \"quoted\" \u4e2d\\ claim"}},{"message":{"content":"plain","content":"twice"}}],"usage":{"total_tokens":1}}`,
 	`  {"choices":[{"message":{"content":"deep","tool_calls":[[[[1]]]]}}]}  `, `{"choices":[{"message":{"content":"x"}}]} x`, ` [1] `, `{"a":[[[[[{}]]]]]}`,
 	"{\"choices\":[{\"message\":{\"content\":\"raw \x01 control\"}}]}",
+	// Contents the check decodes in the same read: escapes of every kind at
+	// each place of an eight-byte word, invalid ones, and contents longer than
+	// the decoder's first buffer.
+	`{"choices":[{"message":{"content":"\u00e9\ud83d\ude00 \ud800 lone\udc00\ud800\u0041 \/\b\f\r\t 1234567\"12345678\n"}}]}`,
+	`{"choices":[{"message":{"content":"bad \ud83d\uzzzz"}}]}`, `{"choices":[{"message":{"content":"bad \q escape"}}]}`,
+	`{"choices":[{"message":{"content":"1234567\`,
+	`{"choices":[{"message":{"content":"` + strings.Repeat(`{\"unitId\": 246, \"claim\": \"中文\"}\n`, 200) + `"},"finish_reason":"stop"}]}`,
+	`{"choices":[{"message":{"content":"` + strings.Repeat("plain ", 800) + `\n"},"finish_reason":"stop"}]}`,
+	// Usages the walk reads itself, and those it leaves to gjson.
+	`{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":512,"completion_tokens":64,"total_tokens":576}}`,
+	`{"choices":[{"message":{"content":"x"}}],"usage":{ "prompt_tokens" : -0 , "completion_tokens":0,"total_tokens":-123456789012345,"x":[1]}}`,
+	`{"choices":[],"usage":{"total_tokens":1,"total_tokens":2,"prompt_tokens":3,"prompt_tokens":"4"}}`,
+	`{"usage":{"total_tokens":1234567890123456,"prompt_tokens":1}}`, `{"usage":{"total_tokens":1.0}}`,
+	`{"usage":{"total_tokens":1e2}}`, `{"usage":{"total_tokens":2E+1,"prompt_tokens":7}}`, `{"usage":{"total_tokens":007}}`,
+	`{"usage":{"total_tokens":-}}`, `{"usage":{"total_tokens":- 1}}`, `{"usage":{"total_tokens":12x}}`, `{"usage":{"total_tokens":12`,
+	`{"usage":{"total\u005ftokens":5,"prompt_tokens":true,"completion_tokens":null}}`, `{"usage":{"total_tokens":{"a":1}}}`,
+	`{"usage":{}}`, `{"usage":{"total_tokens":9}} `, `{"usage":{"total_tokens":9}}]`, `{"usage":{"total_tokens":9,}}`,
 }
 
 func TestAnswerSpansAsGjson(t *testing.T) {

@@ -146,3 +146,25 @@ func BenchmarkUnescapeAnswer(b *testing.B) {
 		b.Fatal("the decoded answer differs")
 	}
 }
+
+// BenchmarkWalkerStringAnswer reads the content of the answer factgate bench's
+// mock gives with a Walker, as a held answer's check does: the string is checked
+// and decoded, with the rest of a chat body after it.
+func BenchmarkWalkerStringAnswer(b *testing.B) {
+	answer, err := os.ReadFile(benchAnswerPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := `{"content":` + string(AppendString(nil, string(answer))) + `},"finish_reason":"stop"}],"usage":{"prompt_tokens":512,"completion_tokens":64,"total_tokens":576}}`
+	const at = len(`{"content":`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var got string
+	for b.Loop() {
+		w := NewWalker(body, 0)
+		got, _ = w.String(at)
+	}
+	if got != string(answer) {
+		b.Fatal("the decoded answer differs")
+	}
+}
