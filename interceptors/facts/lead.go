@@ -222,15 +222,7 @@ func (m *lineMatcher) findAfter(lead *lineLead, r *leadRun, line string, buf []i
 		}
 		sub := buf[:2*m.prog.ncap]
 		matched, decided := m.prog.matchAfter(lead, r, line, sub)
-		switch {
-		case matched:
-			return sub
-		case decided:
-			return nil
-		}
+		return m.verdict(line, sub, matched, decided)
 	}
-	if !m.mayMatch(line) {
-		return nil
-	}
-	return m.re.FindStringSubmatchIndex(line)
+	return m.verdict(line, nil, false, false)
 }

@@ -336,14 +336,21 @@ func (m *lineMatcher) find(line string, buf []int) []int {
 	if m.prog != nil {
 		sub := buf[:2*m.prog.ncap]
 		matched, decided := m.prog.match(line, sub)
-		switch {
-		case matched:
-			return sub
-		case decided:
-			return nil
-		}
+		return m.verdict(line, sub, matched, decided)
 	}
-	if !m.mayMatch(line) {
+	return m.verdict(line, nil, false, false)
+}
+
+// verdict turns a program's run on line into find's result: sub when it matched,
+// nil when it decided the line does not match, and otherwise (no program, or one
+// that gave up) the regexp's answer after the prefilter.
+func (m *lineMatcher) verdict(line string, sub []int, matched, decided bool) []int {
+	switch {
+	case matched:
+		return sub
+	case decided:
+		return nil
+	case !m.mayMatch(line):
 		return nil
 	}
 	return m.re.FindStringSubmatchIndex(line)
