@@ -69,7 +69,8 @@ type Exchange struct {
 	// not already ask for the claims block): only then is the claims block
 	// factgate's to strip from the answer (strip_claims: auto).
 	ContractInjected bool
-	// Validators are the answer validators of the route, in the order they run.
+	// Validators are the answer validators of the route, in the order they run
+	// (AddValidator appends one).
 	Validators []AnswerValidator
 	// Issues are the issues of the current answer (the first draft after
 	// validation; the final answer after revision), over every validated choice.
@@ -107,6 +108,12 @@ type Exchange struct {
 	// slice from one cost three allocations per request.
 	bufferSlots [4]*[]byte
 	holds       atomic.Int32 // goroutines holding the buffers besides the proxy (Hold)
+
+	// validators backs Validators for the first ones AddValidator adds, and
+	// choice backs Choices for an answer of one choice (NewChoices): each cost
+	// an allocation per validated request.
+	validators [2]AnswerValidator
+	choice     [1]Choice
 }
 
 // Choice is one choice of a checked answer.
@@ -214,6 +221,37 @@ func (ex *Exchange) Value(key any) any {
 	}
 	return ex.more[key]
 }
+
+// AddValidator appends v to Validators.
+func (ex *Exchange) AddValidator(v AnswerValidator) {
+	if ex.Validators == nil {
+		ex.Validators = ex.validators[:0]
+	}
+	ex.Validators = append(ex.Validators, v)
+}
+
+// NewChoices sets Choices to n zero choices and returns them.
+func (ex *Exchange) NewChoices(n int) []Choice {
+	if n <= len(ex.choice) {
+		ex.choice = [len(ex.choice)]Choice{}
+		ex.Choices = ex.choice[:n:n]
+	} else {
+		ex.Choices = make([]Choice, n)
+	}
+	return ex.Choices
+}
+
+// IssueCountsHeader renders the issue counts of the first draft, of the final
+// answer as validated and of the answer as delivered as the X-Factgate-Issues
+// header says them: "draft=C1,W2;final=C1;delivered=0".
+func IssueCountsHeader(draft, final, delivered SeverityCounts) string {
+	if draft == (SeverityCounts{}) && final == draft && delivered == draft {
+		return noIssuesHeader // a clean answer's, the usual one, not built each time
+	}
+	return "draft=" + draft.String() + ";final=" + final.String() + ";delivered=" + delivered.String()
+}
+
+const noIssuesHeader = "draft=0;final=0;delivered=0"
 
 // AddHeader adds a response header for the client.
 func (ex *Exchange) AddHeader(name, value string) {

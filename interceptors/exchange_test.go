@@ -1,6 +1,8 @@
 package interceptors
 
 import (
+	"context"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -280,5 +282,66 @@ func TestExchangeHeaders(t *testing.T) {
 	want := [][2]string{{"A", "3"}, {"B", "2"}, {"C", "4"}, {"D", "5"}}
 	if !slices.Equal(ex.ResponseHeaders, want) {
 		t.Errorf("headers %v, want %v", ex.ResponseHeaders, want)
+	}
+}
+
+// namedValidator is an AnswerValidator that only has a name.
+type namedValidator string
+
+func (v namedValidator) Name() string    { return string(v) }
+func (v namedValidator) LLMBacked() bool { return false }
+func (v namedValidator) ValidateAnswer(context.Context, *Exchange, string) ([]Issue, error) {
+	return nil, nil
+}
+
+// TestExchangeAddValidator: validators keep their order past the in-place
+// slots, and a validator appended directly (as other stages may) joins them.
+func TestExchangeAddValidator(t *testing.T) {
+	ex := &Exchange{}
+	ex.AddValidator(namedValidator("a"))
+	ex.AddValidator(namedValidator("b"))
+	ex.Validators = append(ex.Validators, namedValidator("c"))
+	ex.AddValidator(namedValidator("d"))
+	var names []string
+	for _, v := range ex.Validators {
+		names = append(names, v.Name())
+	}
+	if want := []string{"a", "b", "c", "d"}; !slices.Equal(names, want) {
+		t.Errorf("validators %v, want %v", names, want)
+	}
+}
+
+// TestExchangeNewChoices: the choices start zero, even when the in-place slot
+// held an earlier answer's, and there are as many as asked for.
+func TestExchangeNewChoices(t *testing.T) {
+	ex := &Exchange{}
+	for _, n := range []int{1, 0, 3, 1} {
+		for i := range ex.Choices {
+			ex.Choices[i] = Choice{Index: 7, Skipped: "x", Issues: []Issue{{Code: "c"}}}
+		}
+		got := ex.NewChoices(n)
+		if len(got) != n || len(ex.Choices) != n || cap(got) != n {
+			t.Fatalf("NewChoices(%d) = %d choices (cap %d), Choices %d", n, len(got), cap(got), len(ex.Choices))
+		}
+		for i, c := range got {
+			if !reflect.ValueOf(c).IsZero() {
+				t.Fatalf("NewChoices(%d)[%d] = %+v, want zero", n, i, c)
+			}
+		}
+	}
+}
+
+// TestIssueCountsHeader: a clean answer's header is the one built from its
+// counts.
+func TestIssueCountsHeader(t *testing.T) {
+	var zero, some SeverityCounts
+	some[Warning], some[Fatal] = 2, 1
+	for _, c := range []struct{ draft, final, delivered SeverityCounts }{
+		{zero, zero, zero}, {some, zero, zero}, {zero, some, zero}, {zero, zero, some}, {some, some, some},
+	} {
+		want := "draft=" + c.draft.String() + ";final=" + c.final.String() + ";delivered=" + c.delivered.String()
+		if got := IssueCountsHeader(c.draft, c.final, c.delivered); got != want {
+			t.Errorf("IssueCountsHeader(%v, %v, %v) = %q, want %q", c.draft, c.final, c.delivered, got, want)
+		}
 	}
 }

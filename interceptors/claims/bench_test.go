@@ -155,6 +155,22 @@ func BenchmarkParseBenchAnswer(b *testing.B) {
 	}
 }
 
+// BenchmarkReadInBenchAnswer: the read a check makes (ReadIn), into the
+// parser's reused buffers.
+func BenchmarkReadInBenchAnswer(b *testing.B) {
+	p := newRA3Parser(b)
+	content := benchCleanAnswer(b)
+	b.SetBytes(int64(len(content)))
+	b.ReportAllocs()
+	for b.Loop() {
+		p.ReadIn(nil, content, Required, func(c *Claims) {
+			if !c.Usable() {
+				b.Fatal("parse failed")
+			}
+		})
+	}
+}
+
 func BenchmarkLocateBenchAnswer(b *testing.B) {
 	p := newRA3Parser(b)
 	content := benchCleanAnswer(b)

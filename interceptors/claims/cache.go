@@ -37,8 +37,15 @@ type locationsKey struct{}
 // request phase: Exchange values must not be set while the answer phases run.
 func AttachLocations(ex *interceptors.Exchange) *Locations {
 	l := &Locations{}
-	ex.SetValue(locationsKey{}, l)
+	l.Attach(ex)
 	return l
+}
+
+// Attach stores l, which must be empty, on ex, as AttachLocations stores a new
+// one: for a stage that keeps the Locations in a request value of its own, to
+// allocate them with it.
+func (l *Locations) Attach(ex *interceptors.Exchange) {
+	ex.SetValue(locationsKey{}, l)
 }
 
 // LocationsOf returns the Locations stored on ex, nil when none (the parsers then

@@ -74,9 +74,9 @@ func cut(s string, r Span, orig string) string {
 	case rt == "":
 		switch {
 		case strings.HasSuffix(orig, "\r\n"):
-			return lt + "\r\n"
+			return withBreak(s, lt, "\r\n")
 		case strings.HasSuffix(orig, "\n"):
-			return lt + "\n"
+			return withBreak(s, lt, "\n")
 		}
 		return lt
 	}
@@ -85,6 +85,16 @@ func cut(s string, r Span, orig string) string {
 		sep = right[:len(right)-len(rt)]
 	}
 	return lt + sep + rt
+}
+
+// withBreak returns lt, a prefix of s, followed by the line break br: a longer
+// prefix of s when br follows lt there (a block at the end of an answer, the
+// usual place), else a new string.
+func withBreak(s, lt, br string) string {
+	if strings.HasPrefix(s[len(lt):], br) {
+		return s[:len(lt)+len(br)]
+	}
+	return lt + br
 }
 
 // markerRegion widens the marker to its whole line (without the line break) when

@@ -413,3 +413,17 @@ func TestDowngradeKeepsAOneLineBlockOnOneLine(t *testing.T) {
 		}
 	}
 }
+
+// withBreak is the concatenation it saves, wherever the prefix ends.
+func TestWithBreakIsConcatenation(t *testing.T) {
+	t.Parallel()
+	for _, s := range append(fuzzSeeds(t), "a\r\n", "a\n\r\n", "\n", "") {
+		for k := 0; k <= len(s); k++ {
+			for _, br := range []string{"\n", "\r\n"} {
+				if got, want := withBreak(s, s[:k], br), s[:k]+br; got != want {
+					t.Fatalf("withBreak(%q, %q, %q) = %q, want %q", s, s[:k], br, got, want)
+				}
+			}
+		}
+	}
+}

@@ -316,7 +316,32 @@ func (p *Parser) Parse(content string, req Requirement) *Claims {
 
 // parseAt is Parse with the block at loc, where Locate found it in content.
 func (p *Parser) parseAt(content string, loc Location, req Requirement) *Claims {
-	c := &Claims{Location: loc}
+	c := &Claims{}
+	sc := readScratchPool.Get().(*readScratch)
+	p.parseInto(c, content, loc, req, sc, false)
+	sc.release()
+	return c
+}
+
+// ReadIn is ParseIn for a caller that only reads the result while use runs, as
+// checking an answer does: the claim lists and evidence items are read into
+// buffers this parser reuses, not copied into lists of their own, so a clean
+// answer's parse allocates nothing. use must not keep c, its lists or any
+// slice of them once it returns (their strings it may keep: they share
+// content's memory or are the parser's own); a list that must outlive use is
+// copied (or parsed with ParseIn).
+func (p *Parser) ReadIn(l *Locations, content string, req Requirement, use func(c *Claims)) {
+	sc := readScratchPool.Get().(*readScratch)
+	p.parseInto(&sc.parsed, content, p.LocateIn(l, content), req, sc, true)
+	use(&sc.parsed)
+	sc.release()
+}
+
+// parseInto parses the block at loc into *c (a zero Claims), collecting the
+// lists in sc's buffers; transient leaves them there (ReadIn), else they are
+// copied out and sc is left empty.
+func (p *Parser) parseInto(c *Claims, content string, loc Location, req Requirement, sc *readScratch, transient bool) {
+	c.Location = loc
 	if !c.Found {
 		sev := interceptors.Warning
 		if req == Required {
@@ -327,24 +352,23 @@ func (p *Parser) parseAt(content string, loc Location, req Requirement) *Claims 
 			msg = "the answer has no claims block after " + p.marker
 		}
 		c.Issues = append(c.Issues, issue(CodeMissing, sev, "", msg, "marker", p.marker))
-		return c
+		return
 	}
 	c.Block = content[c.Span.Start:c.Span.End]
 	if c.Span.Len() > MaxBlockBytes {
 		c.invalid(fmt.Sprintf("the block is %d bytes, more than the %d allowed", c.Span.Len(), MaxBlockBytes))
-		return c
+		return
 	}
 	switch {
 	case c.hasNorm:
 		// The fallback normalised the block and checked the result, so the read
 		// cannot fail.
 		c.JSON = c.norm
-		p.read(c)
-	case p.readStrict(c):
+		p.read(c, sc, transient)
+	case p.readStrict(c, sc, transient):
 	default:
-		p.readTolerant(c)
+		p.readTolerant(c, sc, transient)
 	}
-	return c
 }
 
 // readStrict reads the block as written, checking it in the same walk. Valid JSON
@@ -352,9 +376,9 @@ func (p *Parser) parseAt(content string, loc Location, req Requirement) *Claims 
 // are invalid outside strings) and nests no deeper than it allows, so normalising
 // it would return the block itself. It reports false, leaving c as it was, when
 // the block is not strict JSON.
-func (p *Parser) readStrict(c *Claims) bool {
+func (p *Parser) readStrict(c *Claims, sc *readScratch, transient bool) bool {
 	c.JSON = c.Block
-	if p.read(c) {
+	if p.read(c, sc, transient) {
 		return true
 	}
 	c.JSON = ""
@@ -363,7 +387,7 @@ func (p *Parser) readStrict(c *Claims) bool {
 
 // readTolerant normalises the block and reads the result, or reports why the
 // block is not valid JSON.
-func (p *Parser) readTolerant(c *Claims) {
+func (p *Parser) readTolerant(c *Claims, sc *readScratch, transient bool) {
 	norm, err := NormalizeString(c.Block)
 	if err != nil {
 		c.invalid(err.Error())
@@ -375,7 +399,7 @@ func (p *Parser) readTolerant(c *Claims) {
 		return
 	}
 	// An unchanged block failed readStrict already.
-	if norm == c.Block || !p.read(c) {
+	if norm == c.Block || !p.read(c, sc, transient) {
 		c.invalid(syntaxProblem(c.JSON))
 	}
 }
@@ -397,10 +421,12 @@ func syntaxProblem(s string) string {
 // read reads c.JSON, checking it in the same walk (see rawjson.Walker): the root
 // object's claim arrays, or the claims.root_not_object issue for another valid
 // root. It reports false, leaving c as it was, when c.JSON is not valid JSON
-// nested at most MaxDepth levels deep.
-func (p *Parser) read(c *Claims) bool {
+// nested at most MaxDepth levels deep. The lists are collected in sc's buffers
+// (empty on entry); transient leaves them there for the caller, else they are
+// copied out (see settle), and sc is left empty whenever the read fails.
+func (p *Parser) read(c *Claims, sc *readScratch, transient bool) bool {
 	s := c.JSON
-	st := parseState{p: p, c: c, w: rawjson.NewWalker(s, MaxDepth)}
+	st := parseState{p: p, c: c, w: rawjson.NewWalker(s, MaxDepth), transient: transient}
 	root := skipSpace(s, 0)
 	if root >= len(s) || s[root] != '{' {
 		if !st.w.End(st.w.Value(root)) {
@@ -411,10 +437,11 @@ func (p *Parser) read(c *Claims) bool {
 			"the claims block is a JSON "+typ+", not an object", "got", typ))
 		return true
 	}
-	units, events, timeline, issues := c.UnitClaims, c.EventClaims, c.TimelineClaims, c.Issues
-	scratch := readScratchPool.Get().(*readScratch)
-	st.evidence, st.units, st.claims = scratch.evidence[:0], scratch.units[:0], scratch.claims[:0]
-	defer st.release(scratch)
+	issues := c.Issues
+	st.evidence, st.units, st.claims = sc.evidence, sc.units, sc.claims
+	if transient {
+		st.strs = sc.strs
+	}
 	var seen [3]bool
 	var order arrayOrder
 	end := st.w.Members(root, func(key string, v int) int {
@@ -429,14 +456,22 @@ func (p *Parser) read(c *Claims) bool {
 		order.begin(kind, len(c.Issues))
 		return st.claimArray(kind, v)
 	})
-	if !st.w.End(end) {
-		c.UnitClaims, c.EventClaims, c.TimelineClaims, c.Issues = units, events, timeline, issues
-		return false
+	ok := st.w.End(end)
+	if ok {
+		c.Valid = true
+		c.Issues = order.sortIssues(c.Issues)
+		st.settle(&order)
+	} else {
+		c.Issues = issues
 	}
-	c.Valid = true
-	c.Issues = order.sortIssues(c.Issues)
-	st.moveEvidence(&order)
-	return true
+	sc.evidence, sc.units, sc.claims = st.evidence, st.units, st.claims
+	if transient {
+		sc.strs = st.strs
+	}
+	if !ok || !transient {
+		sc.empty() // nothing of the read is kept in sc
+	}
+	return ok
 }
 
 func (c *Claims) invalid(reason string) {
@@ -487,18 +522,23 @@ func (o *arrayOrder) sortIssues(issues []interceptors.Issue) []interceptors.Issu
 
 // parseState holds one read's walker and shared buffers.
 type parseState struct {
-	p        *Parser
-	c        *Claims
-	w        rawjson.Walker
-	evidence []Evidence  // the claims' evidence items in walk order (see moveEvidence)
-	units    []UnitClaim // the unit claims of the array being read (see claimArray)
-	claims   []Claim     // the event or timeline claims of the array being read
-	strs     []string    // arena for parameters, alternatives and confirmations (see strArena)
+	p         *Parser
+	c         *Claims
+	w         rawjson.Walker
+	transient bool        // the lists stay in the scratch buffers (see read)
+	evidence  []Evidence  // the claims' evidence items in walk order (see settle)
+	units     []UnitClaim // the unit claims (see claimArray)
+	claims    []Claim     // the event and timeline claims, one run per array
+	runs      [3]claimRun // where each array's claims are in units or claims
+	strs      []string    // arena for parameters, alternatives and confirmations (see strArena)
 }
+
+// claimRun is where one array's claims are in parseState.units or .claims.
+type claimRun struct{ start, end int }
 
 // strArena returns the arena of parameters, alternatives and confirmations,
 // allocated at its first use: every evidence parameter follows a "|", so it is
-// allocated once.
+// allocated once (a transient read reuses the scratch's).
 func (st *parseState) strArena() *[]string {
 	if st.strs == nil {
 		st.strs = make([]string, 0, strings.Count(st.c.JSON, "|")+8)
@@ -506,22 +546,15 @@ func (st *parseState) strArena() *[]string {
 	return &st.strs
 }
 
-// release returns the scratch buffers to the pool (claimArray cleared the
-// claims' buffers).
-func (st *parseState) release(scratch *readScratch) {
-	if cap(st.evidence) > maxScratchEvidence || cap(st.units) > maxScratchClaims || cap(st.claims) > maxScratchClaims {
-		return
-	}
-	clear(st.evidence) // drop the references to this answer
-	scratch.evidence, scratch.units, scratch.claims = st.evidence[:0], st.units[:0], st.claims[:0]
-	readScratchPool.Put(scratch)
-}
-
 // claimArray reads the claims array at c.JSON[at] and returns the offset just
 // past it.
 func (st *parseState) claimArray(kind claimKind, at int) int {
 	limit := st.p.caps[kind]
 	count := 0
+	start := len(st.claims)
+	if kind == unitKind {
+		start = len(st.units)
+	}
 	end := st.w.Elements(at, func(v int) int {
 		i := count
 		count++
@@ -530,29 +563,12 @@ func (st *parseState) claimArray(kind claimKind, at int) int {
 		}
 		return st.addClaim(kind, i, v)
 	})
-	// The claims were read into the scratch buffer: the list gets exactly as many
-	// as there are (the arrays are read one at a time, so the event and timeline
-	// claims share a buffer). read starts with no claims, so nothing is replaced,
-	// and a failed walk keeps none, so they are not copied then.
-	switch kind {
-	case unitKind:
-		if end >= 0 {
-			st.c.UnitClaims = exactCopy(st.units)
-		}
-		clear(st.units)
-		st.units = st.units[:0]
-	case eventKind:
-		if end >= 0 {
-			st.c.EventClaims = exactCopy(st.claims)
-		}
-		clear(st.claims)
-		st.claims = st.claims[:0]
-	default: // timelineKind
-		if end >= 0 {
-			st.c.TimelineClaims = exactCopy(st.claims)
-		}
-		clear(st.claims)
-		st.claims = st.claims[:0]
+	// The claims were read into the scratch buffer, which settle makes the
+	// lists of (each array is read once: the first occurrence counts).
+	if kind == unitKind {
+		st.runs[kind] = claimRun{start, len(st.units)}
+	} else {
+		st.runs[kind] = claimRun{start, len(st.claims)}
 	}
 	if count > limit {
 		field := claimFields[kind]
@@ -758,27 +774,54 @@ func (st *parseState) level(at *int, path string, v value) (Level, string, bool)
 }
 
 // readScratch holds the buffers a read collects its claims and evidence items in
-// before claimArray and moveEvidence copy them into lists of their exact size:
-// their number is known only once the walk has read them, and a list allocated
-// for the cap (ten unit claims of 184 bytes by default) is mostly empty, bytes
-// the collector pays for on every answer.
+// before settle copies them into lists of their exact size: their number is
+// known only once the walk has read them, and a list allocated for the cap (ten
+// unit claims of 184 bytes by default) is mostly empty, bytes the collector pays
+// for on every answer. A transient read (ReadIn) leaves the lists in them, and
+// its Claims in parsed, until the caller is done with them.
 type readScratch struct {
 	evidence []Evidence
 	units    []UnitClaim
 	claims   []Claim
+	strs     []string // a transient read's arena (see strArena)
+	parsed   Claims   // a transient read's result
 }
 
 var readScratchPool = sync.Pool{New: func() any { return new(readScratch) }}
 
-// maxScratchEvidence and maxScratchClaims bound the buffers kept for reuse.
+// maxScratchEvidence, maxScratchClaims and maxScratchStrings bound the buffers
+// kept for reuse.
 const (
 	maxScratchEvidence = 1024
 	maxScratchClaims   = 256
+	maxScratchStrings  = 4096
 )
+
+// empty clears the buffers (not parsed), dropping their references to the
+// answer read (strs in full: an item whose parameters were taken back left some past its
+// length).
+func (sc *readScratch) empty() {
+	clear(sc.evidence)
+	clear(sc.units)
+	clear(sc.claims)
+	clear(sc.strs[:cap(sc.strs)])
+	sc.evidence, sc.units, sc.claims, sc.strs = sc.evidence[:0], sc.units[:0], sc.claims[:0], sc.strs[:0]
+}
+
+// release empties sc and returns it to the pool, unless its buffers grew past
+// the bounds.
+func (sc *readScratch) release() {
+	if cap(sc.evidence) > maxScratchEvidence || cap(sc.units) > maxScratchClaims || cap(sc.claims) > maxScratchClaims || cap(sc.strs) > maxScratchStrings {
+		return
+	}
+	sc.empty()
+	sc.parsed = Claims{}
+	readScratchPool.Put(sc)
+}
 
 // evidenceList reads the evidence of claim i at c.JSON[at]: an array, or a lone
 // string as one item. It appends the items to st.evidence and returns them (a
-// run of st.evidence, only valid until st.evidence grows: moveEvidence uses its
+// run of st.evidence, only valid until st.evidence grows: settle uses its
 // length only) and the offset just past the value; nil and -1 for another value
 // (the walker checks and skips it).
 func (st *parseState) evidenceList(kind claimKind, i int, claimPath string, at int) ([]Evidence, int) {
@@ -833,16 +876,23 @@ func (st *parseState) addEvidence(kind claimKind, i int, claimPath string, start
 	return end
 }
 
-// moveEvidence copies the evidence items into one arena of their exact size and
-// points each claim's Evidence at its run there. The walk read the arrays in
-// order's order and each array's claims in index order, so the runs follow each
-// other in that order with the lengths the claims hold.
-func (st *parseState) moveEvidence(order *arrayOrder) {
-	if len(st.evidence) == 0 {
+// settle makes the lists of the claims and evidence items read: copies of
+// their exact size (one for the event and timeline claims, one for the
+// evidence), or for a transient read the scratch buffers themselves. It points
+// each claim's Evidence at its run in the evidence list: the walk read the
+// arrays in order's order and each array's claims in index order, so the runs
+// follow each other in that order with the lengths the claims hold.
+func (st *parseState) settle(order *arrayOrder) {
+	units, claims, arena := st.units, st.claims, st.evidence
+	if !st.transient {
+		units, claims, arena = exactCopy(units), exactCopy(claims), exactCopy(arena)
+	}
+	st.c.UnitClaims = runOf(units, st.runs[unitKind])
+	st.c.EventClaims = runOf(claims, st.runs[eventKind])
+	st.c.TimelineClaims = runOf(claims, st.runs[timelineKind])
+	if len(arena) == 0 {
 		return
 	}
-	arena := make([]Evidence, len(st.evidence))
-	copy(arena, st.evidence)
 	take := func(list *[]Evidence) {
 		if n := len(*list); n > 0 {
 			*list, arena = arena[:n:n], arena[n:]
@@ -973,4 +1023,13 @@ func issue(code string, sev interceptors.Severity, path, msg string, args ...str
 		}
 	}
 	return is
+}
+
+// runOf returns the run r of list (capped, so that an append copies it), or nil
+// for an empty run.
+func runOf[T any](list []T, r claimRun) []T {
+	if r.start == r.end {
+		return nil
+	}
+	return list[r.start:r.end:r.end]
 }

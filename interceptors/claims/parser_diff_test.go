@@ -42,6 +42,12 @@ func checkParseAsRef(t *testing.T, p *Parser, content string) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("Parse(%q) = %+v\nthe gjson walk gives %+v", content, got, want)
 		}
+		// ReadIn reads into reused buffers what Parse copies out.
+		p.ReadIn(nil, content, req, func(read *Claims) {
+			if !reflect.DeepEqual(read, want) {
+				t.Fatalf("ReadIn(%q) = %+v\nthe gjson walk gives %+v", content, read, want)
+			}
+		})
 	}
 }
 

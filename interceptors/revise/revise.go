@@ -175,6 +175,9 @@ type run struct {
 	calls     int   // hidden calls made
 	tokens    int64 // tokens of the hidden calls
 	failure   string
+
+	// draftAttempt is the draft (see draft).
+	draftAttempt attempt
 }
 
 // OnResponse implements interceptors.ResponsePhase. Every validated choice of the
@@ -253,7 +256,7 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 		}
 	}
 	ex.SetHeader(HeaderRevisions, strconv.Itoa(ex.Revisions))
-	ex.SetHeader(HeaderIssues, "draft="+draftCounts.String()+";final="+finalCounts.String()+";delivered="+deliveredCounts.String())
+	ex.SetHeader(HeaderIssues, interceptors.IssueCountsHeader(draftCounts, finalCounts, deliveredCounts))
 	if len(headerNotices) > 0 {
 		value, cut := noticeHeader(headerNotices, len(choices) > 1)
 		ex.SetHeader(HeaderNotice, value)
@@ -363,7 +366,10 @@ func missingClaims(a *attempt) bool {
 
 // draft records the first answer.
 func (ru *run) draft(content string, issues []interceptors.Issue) *attempt {
-	a := &attempt{kind: interceptors.KindDraft, content: content, issues: issues, counts: interceptors.CountSeverities(issues), trace: -1}
+	// The run is on the heap already (attempts points into it): the draft
+	// lives in it.
+	a := &ru.draftAttempt
+	*a = attempt{kind: interceptors.KindDraft, content: content, issues: issues, counts: interceptors.CountSeverities(issues), trace: -1}
 	ex := ru.ex
 	ex.Trace.Do(func(t *interceptors.Trace) {
 		// The validator may have recorded the draft already.

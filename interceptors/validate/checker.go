@@ -152,10 +152,20 @@ func (c *Checker) Check(answer string, in Input) []interceptors.Issue {
 	if (in.RequireClaims == nil && c.settings.RequireClaims) || (in.RequireClaims != nil && *in.RequireClaims) {
 		req = claims.Required
 	}
-	parsed := c.parser.ParseIn(in.Locations, answer, req)
 	if in.MissingSegments > 0 || in.SessionUnconfirmed {
 		in.Index = nil // partial facts would make true citations "not in the replay"
 	}
+	// The claims are only read while the rules run, so they stay in the parser's
+	// reused buffers (the issues copy what they keep: strings, fresh lists).
+	var issues []interceptors.Issue
+	c.parser.ReadIn(in.Locations, answer, req, func(parsed *claims.Claims) {
+		issues = c.check(parsed, in)
+	})
+	return issues
+}
+
+// check runs the rules on the parsed answer.
+func (c *Checker) check(parsed *claims.Claims, in Input) []interceptors.Issue {
 	r := newRun(c, in) // a value: the run stays on the stack
 	for _, is := range parsed.Issues {
 		r.out = append(r.out, finding{issue: is})

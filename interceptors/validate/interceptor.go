@@ -140,6 +140,8 @@ type stateKey struct{}
 type requestState struct {
 	in    Input
 	facts sync.Once
+	// locations are in.Locations when the request phase attached them.
+	locations claims.Locations
 }
 
 // OnRequest implements interceptors.RequestPhase: it resolves the request context
@@ -156,13 +158,14 @@ func (v *Validate) OnRequest(_ context.Context, ex *interceptors.Exchange) error
 	}
 	st := v.requestContext(ex)
 	if v.shape != nil {
-		ex.Validators = append(ex.Validators, v.shape)
+		ex.AddValidator(v.shape)
 	}
 	if v.validator != nil {
-		ex.Validators = append(ex.Validators, v.validator)
+		ex.AddValidator(v.validator)
 		// Remember where each answer's claims block is: the revision step strips
 		// the block of the draft the rules parse.
-		st.in.Locations = claims.AttachLocations(ex)
+		st.locations.Attach(ex)
+		st.in.Locations = &st.locations
 	}
 	ex.SetValue(stateKey{}, st)
 	return nil
@@ -176,7 +179,7 @@ func (v *Validate) OnResponse(ctx context.Context, ex *interceptors.Exchange) er
 		return nil
 	}
 	n := ex.Response.NumChoices()
-	ex.Choices = make([]interceptors.Choice, n)
+	ex.NewChoices(n)
 	var total interceptors.SeverityCounts
 	for i := range n {
 		c := &ex.Choices[i]
@@ -219,7 +222,7 @@ func (v *Validate) OnResponse(ctx context.Context, ex *interceptors.Exchange) er
 	}
 	ex.CollectIssues()
 	if ex.Validated() {
-		ex.SetHeader(HeaderIssues, "draft="+total.String()+";final="+total.String()+";delivered="+total.String())
+		ex.SetHeader(HeaderIssues, interceptors.IssueCountsHeader(total, total, total))
 	}
 	return nil
 }

@@ -266,6 +266,9 @@ func TestStageRemembersTheBlocksLocation(t *testing.T) {
 	if l == nil {
 		t.Fatal("no claims.Locations on the exchange")
 	}
+	if in := v.input(ex); in.Locations != l {
+		t.Fatal("the checks remember the blocks elsewhere than the exchange's claims.Locations")
+	}
 	ex.Response = completion(c03Answer)
 	if err := v.OnResponse(ctx, ex); err != nil {
 		t.Fatal(err)
