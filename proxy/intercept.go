@@ -294,8 +294,7 @@ type interception struct {
 	model  string // the model the client asked for
 	client string
 	start  time.Time
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	ctx    requestCtx
 	wc     *watchConn // nil when the connection is not watched
 	// traceSaved: the trace is stored (saveTrace runs once).
 	traceSaved bool
@@ -319,7 +318,7 @@ func (st *interception) upstreamNamed(name string) (interceptors.Upstream, bool)
 
 // run runs the route's chain (see runChain).
 func (st *interception) run(early chan<- [][2]string) outcome {
-	o := st.s.runChain(st.ctx, st.rt, &st.ex, early)
+	o := st.s.runChain(&st.ctx, st.rt, &st.ex, early)
 	if st.rt.responseAlias {
 		answerAsAlias(o, st.model)
 	}
@@ -343,8 +342,8 @@ func (st *interception) finish(status int, errCode string, delivered bool) {
 	if st.wc != nil {
 		st.wc.disarm()
 	}
-	cause := context.Cause(st.ctx)
-	st.cancel(nil)
+	cause := context.Cause(&st.ctx)
+	st.ctx.cancel(nil)
 	total := time.Since(st.start)
 	if cause == errClientGone && !delivered {
 		status, errCode = StatusClientClosed, "client_closed_request"
@@ -372,12 +371,11 @@ func (st *interception) finish(status int, errCode string, delivered bool) {
 func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head requestHead, client string, start time.Time, rx *responsesExchange) {
 	model, stream, includeUsage := head.model.Str, head.stream, head.includeUsage
 	st := &interception{s: s, rc: rc, rt: rt, model: model, client: client, start: start}
-	st.ctx, st.cancel = context.WithCancelCause(context.Background())
-	cancel := st.cancel
+	st.ctx.init()
 	wc, _ := rc.Conn().(*watchConn)
 	st.wc = wc
 	if wc != nil {
-		wc.arm(cancel)
+		wc.arm(&st.ctx)
 	}
 	shared, caller := &st.calls, &st.caller
 	*caller = routeCaller{s: s, up: rt.up, targets: rt.targets, maxBody: int(s.cfg.Server.MaxResponseBody), header: &st.header,
@@ -540,7 +538,7 @@ wait:
 	hs.finish = func(clientGone bool) {
 		hs.ticker.Stop()
 		if clientGone {
-			cancel(errClientGone)
+			st.ctx.cancel(errClientGone)
 			if !hs.finished {
 				<-done
 			}

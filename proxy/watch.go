@@ -13,6 +13,82 @@ import (
 // before its answer is complete.
 var errClientGone = errors.New("client closed the connection")
 
+// requestCtx is the context of a request the proxy serves, cancelled when the
+// client goes away or the request is finished (cancel). Cancelling it closes the
+// upstream connections of the calls in flight on it (watch), as
+// context.AfterFunc would, without the allocations AfterFunc makes for every
+// call. Its cause is context.Cause's, and contexts derived from it are cancelled
+// with it as from any cancelCtx.
+type requestCtx struct {
+	context.Context // from context.WithCancelCause
+	cancelCause     context.CancelCauseFunc
+
+	mu        sync.Mutex
+	cancelled bool
+	conns     []*upConn // the watched connections; backed by slots
+	slots     [2]*upConn
+}
+
+// newRequestCtx returns the context of a request.
+func newRequestCtx() *requestCtx {
+	r := &requestCtx{}
+	r.init()
+	return r
+}
+
+// init readies a zero requestCtx.
+func (r *requestCtx) init() {
+	r.Context, r.cancelCause = context.WithCancelCause(context.Background())
+}
+
+// cancel cancels the context with cause (nil: context.Canceled), then closes the
+// watched connections; later calls do nothing more.
+func (r *requestCtx) cancel(cause error) {
+	r.cancelCause(cause) // first: a call that sees its connection closed sees ctx.Err()
+	r.mu.Lock()
+	r.cancelled = true
+	conns := r.conns
+	r.conns = nil
+	r.mu.Unlock()
+	for i, c := range conns {
+		_ = c.Close()
+		conns[i] = nil
+	}
+}
+
+// watch closes c when the context is cancelled: at once when it already is.
+func (r *requestCtx) watch(c *upConn) {
+	r.mu.Lock()
+	if r.cancelled {
+		r.mu.Unlock()
+		_ = c.Close()
+		return
+	}
+	if r.conns == nil {
+		r.conns = r.slots[:0]
+	}
+	r.conns = append(r.conns, c)
+	r.mu.Unlock()
+}
+
+// unwatch stops watching c. Like the stop function of context.AfterFunc, it
+// reports false when the context was cancelled first (c is closed, or being
+// closed) or c was not watched.
+func (r *requestCtx) unwatch(c *upConn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, w := range r.conns {
+		if w == c {
+			last := len(r.conns) - 1
+			r.conns[i] = r.conns[last]
+			r.conns[last] = nil
+			r.conns = r.conns[:last]
+			return true
+		}
+	}
+	return false
+}
+
 // fasthttp gives a handler no signal when its client goes away, so the proxy wraps
 // every accepted connection in a watchConn. While a request has run longer than a
 // short delay, a probe reads from the connection: HTTP/1.1 clients send nothing
@@ -58,7 +134,7 @@ type watchConn struct {
 
 	mu        sync.Mutex
 	timer     *time.Timer
-	cancel    context.CancelCauseFunc
+	cancel    *requestCtx
 	armed     bool
 	probing   bool
 	probeDone chan struct{}
@@ -117,7 +193,7 @@ var readAheadPool = sync.Pool{New: func() any {
 }}
 
 // arm starts watching for the client going away on behalf of one request.
-func (c *watchConn) arm(cancel context.CancelCauseFunc) {
+func (c *watchConn) arm(cancel *requestCtx) {
 	c.mu.Lock()
 	c.cancel = cancel
 	c.armed = true
@@ -162,7 +238,7 @@ func (c *watchConn) probe(gen uint64) {
 	armed := c.armed
 	c.mu.Unlock()
 	if armed {
-		cancel(errClientGone)
+		cancel.cancel(errClientGone)
 	}
 }
 

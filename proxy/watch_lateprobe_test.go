@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"net"
 	"testing"
@@ -18,11 +17,11 @@ func TestWatchLateProbeOfAnEarlierRequest(t *testing.T) {
 	server, client := net.Pipe()
 	defer client.Close()
 	c := &watchConn{Conn: server, probeAfter: time.Hour}
-	_, cancel := context.WithCancelCause(context.Background())
-	c.arm(cancel) // request N
+	req := newRequestCtx()
+	c.arm(req) // request N
 	c.disarm()
 	late := c.gen
-	c.arm(cancel) // request N+1
+	c.arm(req)    // request N+1
 	c.probe(late) // N's timer, run late: returns at once without reading
 	c.mu.Lock()
 	probing := c.probing
