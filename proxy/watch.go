@@ -96,7 +96,7 @@ func (r *requestCtx) unwatch(c *upConn) bool {
 // client is gone and the request's context is cancelled — which closes the upstream
 // connection of that request. A byte that does arrive (a pipelining client) is kept
 // and handed back to fasthttp's reader. Cheap requests finish before the probe
-// starts and pay only for a timer.
+// starts and pay only for setting a timer the connection keeps.
 //
 // fasthttp leaves server.read_timeout's deadline on the connection while the
 // handler runs and the answer is written. That deadline bounds reading the
@@ -132,16 +132,22 @@ type watchConn struct {
 	// Read); it goes back to its pool once pending is drained.
 	ahead *[]byte
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// timer is made at the connection's first request and set again (Reset) by
+	// the requests after; it is not stopped when a request ends, so it may fire
+	// for an earlier one (see fire). timerSet: it will fire.
 	timer     *time.Timer
+	timerSet  bool
+	armedAt   time.Time
 	cancel    *requestCtx
 	armed     bool
 	probing   bool
 	probeDone chan struct{}
-	// gen counts arms: a timer callback of an earlier request that runs late (a
-	// busy scheduler) must not probe on behalf of the next one, or two probes
-	// read at once and one of them, left without a deadline, takes the first byte
-	// of the next request ("OPST /v1/chat/completions": 405).
+	// gen counts arms: a probe fire decided on for an earlier request that runs
+	// late (a busy scheduler; disarm and arm in between) must not probe on
+	// behalf of the next one, or two probes read at once and one of them, left
+	// without a deadline, takes the first byte of the next request
+	// ("OPST /v1/chat/completions": 405).
 	gen uint64
 }
 
@@ -199,16 +205,41 @@ func (c *watchConn) arm(cancel *requestCtx) {
 	c.armed = true
 	c.probing = false
 	c.gen++
-	gen := c.gen
-	if c.timer != nil {
-		c.timer.Stop()
+	c.armedAt = time.Now()
+	switch {
+	case c.timer == nil:
+		c.timer = time.AfterFunc(c.probeAfter, c.fire)
+	case !c.timerSet:
+		c.timer.Reset(c.probeAfter)
 	}
-	c.timer = time.AfterFunc(c.probeAfter, func() { c.probe(gen) })
+	c.timerSet = true
 	c.mu.Unlock()
 }
 
-// probe runs in the timer's goroutine and blocks in Read until the client sends
-// something, closes, or disarm interrupts it.
+// fire runs in the timer's goroutine. The timer outlives the requests it was
+// set for, so it probes only for an armed request that has run probeAfter; one
+// armed later (the timer was set for an earlier request, or fired late) sets it
+// again for the rest of its probeAfter.
+func (c *watchConn) fire() {
+	c.mu.Lock()
+	if !c.armed || c.probing {
+		c.timerSet = false
+		c.mu.Unlock()
+		return
+	}
+	if rest := c.probeAfter - time.Since(c.armedAt); rest > 0 {
+		c.timer.Reset(rest)
+		c.mu.Unlock()
+		return
+	}
+	c.timerSet = false
+	gen := c.gen
+	c.mu.Unlock()
+	c.probe(gen)
+}
+
+// probe runs in the timer's goroutine (fire) and blocks in Read until the client
+// sends something, closes, or disarm interrupts it.
 func (c *watchConn) probe(gen uint64) {
 	c.mu.Lock()
 	if !c.armed || c.gen != gen || c.probing {
@@ -249,8 +280,7 @@ func (c *watchConn) disarm() {
 		c.mu.Unlock()
 		return
 	}
-	c.armed = false
-	c.timer.Stop()
+	c.armed = false // the timer, left set, fires for nothing or for a later request
 	probing, done := c.probing, c.probeDone
 	c.mu.Unlock()
 	if probing {
