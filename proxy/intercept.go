@@ -874,6 +874,11 @@ func (s *Server) finalBody(ex *interceptors.Exchange) []byte {
 	return body
 }
 
+// appendOverhead appends formatOverhead(d) to dst.
+func appendOverhead(dst []byte, d time.Duration) []byte {
+	return append(strconv.AppendFloat(dst, ms(max(d, 0)), 'f', 3, 64), "ms"...)
+}
+
 // writeOutcome writes a finished chain's answer (not yet committed to the wire); rx
 // renders a Responses API request's answer.
 func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeCaller, start time.Time, stream, includeUsage bool, rx *responsesExchange) (int, string) {
@@ -882,9 +887,10 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 		for _, h := range ex.ResponseHeaders {
 			rc.Response.Header.Set(h[0], h[1])
 		}
-		rc.Response.Header.Set("X-Factgate-Trace-Id", ex.Trace.ID)
-		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(caller.overhead(start)))
-		rc.Response.Header.Set(HeaderUpstream, caller.upstreamName())
+		var value [64]byte
+		rc.Response.Header.SetCanonical(headerTraceID, append(value[:0], ex.Trace.ID...))
+		rc.Response.Header.SetCanonical(headerOverhead, appendOverhead(value[:0], caller.overhead(start)))
+		rc.Response.Header.SetCanonical(headerUpstream, append(value[:0], caller.upstreamName()...))
 		s.setRateLimitHeaders(rc)
 	}
 	switch {
