@@ -77,10 +77,16 @@ type requestCalls struct {
 type heldAnswers struct {
 	mu    sync.Mutex
 	resps []*fasthttp.Response
+	// slots back resps for a request's first answers (the draft, a revision):
+	// growing it from nil cost an allocation per request.
+	slots [2]*fasthttp.Response
 }
 
 func (h *heldAnswers) keep(r *fasthttp.Response) {
 	h.mu.Lock()
+	if h.resps == nil {
+		h.resps = h.slots[:0]
+	}
 	h.resps = append(h.resps, r)
 	h.mu.Unlock()
 }
@@ -94,6 +100,7 @@ func (h *heldAnswers) release() {
 		h.resps[i] = nil
 	}
 	h.resps = h.resps[:0]
+	h.slots = [2]*fasthttp.Response{} // when resps outgrew them
 }
 
 // chatPath is where chat completions go; responsesPath where Responses API
@@ -211,20 +218,18 @@ func upstreamHeaders(h *fasthttp.ResponseHeader) [][2]string {
 	if n == 0 {
 		return nil
 	}
+	// The builder never grows past size: a string it returned keeps its bytes
+	// while more are written after them.
 	var text strings.Builder
 	text.Grow(size)
-	for k, v := range h.All() {
-		if keep(k) {
-			text.Write(k)
-			text.Write(v)
-		}
-	}
-	all := text.String()
 	out := make([][2]string, 0, n)
 	for k, v := range h.All() {
 		if keep(k) {
-			out = append(out, [2]string{all[:len(k)], all[len(k) : len(k)+len(v)]})
-			all = all[len(k)+len(v):]
+			at := text.Len()
+			text.Write(k)
+			text.Write(v)
+			all := text.String()
+			out = append(out, [2]string{all[at : at+len(k)], all[at+len(k):]})
 		}
 	}
 	return out
