@@ -224,6 +224,7 @@ type callWatch struct {
 	after func() bool // context.AfterFunc's stop
 }
 
+// watchCall starts watching the call on c; stop ends it.
 func watchCall(ctx context.Context, c *upConn) callWatch {
 	if r, ok := ctx.(*requestCtx); ok {
 		r.watch(c)
@@ -245,7 +246,7 @@ func (w callWatch) stop() bool {
 type call struct {
 	u      *upstream
 	c      *upConn
-	stop   callWatch
+	watch  callWatch
 	resp   *fasthttp.Response
 	stream bool
 	ctx    context.Context
@@ -284,9 +285,9 @@ func (u *upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *f
 		return nil, err
 	}
 	c.written = 0
-	stop := watchCall(ctx, c)
+	watch := watchCall(ctx, c)
 	fail := func(err error) (*call, error) {
-		stop.stop()
+		watch.stop()
 		_ = c.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -314,7 +315,7 @@ func (u *upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *f
 	if err := readResponseHeader(resp, c.br); err != nil {
 		return fail(err)
 	}
-	cl := &call{u: u, c: c, stop: stop, resp: resp, ctx: ctx}
+	cl := &call{u: u, c: c, watch: watch, resp: resp, ctx: ctx}
 	if stream != nil && stream(&resp.Header) {
 		resp.StreamBody = true
 		if err := resp.ReadBody(c.br, 0); err != nil {
@@ -380,7 +381,7 @@ func (cl *call) Close(complete bool) {
 		_ = cl.resp.CloseBodyStream()
 	}
 	if cl.c != nil {
-		if !cl.stop.stop() || !complete || cl.resp.ConnectionClose() || cl.resp.Header.ContentLength() == -2 {
+		if !cl.watch.stop() || !complete || cl.resp.ConnectionClose() || cl.resp.Header.ContentLength() == -2 {
 			cl.closeConn()
 		} else {
 			cl.u.putConn(cl.c)
@@ -394,7 +395,7 @@ func (cl *call) Close(complete bool) {
 
 func (cl *call) closeConn() {
 	if cl.c != nil {
-		cl.stop.stop()
+		cl.watch.stop()
 		_ = cl.c.Close()
 		cl.c = nil
 	}
