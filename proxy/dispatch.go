@@ -49,8 +49,12 @@ type sendPlan struct {
 	// served the draft); the others follow in order, wrapping around.
 	first int
 	// build writes an attempt's request to t; key is the provider key to send
-	// ("" when the client's credentials go, or none).
-	build func(req *fasthttp.Request, t *target, key string)
+	// ("" when the client's credentials go, or none). Nil for a call a route's
+	// caller planned: caller.buildPost POSTs body to path.
+	build  func(req *fasthttp.Request, t *target, key string)
+	caller *routeCaller
+	path   string
+	body   []byte
 	// header are the client's headers: whether it sent its own Authorization
 	// decides whether the upstream's key pool is used.
 	header *fasthttp.RequestHeader
@@ -88,12 +92,15 @@ func (r *sendResult) close(complete bool) {
 // kept from a failed attempt.
 func (r *sendResult) failed() bool { return r.err != nil || r.resp != nil }
 
+// errNoUpstream is the failure of a call planned with no target.
+var errNoUpstream = errors.New("no upstream to call")
+
 // send makes the call: each target in turn from sp.first, each with its retries,
 // until one gives an answer to relay. When all are exhausted it returns the last
 // answer an upstream gave (a 429, a 503 — upstream errors pass through unchanged),
 // else the last error. The caller closes the result.
 func (s *Server) send(ctx context.Context, sp *sendPlan) sendResult {
-	last := sendResult{err: errors.New("no upstream to call")}
+	last := sendResult{err: errNoUpstream}
 	n := len(sp.targets)
 	for i := 0; i < n; i++ {
 		idx := (sp.first + i) % n
@@ -173,7 +180,11 @@ func (s *Server) sendTo(ctx context.Context, sp *sendPlan, idx int) (sendResult,
 			keyValue, keyName = key.value, key.env
 		}
 		req := fasthttp.AcquireRequest()
-		sp.build(req, t, keyValue)
+		if sp.build != nil {
+			sp.build(req, t, keyValue)
+		} else {
+			sp.caller.buildPost(req, t, keyValue, sp.path, sp.body)
+		}
 		resp := fasthttp.AcquireResponse()
 		start := time.Now()
 		cl, err := up.do(ctx, req, resp, sp.stream, sp.maxBody)

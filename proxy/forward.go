@@ -37,10 +37,10 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		streamed = func(h *fasthttp.ResponseHeader) bool { return isEventStream(h.ContentType()) }
 		maxBody = int(s.cfg.Server.MaxResponseBody)
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx := newRequestCtx()
 	wc, _ := rc.Conn().(*watchConn)
 	if wc != nil {
-		wc.arm(cancel)
+		wc.arm(ctx)
 	}
 	sp := &sendPlan{
 		targets: targets,
@@ -69,7 +69,7 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		if context.Cause(ctx) == errClientGone {
 			err = context.Canceled
 		}
-		cancel(nil)
+		ctx.cancel(nil)
 		e := upstreamError(served.name, err)
 		rm.error(e.Code)
 		total := time.Since(start)
@@ -100,7 +100,7 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		if wc != nil {
 			wc.disarm()
 		}
-		cancel(nil)
+		ctx.cancel(nil)
 		total := time.Since(start)
 		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(total-upHeaders))
 		rm.observe(rc.Response.StatusCode(), total, upHeaders)
@@ -126,7 +126,7 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		if !complete && context.Cause(ctx) == errClientGone {
 			clientGone = true
 		}
-		cancel(nil)
+		ctx.cancel(nil)
 		total := time.Since(start)
 		// The client saw the upstream's status; the log and the metrics record how
 		// the answer ended.

@@ -58,10 +58,20 @@ func skipResponseHeader(k []byte) bool {
 	return false
 }
 
+// Header names in fasthttp's canonical form, which it would normalize them to:
+// looked up and set on every request without normalizing them again.
+var (
+	headerConnection    = []byte(fasthttp.HeaderConnection)
+	headerAuthorization = []byte(fasthttp.HeaderAuthorization)
+	headerTraceID       = []byte("X-Factgate-Trace-Id")
+	headerOverhead      = []byte("X-Factgate-Overhead")
+	headerUpstream      = []byte(HeaderUpstream)
+)
+
 // connectionTokens returns the extra header names a Connection header declares
 // hop-by-hop ("Connection: keep-alive, X-Trace" -> X-Trace), or nil.
-func connectionTokens(h interface{ Peek(string) []byte }) [][]byte {
-	v := h.Peek("Connection")
+func connectionTokens(h interface{ PeekCanonical([]byte) []byte }) [][]byte {
+	v := h.PeekCanonical(headerConnection)
 	if len(v) == 0 {
 		return nil
 	}
@@ -104,7 +114,7 @@ func (s *Server) copyRequestHeaders(dst *fasthttp.RequestHeader, src *fasthttp.R
 		dst.AddBytesKV(k, v)
 	}
 	dst.SetHost(up.hostHeader)
-	if key != "" && (useOwn || len(src.Peek("Authorization")) == 0) {
+	if key != "" && (useOwn || len(src.PeekCanonical(headerAuthorization)) == 0) {
 		dst.Set("Authorization", "Bearer "+key)
 	}
 }
@@ -112,7 +122,7 @@ func (s *Server) copyRequestHeaders(dst *fasthttp.RequestHeader, src *fasthttp.R
 // usesOwnKey reports whether a call to an upstream sends the upstream's own key
 // rather than the client's credentials (see copyRequestHeaders).
 func (s *Server) usesOwnKey(src *fasthttp.RequestHeader, ownKey bool) bool {
-	return len(s.keys) > 0 || ownKey || len(src.Peek("Authorization")) == 0
+	return len(s.keys) > 0 || ownKey || len(src.PeekCanonical(headerAuthorization)) == 0
 }
 
 func copyResponseHeaders(dst *fasthttp.ResponseHeader, src *fasthttp.ResponseHeader) {

@@ -77,10 +77,16 @@ type requestCalls struct {
 type heldAnswers struct {
 	mu    sync.Mutex
 	resps []*fasthttp.Response
+	// slots back resps for a request's first answers (the draft, a revision):
+	// growing it from nil cost an allocation per request.
+	slots [2]*fasthttp.Response
 }
 
 func (h *heldAnswers) keep(r *fasthttp.Response) {
 	h.mu.Lock()
+	if h.resps == nil {
+		h.resps = h.slots[:0]
+	}
 	h.resps = append(h.resps, r)
 	h.mu.Unlock()
 }
@@ -94,6 +100,7 @@ func (h *heldAnswers) release() {
 		h.resps[i] = nil
 	}
 	h.resps = h.resps[:0]
+	h.slots = [2]*fasthttp.Response{} // when resps outgrew them
 }
 
 // chatPath is where chat completions go; responsesPath where Responses API
@@ -104,23 +111,28 @@ const (
 )
 
 // plan is the sendPlan of one call POSTing body to path (chatPath, responsesPath).
-func (c *routeCaller) plan(path string, body []byte, stream func(*fasthttp.ResponseHeader) bool) *sendPlan {
+// It is a value, and its request is made by buildPost rather than by a closure,
+// so that a call allocates neither.
+func (c *routeCaller) plan(path string, body []byte, stream func(*fasthttp.ResponseHeader) bool) sendPlan {
 	targets := c.targets
 	if targets == nil {
 		targets = []target{{up: c.up, foreign: c.foreign, retry: c.up.retry}}
 	}
-	sp := &sendPlan{targets: targets, header: c.header, stream: stream, maxBody: c.maxBody, trace: c.trace}
+	sp := sendPlan{targets: targets, header: c.header, stream: stream, maxBody: c.maxBody, trace: c.trace, caller: c, path: path, body: body}
 	if c.served != nil {
 		sp.first = max(int(c.served.Load()), 0)
 	}
-	sp.build = func(req *fasthttp.Request, t *target, key string) {
-		req.Header.SetMethod(fasthttp.MethodPost)
-		req.Header.SetRequestURIBytes(t.up.targetURI(make([]byte, 0, 64), []byte(path), nil))
-		c.s.copyRequestHeaders(&req.Header, c.header, t.up, key, true, t.foreign || c.foreign)
-		req.Header.SetContentType("application/json")
-		req.SetBodyRaw(c.models.bodyFor(t, body))
-	}
 	return sp
+}
+
+// buildPost writes the request of an attempt of a call planned by plan: body
+// POSTed to path on t, with the client's headers and key.
+func (c *routeCaller) buildPost(req *fasthttp.Request, t *target, key, path string, body []byte) {
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetRequestURIBytes(t.up.targetURI(make([]byte, 0, 64), []byte(path), nil))
+	c.s.copyRequestHeaders(&req.Header, c.header, t.up, key, true, t.foreign || c.foreign)
+	req.Header.SetContentType("application/json")
+	req.SetBodyRaw(c.models.bodyFor(t, body))
 }
 
 // send makes one call and notes which upstream served it.
@@ -164,7 +176,8 @@ func (c *routeCaller) Complete(ctx context.Context, body []byte) (*interceptors.
 // returns the whole answer.
 func (c *routeCaller) completeAt(ctx context.Context, path string, body []byte) (*interceptors.Response, error) {
 	start := c.begin()
-	res := c.send(ctx, c.plan(path, body, nil))
+	sp := c.plan(path, body, nil)
+	res := c.send(ctx, &sp)
 	d := c.end(start)
 	if res.err != nil {
 		return nil, res.err
@@ -205,20 +218,18 @@ func upstreamHeaders(h *fasthttp.ResponseHeader) [][2]string {
 	if n == 0 {
 		return nil
 	}
+	// The builder never grows past size: a string it returned keeps its bytes
+	// while more are written after them.
 	var text strings.Builder
 	text.Grow(size)
-	for k, v := range h.All() {
-		if keep(k) {
-			text.Write(k)
-			text.Write(v)
-		}
-	}
-	all := text.String()
 	out := make([][2]string, 0, n)
 	for k, v := range h.All() {
 		if keep(k) {
-			out = append(out, [2]string{all[:len(k)], all[len(k) : len(k)+len(v)]})
-			all = all[len(k)+len(v):]
+			at := text.Len()
+			text.Write(k)
+			text.Write(v)
+			all := text.String()
+			out = append(out, [2]string{all[at : at+len(k)], all[at+len(k):]})
 		}
 	}
 	return out
@@ -292,6 +303,85 @@ type outcome struct {
 	err *interceptors.Error
 }
 
+// interception is one intercepted request: what its callers share, the route's
+// caller, the copy of the client's headers and the exchange live in it, so that
+// they cost one allocation, and finishing the request is its methods rather than
+// closures built for every request.
+type interception struct {
+	s      *Server
+	rc     *fasthttp.RequestCtx
+	rt     *route
+	model  string // the model the client asked for
+	client string
+	start  time.Time
+	ctx    requestCtx
+	wc     *watchConn // nil when the connection is not watched
+	// traceSaved: the trace is stored (saveTrace runs once).
+	traceSaved bool
+	calls      requestCalls
+	caller     routeCaller
+	header     fasthttp.RequestHeader // the client's headers, copied
+	ex         interceptors.Exchange
+}
+
+// upstreamNamed is the exchange's UpstreamNamed: a caller for another configured
+// upstream, sharing the request's counters, trace and held answers.
+func (st *interception) upstreamNamed(name string) (interceptors.Upstream, bool) {
+	up := st.s.upstreams[name]
+	if up == nil {
+		return nil, false
+	}
+	caller := &st.caller
+	return &routeCaller{s: st.s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, inflight: caller.inflight,
+		trace: caller.trace, foreign: up != st.rt.up, held: caller.held}, true
+}
+
+// run runs the route's chain (see runChain).
+func (st *interception) run(early chan<- [][2]string) outcome {
+	o := st.s.runChain(&st.ctx, st.rt, &st.ex, early)
+	if st.rt.responseAlias {
+		answerAsAlias(o, st.model)
+	}
+	return o
+}
+
+// saveTrace stores the trace before the answer's last bytes go out, so that it
+// can be fetched the moment the answer is complete; it runs once.
+func (st *interception) saveTrace() {
+	if !st.traceSaved {
+		st.traceSaved = true
+		st.s.saveTrace(&st.ex)
+	}
+}
+
+// finish records the request. delivered says the whole answer was written: a
+// client that hangs up right after reading [DONE] can be seen by the disconnect
+// probe before fasthttp reports the body written, and got its answer.
+func (st *interception) finish(status int, errCode string, delivered bool) {
+	s, rt, rc, ex, caller := st.s, st.rt, st.rc, &st.ex, &st.caller
+	if st.wc != nil {
+		st.wc.disarm()
+	}
+	cause := context.Cause(&st.ctx)
+	st.ctx.cancel(nil)
+	total := time.Since(st.start)
+	if cause == errClientGone && !delivered {
+		status, errCode = StatusClientClosed, "client_closed_request"
+	}
+	if errCode != "" {
+		rt.metrics.error(errCode)
+	}
+	rt.metrics.observe(status, total, caller.waited())
+	s.spendTokens(rc, ex.Usage.TotalTokens)
+	s.logAccess(rt.name, rc, status, total, caller.waited(), st.client, errCode)
+	s.recordRequest(ex, status, errCode, total)
+	st.saveTrace()
+	// The chain is done and the answer written: the exchange's buffers and the
+	// upstream answers it read in place go back to their pools.
+	ex.Release()
+	caller.held.release()
+}
+
 // intercept serves a chat completion on a route with interceptors: request
 // phases, one buffered upstream call, response phases in reverse order, then the
 // answer as JSON or as a synthesized stream. rx is set for a Responses API request,
@@ -300,13 +390,15 @@ type outcome struct {
 // one the client asked for.
 func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head requestHead, client string, start time.Time, rx *responsesExchange) {
 	model, stream, includeUsage := head.model.Str, head.stream, head.includeUsage
-	ctx, cancel := context.WithCancelCause(context.Background())
+	st := &interception{s: s, rc: rc, rt: rt, model: model, client: client, start: start}
+	st.ctx.init()
 	wc, _ := rc.Conn().(*watchConn)
+	st.wc = wc
 	if wc != nil {
-		wc.arm(cancel)
+		wc.arm(&st.ctx)
 	}
-	shared := &requestCalls{}
-	caller := &routeCaller{s: s, up: rt.up, targets: rt.targets, maxBody: int(s.cfg.Server.MaxResponseBody), header: &fasthttp.RequestHeader{},
+	shared, caller := &st.calls, &st.caller
+	*caller = routeCaller{s: s, up: rt.up, targets: rt.targets, maxBody: int(s.cfg.Server.MaxResponseBody), header: &st.header,
 		waitedNs: &shared.waitedNs, inflight: &shared.inflight, served: &shared.served, failed: &shared.failed, held: &shared.held}
 	caller.served.Store(-1)
 	caller.failed.Store(-1)
@@ -317,22 +409,16 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head
 	rc.Request.Header.CopyTo(caller.header)
 	trace := s.newTrace(rc, rt.name, client)
 	caller.trace = trace
-	ex := &interceptors.Exchange{
-		Route:     rt.name,
-		Model:     model,
-		Header:    caller.header,
-		ClientKey: client,
-		Stream:    stream,
-		Upstream:  caller,
-		UpstreamNamed: func(name string) (interceptors.Upstream, bool) {
-			up := s.upstreams[name]
-			if up == nil {
-				return nil, false
-			}
-			return &routeCaller{s: s, up: up, maxBody: caller.maxBody, header: caller.header, waitedNs: caller.waitedNs, inflight: caller.inflight,
-				trace: trace, foreign: up != rt.up, held: caller.held}, true
-		},
-		Trace: trace,
+	ex := &st.ex
+	*ex = interceptors.Exchange{
+		Route:         rt.name,
+		Model:         model,
+		Header:        caller.header,
+		ClientKey:     client,
+		Stream:        stream,
+		Upstream:      caller,
+		UpstreamNamed: st.upstreamNamed,
+		Trace:         trace,
 	}
 	ex.Trace.ClientKey = client
 	// The exchange owns the client's body, in a buffer it returns to the pool
@@ -362,58 +448,16 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head
 		}
 	}
 	s.keepRequest(ex)
-	// The trace is stored before the answer's last bytes go out, so that it can be
-	// fetched the moment the answer is complete; saveTrace runs once.
-	traceSaved := false
-	saveTrace := func() {
-		if !traceSaved {
-			traceSaved = true
-			s.saveTrace(ex)
-		}
-	}
-	// finish records the request. delivered says the whole answer was written: a
-	// client that hangs up right after reading [DONE] can be seen by the
-	// disconnect probe before fasthttp reports the body written, and got its answer.
-	finish := func(status int, errCode string, delivered bool) {
-		if wc != nil {
-			wc.disarm()
-		}
-		cause := context.Cause(ctx)
-		cancel(nil)
-		total := time.Since(start)
-		if cause == errClientGone && !delivered {
-			status, errCode = StatusClientClosed, "client_closed_request"
-		}
-		if errCode != "" {
-			rt.metrics.error(errCode)
-		}
-		rt.metrics.observe(status, total, caller.waited())
-		s.spendTokens(rc, ex.Usage.TotalTokens)
-		s.logAccess(rt.name, rc, status, total, caller.waited(), client, errCode)
-		s.recordRequest(ex, status, errCode, total)
-		saveTrace()
-		// The chain is done and the answer written: the exchange's buffers and
-		// the upstream answers it read in place go back to their pools.
-		ex.Release()
-		caller.held.release()
-	}
 
 	// Live reasoning forwards chat chunks; a Responses stream gets the reasoning
 	// summary with the answer.
 	if stream && rt.streamReason && rx == nil {
 		caller.live = newLiveEvents()
 	}
-	run := func(early chan<- [][2]string) outcome {
-		o := s.runChain(ctx, rt, ex, early)
-		if rt.responseAlias {
-			answerAsAlias(o, model)
-		}
-		return o
-	}
 	if !stream {
-		o := run(nil)
+		o := st.run(nil)
 		status, code := s.writeOutcome(rc, o, caller, start, false, includeUsage, rx)
-		finish(status, code, false)
+		st.finish(status, code, false)
 		return
 	}
 
@@ -426,7 +470,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head
 	early := make(chan [][2]string, 1)
 	caller.firstHeaders = make(chan [][2]string, 1)
 	upHeaders := caller.firstHeaders
-	go func() { done <- run(early) }()
+	go func() { done <- st.run(early) }()
 	interval := time.Duration(s.cfg.Server.KeepaliveInterval)
 	var sent [][2]string // the upstream headers the stream's headers carry
 	timer := time.NewTimer(interval)
@@ -440,7 +484,7 @@ wait:
 		case o := <-done:
 			timer.Stop()
 			status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage, rx)
-			finish(status, code, false)
+			st.finish(status, code, false)
 			return
 		case h := <-upHeaders:
 			sent, upHeaders = h, nil
@@ -470,7 +514,7 @@ wait:
 		}
 	case o := <-done:
 		status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage, rx)
-		finish(status, code, false)
+		st.finish(status, code, false)
 		return
 	}
 	for _, h := range sent {
@@ -494,7 +538,7 @@ wait:
 		pending: []byte(keepAlive),
 		live:    caller.live,
 		render: func(o outcome) ([]byte, int, string) {
-			saveTrace()
+			st.saveTrace()
 			late := []string{"X-Factgate-Overhead: " + formatOverhead(caller.overhead(start))}
 			if sent == nil {
 				late = append(late, HeaderUpstream+": "+caller.upstreamName())
@@ -514,14 +558,14 @@ wait:
 	hs.finish = func(clientGone bool) {
 		hs.ticker.Stop()
 		if clientGone {
-			cancel(errClientGone)
+			st.ctx.cancel(errClientGone)
 			if !hs.finished {
 				<-done
 			}
-			finish(StatusClientClosed, "client_closed_request", false)
+			st.finish(StatusClientClosed, "client_closed_request", false)
 			return
 		}
-		finish(hs.status, hs.code, true)
+		st.finish(hs.status, hs.code, true)
 	}
 	rc.Response.SetBodyStream(hs, -1)
 }
@@ -850,6 +894,11 @@ func (s *Server) finalBody(ex *interceptors.Exchange) []byte {
 	return body
 }
 
+// appendOverhead appends formatOverhead(d) to dst.
+func appendOverhead(dst []byte, d time.Duration) []byte {
+	return append(strconv.AppendFloat(dst, ms(max(d, 0)), 'f', 3, 64), "ms"...)
+}
+
 // writeOutcome writes a finished chain's answer (not yet committed to the wire); rx
 // renders a Responses API request's answer.
 func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeCaller, start time.Time, stream, includeUsage bool, rx *responsesExchange) (int, string) {
@@ -858,9 +907,10 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 		for _, h := range ex.ResponseHeaders {
 			rc.Response.Header.Set(h[0], h[1])
 		}
-		rc.Response.Header.Set("X-Factgate-Trace-Id", ex.Trace.ID)
-		rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(caller.overhead(start)))
-		rc.Response.Header.Set(HeaderUpstream, caller.upstreamName())
+		var value [64]byte
+		rc.Response.Header.SetCanonical(headerTraceID, append(value[:0], ex.Trace.ID...))
+		rc.Response.Header.SetCanonical(headerOverhead, appendOverhead(value[:0], caller.overhead(start)))
+		rc.Response.Header.SetCanonical(headerUpstream, append(value[:0], caller.upstreamName()...))
 		s.setRateLimitHeaders(rc)
 	}
 	switch {

@@ -69,7 +69,8 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 	start := c.begin()
 	// Retries and fallbacks happen here, before any event reached the client;
 	// once the stream is read, a break is the answer's failure, never retried.
-	res := c.send(ctx, c.plan(chatPath, body, isStreamed))
+	sp := c.plan(chatPath, body, isStreamed)
+	res := c.send(ctx, &sp)
 	if res.err != nil {
 		c.end(start)
 		return nil, res.err

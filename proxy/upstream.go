@@ -215,11 +215,38 @@ func cutV1(path []byte) ([]byte, bool) {
 // whole connect timeout.
 var errUpstreamBusy = errors.New("too many concurrent upstream requests")
 
+// callWatch closes a call's connection when the call's context ends (the client
+// went away, a deadline passed): through the request's own context when the call
+// runs on it, else with context.AfterFunc.
+type callWatch struct {
+	req   *requestCtx
+	c     *upConn
+	after func() bool // context.AfterFunc's stop
+}
+
+// watchCall starts watching the call on c; stop ends it.
+func watchCall(ctx context.Context, c *upConn) callWatch {
+	if r, ok := ctx.(*requestCtx); ok {
+		r.watch(c)
+		return callWatch{req: r, c: c}
+	}
+	return callWatch{after: context.AfterFunc(ctx, func() { _ = c.Close() })}
+}
+
+// stop stops watching. It reports false when the context ended first: the
+// connection is closed, or being closed.
+func (w callWatch) stop() bool {
+	if w.req != nil {
+		return w.req.unwatch(w.c)
+	}
+	return w.after()
+}
+
 // call is one upstream exchange in progress. Close must be called exactly once.
 type call struct {
 	u      *upstream
 	c      *upConn
-	stop   func() bool
+	watch  callWatch
 	resp   *fasthttp.Response
 	stream bool
 	ctx    context.Context
@@ -258,9 +285,9 @@ func (u *upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *f
 		return nil, err
 	}
 	c.written = 0
-	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	watch := watchCall(ctx, c)
 	fail := func(err error) (*call, error) {
-		stop()
+		watch.stop()
 		_ = c.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -288,7 +315,7 @@ func (u *upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *f
 	if err := readResponseHeader(resp, c.br); err != nil {
 		return fail(err)
 	}
-	cl := &call{u: u, c: c, stop: stop, resp: resp, ctx: ctx}
+	cl := &call{u: u, c: c, watch: watch, resp: resp, ctx: ctx}
 	if stream != nil && stream(&resp.Header) {
 		resp.StreamBody = true
 		if err := resp.ReadBody(c.br, 0); err != nil {
@@ -354,7 +381,7 @@ func (cl *call) Close(complete bool) {
 		_ = cl.resp.CloseBodyStream()
 	}
 	if cl.c != nil {
-		if !cl.stop() || !complete || cl.resp.ConnectionClose() || cl.resp.Header.ContentLength() == -2 {
+		if !cl.watch.stop() || !complete || cl.resp.ConnectionClose() || cl.resp.Header.ContentLength() == -2 {
 			cl.closeConn()
 		} else {
 			cl.u.putConn(cl.c)
@@ -368,7 +395,7 @@ func (cl *call) Close(complete bool) {
 
 func (cl *call) closeConn() {
 	if cl.c != nil {
-		cl.stop()
+		cl.watch.stop()
 		_ = cl.c.Close()
 		cl.c = nil
 	}

@@ -13,6 +13,82 @@ import (
 // before its answer is complete.
 var errClientGone = errors.New("client closed the connection")
 
+// requestCtx is the context of a request the proxy serves, cancelled when the
+// client goes away or the request is finished (cancel). Cancelling it closes the
+// upstream connections of the calls in flight on it (watch), as
+// context.AfterFunc would, without the allocations AfterFunc makes for every
+// call. Its cause is context.Cause's, and contexts derived from it are cancelled
+// with it as from any cancelCtx.
+type requestCtx struct {
+	context.Context // from context.WithCancelCause
+	cancelCause     context.CancelCauseFunc
+
+	mu        sync.Mutex
+	cancelled bool
+	conns     []*upConn // the watched connections; backed by slots
+	slots     [2]*upConn
+}
+
+// newRequestCtx returns the context of a request.
+func newRequestCtx() *requestCtx {
+	r := &requestCtx{}
+	r.init()
+	return r
+}
+
+// init readies a zero requestCtx.
+func (r *requestCtx) init() {
+	r.Context, r.cancelCause = context.WithCancelCause(context.Background())
+}
+
+// cancel cancels the context with cause (nil: context.Canceled), then closes the
+// watched connections; later calls do nothing more.
+func (r *requestCtx) cancel(cause error) {
+	r.cancelCause(cause) // first: a call that sees its connection closed sees ctx.Err()
+	r.mu.Lock()
+	r.cancelled = true
+	conns := r.conns
+	r.conns = nil
+	r.mu.Unlock()
+	for i, c := range conns {
+		_ = c.Close()
+		conns[i] = nil
+	}
+}
+
+// watch closes c when the context is cancelled: at once when it already is.
+func (r *requestCtx) watch(c *upConn) {
+	r.mu.Lock()
+	if r.cancelled {
+		r.mu.Unlock()
+		_ = c.Close()
+		return
+	}
+	if r.conns == nil {
+		r.conns = r.slots[:0]
+	}
+	r.conns = append(r.conns, c)
+	r.mu.Unlock()
+}
+
+// unwatch stops watching c. Like the stop function of context.AfterFunc, it
+// reports false when the context was cancelled first (c is closed, or being
+// closed) or c was not watched.
+func (r *requestCtx) unwatch(c *upConn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, w := range r.conns {
+		if w == c {
+			last := len(r.conns) - 1
+			r.conns[i] = r.conns[last]
+			r.conns[last] = nil
+			r.conns = r.conns[:last]
+			return true
+		}
+	}
+	return false
+}
+
 // fasthttp gives a handler no signal when its client goes away, so the proxy wraps
 // every accepted connection in a watchConn. While a request has run longer than a
 // short delay, a probe reads from the connection: HTTP/1.1 clients send nothing
@@ -20,7 +96,7 @@ var errClientGone = errors.New("client closed the connection")
 // client is gone and the request's context is cancelled — which closes the upstream
 // connection of that request. A byte that does arrive (a pipelining client) is kept
 // and handed back to fasthttp's reader. Cheap requests finish before the probe
-// starts and pay only for a timer.
+// starts and pay only for setting a timer the connection keeps.
 //
 // fasthttp leaves server.read_timeout's deadline on the connection while the
 // handler runs and the answer is written. That deadline bounds reading the
@@ -56,16 +132,22 @@ type watchConn struct {
 	// Read); it goes back to its pool once pending is drained.
 	ahead *[]byte
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// timer is made at the connection's first request and set again (Reset) by
+	// the requests after; it is not stopped when a request ends, so it may fire
+	// for an earlier one (see fire). timerSet: it will fire.
 	timer     *time.Timer
-	cancel    context.CancelCauseFunc
+	timerSet  bool
+	armedAt   time.Time
+	cancel    *requestCtx
 	armed     bool
 	probing   bool
 	probeDone chan struct{}
-	// gen counts arms: a timer callback of an earlier request that runs late (a
-	// busy scheduler) must not probe on behalf of the next one, or two probes
-	// read at once and one of them, left without a deadline, takes the first byte
-	// of the next request ("OPST /v1/chat/completions": 405).
+	// gen counts arms: a probe fire decided on for an earlier request that runs
+	// late (a busy scheduler; disarm and arm in between) must not probe on
+	// behalf of the next one, or two probes read at once and one of them, left
+	// without a deadline, takes the first byte of the next request
+	// ("OPST /v1/chat/completions": 405).
 	gen uint64
 }
 
@@ -117,22 +199,47 @@ var readAheadPool = sync.Pool{New: func() any {
 }}
 
 // arm starts watching for the client going away on behalf of one request.
-func (c *watchConn) arm(cancel context.CancelCauseFunc) {
+func (c *watchConn) arm(cancel *requestCtx) {
 	c.mu.Lock()
 	c.cancel = cancel
 	c.armed = true
 	c.probing = false
 	c.gen++
-	gen := c.gen
-	if c.timer != nil {
-		c.timer.Stop()
+	c.armedAt = time.Now()
+	switch {
+	case c.timer == nil:
+		c.timer = time.AfterFunc(c.probeAfter, c.fire)
+	case !c.timerSet:
+		c.timer.Reset(c.probeAfter)
 	}
-	c.timer = time.AfterFunc(c.probeAfter, func() { c.probe(gen) })
+	c.timerSet = true
 	c.mu.Unlock()
 }
 
-// probe runs in the timer's goroutine and blocks in Read until the client sends
-// something, closes, or disarm interrupts it.
+// fire runs in the timer's goroutine. The timer outlives the requests it was
+// set for, so it probes only for an armed request that has run probeAfter; one
+// armed later (the timer was set for an earlier request, or fired late) sets it
+// again for the rest of its probeAfter.
+func (c *watchConn) fire() {
+	c.mu.Lock()
+	if !c.armed || c.probing {
+		c.timerSet = false
+		c.mu.Unlock()
+		return
+	}
+	if rest := c.probeAfter - time.Since(c.armedAt); rest > 0 {
+		c.timer.Reset(rest)
+		c.mu.Unlock()
+		return
+	}
+	c.timerSet = false
+	gen := c.gen
+	c.mu.Unlock()
+	c.probe(gen)
+}
+
+// probe runs in the timer's goroutine (fire) and blocks in Read until the client
+// sends something, closes, or disarm interrupts it.
 func (c *watchConn) probe(gen uint64) {
 	c.mu.Lock()
 	if !c.armed || c.gen != gen || c.probing {
@@ -162,7 +269,7 @@ func (c *watchConn) probe(gen uint64) {
 	armed := c.armed
 	c.mu.Unlock()
 	if armed {
-		cancel(errClientGone)
+		cancel.cancel(errClientGone)
 	}
 }
 
@@ -173,8 +280,7 @@ func (c *watchConn) disarm() {
 		c.mu.Unlock()
 		return
 	}
-	c.armed = false
-	c.timer.Stop()
+	c.armed = false // the timer, left set, fires for nothing or for a later request
 	probing, done := c.probing, c.probeDone
 	c.mu.Unlock()
 	if probing {
