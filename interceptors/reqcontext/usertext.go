@@ -91,7 +91,16 @@ type userHead struct {
 // newUserHeads finds the user texts of the body's messages ml (empty: none); it
 // decodes nothing yet.
 func newUserHeads(body string, ml MessageList, bounds headBounds, buf bufferSource) *userHeads {
-	h := &userHeads{bounds: bounds, buf: buf}
+	h := &userHeads{}
+	h.init(body, ml, bounds, buf)
+	return h
+}
+
+// init sets h to the user texts of the body's messages ml, as newUserHeads
+// finds them: h is where the caller keeps them (the context stage, in the
+// request's resolution).
+func (h *userHeads) init(body string, ml MessageList, bounds headBounds, buf bufferSource) {
+	*h = userHeads{bounds: bounds, buf: buf}
 	h.texts = h.first[:0]
 	eachUserTextOf(body, ml, func(raw string) bool {
 		inner := raw[1 : len(raw)-1]
@@ -102,7 +111,6 @@ func newUserHeads(body string, ml MessageList, bounds headBounds, buf bufferSour
 		h.texts = append(h.texts, t)
 		return true
 	})
-	return h
 }
 
 // Count implements knowledge.TextHeads.

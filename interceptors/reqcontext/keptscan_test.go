@@ -1,0 +1,186 @@
+package reqcontext
+
+import (
+	"context"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge/rawjson"
+)
+
+// TestScanRequestReadsWhatTheStageReads: the proxy's walk (ScanRequest) finds
+// the members the stage's own walk finds, and hands every other member to its
+// caller, in order, at its offset.
+func TestScanRequestReadsWhatTheStageReads(t *testing.T) {
+	t.Parallel()
+	bodies := append(slices.Clone(messageBodies),
+		// More messages than the scan's room.
+		`{"messages":[{"role":"system","content":"s"},{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":"d"},{"role":"user","content":"e"}]}`)
+	for _, body := range bodies {
+		var others []string
+		sc := ScanRequest([]byte(body), func(key string, v int) int {
+			end := rawjson.ValueEnd(body, v)
+			others = append(others, rawjson.Key(key)+"="+body[v:end])
+			return end
+		})
+		if want := scanRequest(body, nil, nil); !reflect.DeepEqual(sc.members, want) {
+			t.Errorf("%.80s: ScanRequest\n got %+v\nwant %+v", body, sc.members, want)
+		}
+		var want []string
+		rawjson.EachMember(body, func(m rawjson.Member) bool {
+			if k := rawjson.Key(m.Key); k != "messages" && k != "metadata" && k != "response_format" {
+				want = append(want, k+"="+m.Raw)
+			}
+			return true
+		})
+		if !slices.Equal(others, want) {
+			t.Errorf("%.80s: other members %q, want %q", body, others, want)
+		}
+	}
+}
+
+// TestKeptScan: the stage resolves a body the same with the proxy's scan as
+// with its own, and uses a kept scan only for the slice it was kept for.
+func TestKeptScan(t *testing.T) {
+	t.Parallel()
+	r := newResolver(t, nil)
+	resolveWith := func(body []byte, keep func(ex *interceptors.Exchange)) (*Context, []string, string) {
+		t.Helper()
+		ex := exchange(body, nil)
+		ex.Body = ex.Original
+		if keep != nil {
+			keep(ex)
+		}
+		if _, ok := FromExchange(ex); ok {
+			t.Fatal("a kept scan reads as the request context")
+		}
+		if err := r.OnRequest(context.Background(), ex); err != nil {
+			t.Fatal(err)
+		}
+		c, ok := FromExchange(ex)
+		if !ok {
+			t.Fatal("no context")
+		}
+		return c, ex.Trace.Notes, string(ex.Body)
+	}
+	same := func(what string, a, b *Context) {
+		t.Helper()
+		if !reflect.DeepEqual(summary(a), summary(b)) || !reflect.DeepEqual(a.Players, b.Players) || a.Applies != b.Applies ||
+			!reflect.DeepEqual(a.scan.list, b.scan.list) || a.scan.found != b.scan.found {
+			t.Errorf("%s: context\n got %+v\nwant %+v", what, a, b)
+		}
+	}
+	for _, extra := range []string{"", `"metadata":{"factgate.session":"s1","factgate.maps":"m2","other":1},"response_format":{"type":"json_object"}`} {
+		body := chatBody(t, coronaLog, extra)
+		want, wantNotes, wantBody := resolveWith(body, nil)
+		got, notes, out := resolveWith(body, func(ex *interceptors.Exchange) {
+			// The proxy scans its own buffer and keeps the scan for the copy.
+			KeepScan(ex, ex.Original, ScanRequest(body, nil))
+		})
+		same(extra, got, want)
+		if !slices.Equal(notes, wantNotes) || out != wantBody {
+			t.Errorf("%s: notes %q body %s, want %q %s", extra, notes, out, wantNotes, wantBody)
+		}
+
+		// A scan of another body of the same length, kept for the original,
+		// serves only the original: a stage before this one replaced the body.
+		// Another log, padded with spaces to the length of the first: its
+		// messages are elsewhere.
+		other := string(chatBody(t, "Mod: x\n玩家: A (苏联)\n", extra))
+		if len(other) >= len(body) {
+			t.Fatalf("test bodies of lengths %d, %d", len(other), len(body))
+		}
+		other = other[:len(other)-1] + strings.Repeat(" ", len(body)-len(other)) + "}"
+		wantOther, _, _ := resolveWith([]byte(other), nil)
+		gotOther, _, _ := resolveWith([]byte(other), func(ex *interceptors.Exchange) {
+			KeepScan(ex, []byte(other), ScanRequest(body, nil))
+		})
+		if summary(gotOther)["factions"] != "苏联 (extracted)" {
+			t.Fatalf("%s: the replaced body resolves to %v", extra, summary(gotOther))
+		}
+		same(extra+" (replaced)", gotOther, wantOther)
+
+		// A scan is not kept for a body of another length.
+		ex := exchange(body, nil)
+		KeepScan(ex, ex.Original[:len(body)-1], ScanRequest(body, nil))
+		if ex.Value(contextKey{}) != nil {
+			t.Errorf("%s: a scan kept for a body of another length", extra)
+		}
+	}
+}
+
+// TestSharedScopeSources: a context whose scopes are all extracted gets the
+// sources New made for its dimensions, equal to what a map of its own would
+// hold; any other context gets a map of its own, and the shared ones do not
+// change.
+func TestSharedScopeSources(t *testing.T) {
+	t.Parallel()
+	r := newResolver(t, nil)
+	if len(r.extracted) != 1<<len(r.dims) {
+		t.Fatalf("%d shared sources for dimensions %v", len(r.extracted), r.dims)
+	}
+	before := make([]map[string]Source, len(r.extracted))
+	for i, m := range r.extracted {
+		before[i] = maps.Clone(m)
+	}
+	resolve := func(user string, h interceptors.HeaderReader) *Context {
+		t.Helper()
+		ex := exchange(chatBody(t, user, ""), h)
+		if err := r.OnRequest(context.Background(), ex); err != nil {
+			t.Fatal(err)
+		}
+		c, _ := FromExchange(ex)
+		return c
+	}
+	for _, tc := range []struct {
+		user string
+		want map[string]Source
+	}{
+		{coronaLog, map[string]Source{"factions": SourceExtracted, "maps": SourceExtracted}},
+		{"玩家: A (苏联)\n", map[string]Source{"factions": SourceExtracted}},
+		{"地图: map_mp_2_feasel1\n", map[string]Source{"maps": SourceExtracted}},
+		{"请分析这局对战。", nil},
+	} {
+		a, b := resolve(tc.user, nil), resolve(tc.user, nil)
+		if !maps.Equal(a.ScopeSources, tc.want) || (tc.want == nil) != (a.ScopeSources == nil) {
+			t.Errorf("%q: sources %v, want %v", tc.user, a.ScopeSources, tc.want)
+		}
+		if tc.want != nil && reflect.ValueOf(a.ScopeSources).Pointer() != reflect.ValueOf(b.ScopeSources).Pointer() {
+			t.Errorf("%q: two requests got sources of their own", tc.user)
+		}
+	}
+	c := resolve(coronaLog, headers(HeaderScopePrefix+"Maps", "map_mp_4_xyzw1"))
+	if want := map[string]Source{"factions": SourceExtracted, "maps": SourceHeader}; !maps.Equal(c.ScopeSources, want) {
+		t.Errorf("with a header: sources %v, want %v", c.ScopeSources, want)
+	}
+	for i, m := range r.extracted {
+		if !maps.Equal(m, before[i]) {
+			t.Errorf("shared sources %d changed: %v, was %v", i, m, before[i])
+		}
+	}
+}
+
+// TestTraceNotes: the two notes built in one buffer are the description and
+// the verdict as built apart.
+func TestTraceNotes(t *testing.T) {
+	t.Parallel()
+	r := newResolver(t, nil)
+	for _, user := range []string{coronaLog, "请分析这局对战。"} {
+		ex := exchange(chatBody(t, user, `"metadata":{"factgate.session":"s1"}`), nil)
+		if err := r.OnRequest(context.Background(), ex); err != nil {
+			t.Fatal(err)
+		}
+		c, _ := FromExchange(ex)
+		described, verdict := c.traceNotes()
+		if described != c.describe() || verdict != "context: "+c.Applies.Reason {
+			t.Errorf("%q: notes %q, %q; want %q, %q", user, described, verdict, c.describe(), "context: "+c.Applies.Reason)
+		}
+		if got := ex.Trace.Notes; len(got) < 2 || got[0] != described || got[1] != verdict {
+			t.Errorf("%q: trace notes %q", user, got)
+		}
+	}
+}
