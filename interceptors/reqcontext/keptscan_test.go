@@ -184,3 +184,41 @@ func TestTraceNotes(t *testing.T) {
 		}
 	}
 }
+
+// TestScopeDims: the stage's sorted dimensions of a context are the keys of its
+// Scopes, whichever step chose them, and describe reads the same with them as
+// when it sorts the keys itself.
+func TestScopeDims(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		cfg      *Config
+		header   []string
+		user     string
+		metadata string
+	}{
+		{name: "extracted", user: coronaLog},
+		{name: "players only", user: "玩家: A (苏联)\n"},
+		{name: "nothing", user: "请分析这局对战。"},
+		{name: "a header", user: coronaLog, header: []string{HeaderScopePrefix + "Maps", "map_mp_4_xyzw1"}},
+		{name: "a header, no extraction", user: "hi", header: []string{HeaderScopePrefix + "factions", "%E7%9B%9F%E5%86%9B"}},
+		{name: "metadata", user: coronaLog, metadata: `"metadata":{"factgate.factions":["苏联"],"factgate.nodim":"x"}`},
+		{name: "the route", user: coronaLog, cfg: &Config{Scopes: map[string][]string{"maps": {"map_mp_2_rao1"}}}},
+	} {
+		r := newResolver(t, tc.cfg)
+		ex := exchange(chatBody(t, tc.user, tc.metadata), headers(tc.header...))
+		if err := r.OnRequest(context.Background(), ex); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		c, _ := FromExchange(ex)
+		keys := slices.Sorted(maps.Keys(c.Scopes))
+		if !slices.Equal(c.scopeDims, keys) {
+			t.Errorf("%s: scope dims %v, want %v", tc.name, c.scopeDims, keys)
+		}
+		alone := *c
+		alone.scopeDims = nil
+		if got, want := c.describe(), alone.describe(); got != want {
+			t.Errorf("%s: describe %q, want %q", tc.name, got, want)
+		}
+	}
+}

@@ -38,6 +38,10 @@ type Interceptor struct {
 	// extraction (bit i: dims[i]), the ScopeSources saying so: read-only, shared
 	// by every request with that set (nil when the pack has too many dimensions).
 	extracted []map[string]Source
+	// dimSets holds, for each set of dims (bit i: dims[i]), its dimensions in
+	// order: the sorted keys of a context's Scopes, for describe (nil with too
+	// many dimensions, as extracted).
+	dimSets [][]string
 }
 
 // maxSharedSources bounds the dimensions for which New makes every extracted
@@ -66,11 +70,13 @@ func New(cfg *Config, deps interceptors.Deps) (*Interceptor, error) {
 	r.bounds = boundsOf(deps.Pack)
 	if n := len(r.dims); n <= maxSharedSources {
 		r.extracted = make([]map[string]Source, 1<<n)
+		r.dimSets = make([][]string, 1<<n)
 		for set := 1; set < len(r.extracted); set++ {
 			m := map[string]Source{}
 			for i, d := range r.dims {
 				if set&(1<<i) != 0 {
 					m[d] = SourceExtracted
+					r.dimSets[set] = append(r.dimSets[set], d)
 				}
 			}
 			r.extracted[set] = m
@@ -273,6 +279,11 @@ func (r *Interceptor) resolveInto(res *resolution, ex *interceptors.Exchange) (*
 		}
 	}
 	c.ScopeSources = r.scopeSources(srcs, extractedOnly)
+	if r.dimSets != nil {
+		// The keys of c.Scopes are the dimensions with a source, whichever
+		// branch above made it: sorted, as r.dims is.
+		c.scopeDims = r.dimSets[sourceSet(srcs)]
+	}
 
 	// The session.
 	if v, ok, err := headerValue(ex.Header, HeaderSession); err != nil {
@@ -314,18 +325,23 @@ func countSources(srcs []Source) int {
 	return n
 }
 
+// sourceSet returns the set of dimensions srcs gives a source (bit i: srcs[i]).
+func sourceSet(srcs []Source) int {
+	set := 0
+	for i, s := range srcs {
+		if s != "" {
+			set |= 1 << i
+		}
+	}
+	return set
+}
+
 // scopeSources returns the ScopeSources of the sources srcs of r.dims (nil when
 // none is set); extractedOnly > 0 says every one set is SourceExtracted, and
 // then the map is the one New made for that set of dimensions, shared.
 func (r *Interceptor) scopeSources(srcs []Source, extractedOnly int) map[string]Source {
 	if extractedOnly > 0 && r.extracted != nil {
-		set := 0
-		for i, s := range srcs {
-			if s != "" {
-				set |= 1 << i
-			}
-		}
-		return r.extracted[set]
+		return r.extracted[sourceSet(srcs)]
 	}
 	var m map[string]Source
 	for i, s := range srcs {
@@ -387,12 +403,15 @@ func (c *Context) appendDescription(b []byte) []byte {
 		b = append(b, " overlay v"...)
 		b = strconv.AppendUint(b, c.Set.Version, 10)
 	}
-	var dimBuf [8]string
-	dims := dimBuf[:0]
-	for dim := range c.Scopes {
-		dims = append(dims, dim)
+	dims := c.scopeDims
+	if dims == nil && len(c.Scopes) > 0 { // a context the stage did not resolve
+		var dimBuf [8]string
+		dims = dimBuf[:0]
+		for dim := range c.Scopes {
+			dims = append(dims, dim)
+		}
+		slices.Sort(dims)
 	}
-	slices.Sort(dims)
 	for _, dim := range dims {
 		b = append(b, "; "...)
 		b = append(b, dim...)
