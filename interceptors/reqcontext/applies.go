@@ -44,9 +44,8 @@ type appliesKey struct{}
 // bounds bound each user text decoded, into buf's buffers (userHeads).
 func judge(pack *knowledge.Pack, body string, req requestMembers, bounds headBounds, buf bufferSource) knowledge.Applicability {
 	return pack.Applies(knowledge.ApplyInput{
-		Heads:          newUserHeads(body, req.messages, bounds, buf),
-		ClientMentions: func(s string) bool { return clientMentions(body, req.messages, s) },
-		JSONMode:       jsonFormat(req.responseFormat),
+		Heads:    newUserHeads(body, req.messages, bounds, buf),
+		JSONMode: jsonFormat(req.responseFormat),
 	})
 }
 

@@ -299,10 +299,9 @@ func (r *Interceptor) resolveInto(res *resolution, ex *interceptors.Exchange) (*
 	}
 	// Judged once the session is known: a session's follow-up is about its facts.
 	c.Applies = r.pack.Applies(knowledge.ApplyInput{
-		Heads:          heads,
-		ClientMentions: func(s string) bool { return clientMentions(body, req.messages, s) },
-		JSONMode:       jsonFormat(req.responseFormat),
-		Session:        c.Session,
+		Heads:    heads,
+		JSONMode: jsonFormat(req.responseFormat),
+		Session:  c.Session,
 	})
 	for _, m := range meta {
 		if !strings.EqualFold(m.name, "knowledge_set") && !strings.EqualFold(m.name, "session") {
