@@ -49,6 +49,9 @@ type requestMembers struct {
 	// metadata and responseFormat are the raw JSON of those members ("" when
 	// absent), as rawjson.Find returns them: the last one of a repeated name.
 	metadata, responseFormat string
+	// metadataAt and responseFormatAt are where they start in the body, for
+	// reading them from a copy of it (keptScan).
+	metadataAt, responseFormatAt int
 }
 
 // RequestScan is what the context stage reads of a chat completion body's
@@ -96,13 +99,22 @@ func KeepScan(ex *interceptors.Exchange, body []byte, sc *RequestScan) {
 }
 
 // keptScan returns the members of body from the scan KeepScan kept in ex for
-// that very slice; ok is false when there is none.
+// that very slice; ok is false when there is none. The raw members are read
+// from body, not from the body scanned (the proxy's buffer, of which body is a
+// copy).
 func keptScan(ex *interceptors.Exchange, body []byte) (requestMembers, bool) {
 	sc, ok := ex.Value(contextKey{}).(*RequestScan)
 	if !ok || len(body) == 0 || sc.body != unsafe.SliceData(body) || sc.n != len(body) {
 		return requestMembers{}, false
 	}
-	return sc.members, true
+	r, s := sc.members, bytesView(body)
+	if r.metadata != "" {
+		r.metadata = s[r.metadataAt : r.metadataAt+len(r.metadata)]
+	}
+	if r.responseFormat != "" {
+		r.responseFormat = s[r.responseFormatAt : r.responseFormatAt+len(r.responseFormat)]
+	}
+	return r, true
 }
 
 // scanRequest reads the members of the body the context stage needs in one walk,
@@ -123,9 +135,9 @@ func scanRequest(s string, room []Message, other func(key string, v int) int) re
 			r.messages = scanMessages(s, v, room)
 			return r.messages.End
 		case rawjson.KeyIs(key, "metadata"):
-			return memberEnd(s, v, &r.metadata)
+			return memberEnd(s, v, &r.metadata, &r.metadataAt)
 		case rawjson.KeyIs(key, "response_format"):
-			return memberEnd(s, v, &r.responseFormat)
+			return memberEnd(s, v, &r.responseFormat, &r.responseFormatAt)
 		case other != nil:
 			return other(key, v)
 		}
@@ -138,12 +150,13 @@ func scanRequest(s string, room []Message, other func(key string, v int) int) re
 	return r
 }
 
-// memberEnd sets *raw to the value at s[v] and returns its end (-1, and *raw
-// untouched, when the value is cut short, as rawjson.Find would not report it).
-func memberEnd(s string, v int, raw *string) int {
+// memberEnd sets *raw to the value at s[v] and *at to v, and returns its end
+// (-1, and both untouched, when the value is cut short, as rawjson.Find would
+// not report it).
+func memberEnd(s string, v int, raw *string, at *int) int {
 	end := rawjson.ValueEnd(s, v)
 	if end >= 0 {
-		*raw = s[v:end]
+		*raw, *at = s[v:end], v
 	}
 	return end
 }
