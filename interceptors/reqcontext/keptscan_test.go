@@ -1,12 +1,15 @@
 package reqcontext
 
 import (
+	"bufio"
 	"context"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge/rawjson"
@@ -224,6 +227,42 @@ func TestScopeDims(t *testing.T) {
 		alone.scopeDims = nil
 		if got, want := c.describe(), alone.describe(); got != want {
 			t.Errorf("%s: describe %q, want %q", tc.name, got, want)
+		}
+	}
+}
+
+// TestHeaderNamesReadAsPeekReads: a header name read without normalizing
+// (canonical) finds what Peek finds, in a header that normalizes its keys and
+// in one that does not, whatever the case the client sent.
+func TestHeaderNamesReadAsPeekReads(t *testing.T) {
+	t.Parallel()
+	names := []string{HeaderKnowledgeSet, HeaderSession, HeaderScopePrefix + "Factions", HeaderScopePrefix + "Maps",
+		HeaderScopePrefix + "FactionGroups", HeaderScopePrefix + "Map_pool", HeaderScopePrefix + "Tier2", "x-factgate-session", "X--Double"}
+	canonical := map[string]bool{HeaderKnowledgeSet: true, HeaderSession: true, HeaderScopePrefix + "Factions": true,
+		HeaderScopePrefix + "Maps": true, HeaderScopePrefix + "Tier2": true, "X--Double": true}
+	for _, name := range names {
+		n := newHeaderName(name)
+		if (n.key != nil) != canonical[name] {
+			t.Errorf("%s: canonical %v, want %v", name, n.key != nil, canonical[name])
+		}
+		for _, sent := range []string{name, strings.ToLower(name), strings.ToUpper(name)} {
+			for _, raw := range []bool{false, true} {
+				var req fasthttp.Request
+				req.Header.DisableNormalizing()
+				if !raw {
+					req.Header.EnableNormalizing()
+				}
+				if err := req.Header.Read(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\nHost: h\r\n" + sent + ": v1\r\n\r\n"))); err != nil {
+					t.Fatal(err)
+				}
+				h := &req.Header
+				if !raw && string(h.Peek(name)) != "v1" {
+					t.Fatalf("%s sent as %s: Peek reads %q", name, sent, h.Peek(name))
+				}
+				if got, want := string(n.peek(h)), string(h.Peek(name)); got != want {
+					t.Errorf("%s sent as %s (normalizing %v): %q, Peek reads %q", name, sent, !raw, got, want)
+				}
+			}
 		}
 	}
 }

@@ -31,9 +31,9 @@ type Interceptor struct {
 	pack   *knowledge.Pack
 	lib    *knowledge.Library
 	route  Config
-	dims   []string          // every dimension the pack knows, sorted
-	header map[string]string // dimension -> its X-Factgate-Scope-* header name
-	bounds headBounds        // how much of each user text the pack's rules read
+	dims   []string     // every dimension the pack knows, sorted
+	header []headerName // each of dims' X-Factgate-Scope-* header
+	bounds headBounds   // how much of each user text the pack's rules read
 	// extracted holds, for each set of dims whose values all came from the
 	// extraction (bit i: dims[i]), the ScopeSources saying so: read-only, shared
 	// by every request with that set (nil when the pack has too many dimensions).
@@ -57,7 +57,7 @@ func New(cfg *Config, deps interceptors.Deps) (*Interceptor, error) {
 	if deps.Library == nil {
 		return nil, errors.New("the context stage needs the knowledge library")
 	}
-	r := &Interceptor{pack: deps.Pack, lib: deps.Library, header: map[string]string{}}
+	r := &Interceptor{pack: deps.Pack, lib: deps.Library}
 	r.dims = packDimensions(deps.Pack, deps.Library)
 	route, err := cfg.validate(deps.Pack, deps.Library, r.dims)
 	if err != nil {
@@ -65,7 +65,7 @@ func New(cfg *Config, deps interceptors.Deps) (*Interceptor, error) {
 	}
 	r.route = route
 	for _, d := range r.dims {
-		r.header[d] = HeaderScopePrefix + strings.ToUpper(d[:1]) + d[1:]
+		r.header = append(r.header, newHeaderName(HeaderScopePrefix+strings.ToUpper(d[:1])+d[1:]))
 	}
 	r.bounds = boundsOf(deps.Pack)
 	if n := len(r.dims); n <= maxSharedSources {
@@ -158,7 +158,7 @@ func (r *Interceptor) resolveInto(res *resolution, ex *interceptors.Exchange) (*
 	var notes []string
 
 	// The knowledge set.
-	if v, ok, err := headerValue(ex.Header, HeaderKnowledgeSet); err != nil {
+	if v, ok, err := headerValue(ex.Header, &knowledgeSetHeader); err != nil {
 		return nil, nil, nil, err
 	} else if ok {
 		if err := r.checkSet(v, HeaderKnowledgeSet, "header "+HeaderKnowledgeSet); err != nil {
@@ -217,7 +217,7 @@ func (r *Interceptor) resolveInto(res *resolution, ex *interceptors.Exchange) (*
 	for i, dim := range r.dims {
 		var values []string
 		var src Source
-		if v, ok, err := headerList(ex.Header, r.header[dim]); err != nil {
+		if v, ok, err := headerList(ex.Header, &r.header[i]); err != nil {
 			return nil, nil, nil, err
 		} else if ok {
 			values, src = v, SourceHeader
@@ -286,7 +286,7 @@ func (r *Interceptor) resolveInto(res *resolution, ex *interceptors.Exchange) (*
 	}
 
 	// The session.
-	if v, ok, err := headerValue(ex.Header, HeaderSession); err != nil {
+	if v, ok, err := headerValue(ex.Header, &sessionHeader); err != nil {
 		return nil, nil, nil, err
 	} else if ok {
 		c.Session = v
@@ -445,13 +445,83 @@ func (c *Context) appendDescription(b []byte) []byte {
 	return b
 }
 
+// headerName is a request header the stage reads: its name, and the name as
+// the key fasthttp reads without normalizing it first when the name is in the
+// canonical form its normalizing gives ("X-Factgate-Session"): reading by it
+// finds what Peek finds, without normalizing a copy of the name into the
+// header's buffer — which grew, an allocation or two, in the header the proxy
+// makes for every request.
+type headerName struct {
+	name string
+	key  []byte // nil: the name is not canonical, read it with Peek
+}
+
+// The stage's fixed headers.
+var (
+	knowledgeSetHeader = newHeaderName(HeaderKnowledgeSet)
+	sessionHeader      = newHeaderName(HeaderSession)
+)
+
+func newHeaderName(name string) headerName {
+	n := headerName{name: name}
+	if canonicalHeaderName(name) {
+		n.key = []byte(name)
+	}
+	return n
+}
+
+// canonicalHeaderName reports whether fasthttp's normalizing leaves name as it
+// is, whether or not a header normalizes: ASCII letters, digits and dashes,
+// each letter upper case at the start and after a dash and lower case
+// elsewhere.
+func canonicalHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		upper := i == 0 || name[i-1] == '-'
+		switch {
+		case c == '-' || '0' <= c && c <= '9':
+		case 'A' <= c && c <= 'Z':
+			if !upper {
+				return false
+			}
+		case 'a' <= c && c <= 'z':
+			if upper {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalPeeker reads a header by a key in the canonical form, without
+// normalizing it (fasthttp's RequestHeader.PeekCanonical).
+type canonicalPeeker interface {
+	PeekCanonical(key []byte) []byte
+}
+
+// peek returns the header's value in h, as h.Peek(n.name) does.
+func (n *headerName) peek(h interceptors.HeaderReader) []byte {
+	if n.key != nil {
+		if c, ok := h.(canonicalPeeker); ok {
+			return c.PeekCanonical(n.key)
+		}
+	}
+	return h.Peek(n.name)
+}
+
 // headerValue reads one percent-encoded header value; ok is false when the header is
 // absent or blank.
-func headerValue(h interceptors.HeaderReader, name string) (string, bool, error) {
+func headerValue(h interceptors.HeaderReader, n *headerName) (string, bool, error) {
 	if h == nil {
 		return "", false, nil
 	}
-	raw := h.Peek(name)
+	name := n.name
+	raw := n.peek(h)
 	if len(raw) == 0 {
 		return "", false, nil
 	}
@@ -465,11 +535,12 @@ func headerValue(h interceptors.HeaderReader, name string) (string, bool, error)
 
 // headerList reads a comma-separated list of percent-encoded values (a comma inside
 // a value is sent as %2C); ok is false when it holds no value.
-func headerList(h interceptors.HeaderReader, name string) ([]string, bool, error) {
+func headerList(h interceptors.HeaderReader, n *headerName) ([]string, bool, error) {
 	if h == nil {
 		return nil, false, nil
 	}
-	raw := h.Peek(name)
+	name := n.name
+	raw := n.peek(h)
 	if len(raw) == 0 {
 		return nil, false, nil
 	}
