@@ -57,13 +57,34 @@ type ApplyInput struct {
 	// lines the caller produces as the rules ask for them (TextHeads).
 	Heads TextHeads
 	// ClientMentions reports whether the client's own messages contain s (the
-	// claims marker); called only when a rule needs it. Nil means they do not.
+	// claims marker); called only when a rule needs it. Nil: the Heads' own
+	// ClientMentions when they are a ClientMentioner (a caller that made its
+	// heads for the request spares a function made for it), else they do not.
 	ClientMentions func(s string) bool
 	// JSONMode: the request asks for JSON (response_format json_object or
 	// json_schema).
 	JSONMode bool
 	// Session is the request's session id ("" when it names none).
 	Session string
+}
+
+// ClientMentioner is TextHeads that can also tell whether the client's own
+// messages — system, developer and user — contain a string (ApplyInput's
+// ClientMentions).
+type ClientMentioner interface {
+	ClientMentions(s string) bool
+}
+
+// clientMentions is in.ClientMentions, or the heads' (ClientMentioner); false
+// when there is neither.
+func (in *ApplyInput) clientMentions(s string) bool {
+	if in.ClientMentions != nil {
+		return in.ClientMentions(s)
+	}
+	if m, ok := in.Heads.(ClientMentioner); ok {
+		return m.ClientMentions(s)
+	}
+	return false
 }
 
 // Applicability is a pack's verdict on one request.
@@ -98,7 +119,7 @@ func (p *Pack) Applies(in ApplyInput) Applicability {
 		return rules.userLineStart.admits(line) && remembered(rules.userLineSeen, line, rules.UserLineRe.MatchString)
 	}):
 		a.Domain, a.Reason = true, "a user message has a line the pack's user_line rule matches"
-	case rules.Marker && p.Claims != nil && in.ClientMentions != nil && in.ClientMentions(p.Claims.Marker):
+	case rules.Marker && p.Claims != nil && in.clientMentions(p.Claims.Marker):
 		a.Domain, a.Reason = true, "the client's own prompt asks for the claims block ("+p.Claims.Marker+")"
 	case rules.Session && in.Session != "":
 		a.Domain, a.Reason = true, "the request continues session "+in.Session+", whose segments are its facts"

@@ -133,3 +133,37 @@ func TestOperationLinesPassThePrefilter(t *testing.T) {
 		t.Fatal("no operation lines")
 	}
 }
+
+// mentioningTexts are Texts that answer ClientMentions themselves.
+type mentioningTexts struct {
+	Texts
+	marker string // what the client's messages contain
+}
+
+func (m mentioningTexts) ClientMentions(s string) bool { return s == m.marker }
+
+// TestAppliesAsksTheHeadsForMentions: without a ClientMentions function, heads
+// that are a ClientMentioner answer it; a function, when given, is asked instead.
+func TestAppliesAsksTheHeadsForMentions(t *testing.T) {
+	t.Parallel()
+	reg, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := reg.Pack("ra3")
+	hello := Texts{"Say hello"}
+	for _, tc := range []struct {
+		name   string
+		in     ApplyInput
+		domain bool
+	}{
+		{"the heads mention the marker", ApplyInput{Heads: mentioningTexts{hello, "[机器可读声明]"}}, true},
+		{"the heads do not", ApplyInput{Heads: mentioningTexts{hello, "other"}}, false},
+		{"heads that cannot tell", ApplyInput{Heads: hello}, false},
+		{"the function over the heads", ApplyInput{Heads: mentioningTexts{hello, "[机器可读声明]"}, ClientMentions: func(string) bool { return false }}, false},
+	} {
+		if a := p.Applies(tc.in); a.Domain != tc.domain {
+			t.Errorf("%s: Applies = %+v, want domain %v", tc.name, a, tc.domain)
+		}
+	}
+}

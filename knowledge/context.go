@@ -88,6 +88,10 @@ func extractContext(p *Pack, texts []string, heads TextHeads) Extracted {
 		scopeRules = append(scopeRules, c.Scopes[dim])
 	}
 	var scopeDone []bool
+	// The scope values read, gathered here and made into Scopes once at the end:
+	// one map assignment per dimension and one backing array for all values.
+	var foundBuf [16]scopeValue
+	found := scopeValues(foundBuf[:0])
 	pending := len(dims)
 	if pending > 0 {
 		scopeDone = make([]bool, len(dims))
@@ -114,7 +118,7 @@ func extractContext(p *Pack, texts []string, heads TextHeads) Extracted {
 		if players != nil && ex.Players == nil && players.start.admits(line) {
 			if ex.Players = players.playersOf(line); ex.Players != nil {
 				for _, pl := range ex.Players {
-					ex.addScope(players.Dimension, pl.Scope)
+					found = found.add(players.Dimension, pl.Scope)
 				}
 				pending--
 			}
@@ -125,7 +129,7 @@ func extractContext(p *Pack, texts []string, heads TextHeads) Extracted {
 				continue
 			}
 			if v, ok := r.valueOf(line); ok {
-				ex.addScope(dims[i], v)
+				found = found.add(dims[i], v)
 				scopeDone[i] = true
 				pending--
 			}
@@ -137,10 +141,11 @@ func extractContext(p *Pack, texts []string, heads TextHeads) Extracted {
 	for i, dim := range dims {
 		if !scopeDone[i] {
 			if d := c.Scopes[dim].Default; d != "" {
-				ex.addScope(dim, d)
+				found = found.add(dim, d)
 			}
 		}
 	}
+	ex.Scopes = found.scopes()
 	return ex
 }
 
@@ -172,25 +177,53 @@ func (r *PlayersRule) playersOf(line string) []Player {
 	return slices.Clone(v.players)
 }
 
-func (ex *Extracted) addScope(dim, value string) {
+// scopeValue is one scope value the context rules read, with its dimension.
+type scopeValue struct{ dim, value string }
+
+// scopeValues are the scope values read so far, in order.
+type scopeValues []scopeValue
+
+// add returns s with value appended to dim's values, unless it is empty or dim
+// has it already. (A result, not a pointer receiver, keeps the caller's array on
+// its stack.)
+func (s scopeValues) add(dim, value string) scopeValues {
 	if value == "" {
-		return
+		return s
 	}
-	if ex.Scopes == nil {
-		ex.Scopes = Scopes{}
-	}
-	for _, v := range ex.Scopes[dim] {
-		if v == value {
-			return
+	for _, v := range s {
+		if v.dim == dim && v.value == value {
+			return s
 		}
 	}
-	values := ex.Scopes[dim]
-	if values == nil {
-		// Room for a few values (a faction per player): one allocation for the
-		// dimension, where growing from one took one per doubling.
-		values = make([]string, 0, 4)
+	return append(s, scopeValue{dim, value})
+}
+
+// scopes returns the values as Scopes, each dimension's in the order read (nil
+// when there are none). The dimensions' slices share one backing array, each
+// capped at its length, so that appending to one cannot reach the next.
+func (s scopeValues) scopes() Scopes {
+	if len(s) == 0 {
+		return nil
 	}
-	ex.Scopes[dim] = append(values, value)
+	var dimBuf [8]string
+	dims := dimBuf[:0] // in the order first read
+	for _, v := range s {
+		if !slices.Contains(dims, v.dim) {
+			dims = append(dims, v.dim)
+		}
+	}
+	all := make([]string, 0, len(s))
+	out := make(Scopes, len(dims))
+	for _, dim := range dims {
+		start := len(all)
+		for _, v := range s {
+			if v.dim == dim {
+				all = append(all, v.value)
+			}
+		}
+		out[dim] = all[start:len(all):len(all)]
+	}
+	return out
 }
 
 // matchGroup returns the named group of the regex's first match in line.

@@ -250,3 +250,38 @@ func TestContextRulesPrefilter(t *testing.T) {
 		}
 	}
 }
+
+// TestExtractedScopesDoNotShareRoom: the dimensions' values share one backing
+// array, each capped at its length, so that a caller appending to one
+// dimension's values cannot overwrite another's; values keep their order and
+// are deduplicated per dimension.
+func TestExtractedScopesDoNotShareRoom(t *testing.T) {
+	t.Parallel()
+	p := ra3Pack(t)
+	for _, text := range []string{
+		"玩家: A (苏联); B (盟军); C (苏联)\n地图: map_mp_2_rao1\n",
+		"地图: map_mp_2_rao1\n玩家: A (旭日帝国); B (帝国); C (神州)\n",
+	} {
+		ex := ExtractContext(p, text)
+		if len(ex.Scopes) != 2 {
+			t.Fatalf("%q: scopes %v", text, ex.Scopes)
+		}
+		want := map[string][]string{}
+		for dim, values := range ex.Scopes {
+			if cap(values) != len(values) {
+				t.Errorf("%q: %s values %v have room for %d", text, dim, values, cap(values))
+			}
+			want[dim] = append([]string(nil), values...)
+		}
+		for dim := range ex.Scopes {
+			_ = append(ex.Scopes[dim], "appended")
+		}
+		if !reflect.DeepEqual(map[string][]string(ex.Scopes), want) {
+			t.Errorf("%q: appending changed the scopes: %v, want %v", text, ex.Scopes, want)
+		}
+	}
+	ex := ExtractContext(p, "玩家: A (苏联); B (盟军); C (苏联)\n地图: map_mp_2_rao1\n")
+	if got := ex.Scopes["factions"]; !reflect.DeepEqual(got, []string{"苏联", "盟军"}) {
+		t.Errorf("factions %v, want [苏联 盟军]", got)
+	}
+}

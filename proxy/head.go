@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
@@ -18,12 +19,18 @@ type requestHead struct {
 	// stream and includeUsage are "stream" and "stream_options.include_usage",
 	// read as gjson's Bool reads them.
 	stream, includeUsage bool
+	// scan is what the context stage reads of the top-level members, found in
+	// the same walk: intercept hands it on (reqcontext.KeepScan). Nil for an
+	// empty body.
+	scan *reqcontext.RequestScan
 }
 
 // readHead reads the request head of body (rawjson-checked JSON) in one walk of
 // its top-level members: gjson.Get would skip the whole body (a 24 KB replay in a
 // user message) once per member it looks for, and once more for each one that is
-// absent. As in gjson, the first of duplicate members counts.
+// absent. As in gjson, the first of duplicate members counts. The walk is the
+// context stage's scan of the body too (reqcontext.ScanRequest), so that a route
+// with a pack does not walk the replay again.
 func readHead(body []byte) requestHead {
 	var h requestHead
 	if len(body) == 0 {
@@ -31,7 +38,7 @@ func readHead(body []byte) requestHead {
 	}
 	s := unsafe.String(unsafe.SliceData(body), len(body))
 	var seenModel, seenStream, seenOptions bool
-	rawjson.ScanMembers(s, 0, func(key string, v int) int {
+	h.scan = reqcontext.ScanRequest(body, func(key string, v int) int {
 		var seen *bool
 		switch {
 		case rawjson.KeyIs(key, "model"):

@@ -19,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
@@ -436,6 +437,9 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head
 		out, _ = sjson.SetBytes(out, "model", rt.upstreamModel)
 	}
 	ex.Original, ex.Body = original, out
+	// The context stage reads the scan of the client's body admit made, when no
+	// stage before it replaces the body: original is a copy of the bytes scanned.
+	reqcontext.KeepScan(ex, original, head.scan)
 	if rx != nil {
 		// The client's Responses request is read until the answer is rendered:
 		// a copy the exchange owns, in a buffer the proxy reuses.

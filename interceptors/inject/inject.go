@@ -182,7 +182,9 @@ func (in *Injector) contractOn(ex *interceptors.Exchange) bool {
 // clientTexts returns the client's system message texts as JSON-escaped bytes, in
 // the form Compose gives them (text parts of one message joined by a newline,
 // messages by a blank line), taken from the body's raw JSON without decoding, and
-// how many messages contributed.
+// how many messages contributed. A single text — the common case — is returned
+// as a view of body, capped at its length so that appending to it copies; more
+// are joined in a slice of their own.
 func clientTexts(body []byte, ml reqcontext.MessageList) ([]byte, int) {
 	var out []byte
 	n := 0
@@ -190,26 +192,24 @@ func clientTexts(body []byte, ml reqcontext.MessageList) ([]byte, int) {
 		if !isSystem(m.Role) {
 			continue
 		}
-		mark := len(out)
-		if mark > 0 {
-			out = append(out, `\n\n`...)
-		}
 		wrote := false
 		eachTextRaw(m.Content(body), func(inner []byte) {
 			if len(inner) == 0 {
 				return
 			}
-			if wrote {
-				out = append(out, `\n`...)
+			switch {
+			case len(out) == 0:
+				out = inner[:len(inner):len(inner)]
+			case wrote:
+				out = append(append(out, `\n`...), inner...)
+			default:
+				out = append(append(out, `\n\n`...), inner...)
 			}
-			out = append(out, inner...)
 			wrote = true
 		})
-		if !wrote {
-			out = out[:mark]
-			continue
+		if wrote {
+			n++
 		}
-		n++
 	}
 	return out, n
 }

@@ -29,21 +29,23 @@ func Applies(ex *interceptors.Exchange, pack *knowledge.Pack) knowledge.Applicab
 	if body == nil {
 		body = ex.Body
 	}
-	a := judge(pack, bytesView(body), boundsOf(pack), ex)
+	req, ok := keptScan(ex, body)
+	if !ok {
+		req = scanRequest(bytesView(body), nil, nil)
+	}
+	a := judge(pack, bytesView(body), req, boundsOf(pack), ex)
 	ex.SetValue(appliesKey{}, a)
 	return a
 }
 
 type appliesKey struct{}
 
-// judge applies the pack's rules to a request body; bounds bound each user text
-// decoded, into buf's buffers (userHeads).
-func judge(pack *knowledge.Pack, body string, bounds headBounds, buf bufferSource) knowledge.Applicability {
-	req := scanRequest(body)
+// judge applies the pack's rules to a request body, whose members are req;
+// bounds bound each user text decoded, into buf's buffers (userHeads).
+func judge(pack *knowledge.Pack, body string, req requestMembers, bounds headBounds, buf bufferSource) knowledge.Applicability {
 	return pack.Applies(knowledge.ApplyInput{
-		Heads:          newUserHeads(body, req.messages, bounds, buf),
-		ClientMentions: func(s string) bool { return clientMentions(body, req.messages, s) },
-		JSONMode:       jsonFormat(req.responseFormat),
+		Heads:    newUserHeads(body, req.messages, bounds, buf),
+		JSONMode: jsonFormat(req.responseFormat),
 	})
 }
 

@@ -85,6 +85,9 @@ type Context struct {
 	// scan is the messages array the context stage found in the body it read,
 	// for the later stages that read the same bytes (Messages).
 	scan scannedMessages
+	// scopeDims are the keys of Scopes, sorted, when the stage knows them
+	// (describe); nil: describe sorts them itself. Shared: not modified.
+	scopeDims []string
 }
 
 // scannedMessages is a messages scan of one body, named by its first byte and

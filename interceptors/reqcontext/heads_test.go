@@ -19,7 +19,7 @@ import (
 // from where it stopped; it panics when a head is not an extension of the one
 // before, or is not the whole head when asked for every line.
 func decodedHeads(body string, bounds headBounds, buf func(n int) []byte) []string {
-	h := newUserHeads(body, scanRequest(body).messages, bounds, bufFunc(buf))
+	h := newUserHeads(body, scanRequest(body, nil, nil).messages, bounds, bufFunc(buf))
 	out := make([]string, h.Count())
 	for i := range out {
 		var head string
@@ -115,7 +115,7 @@ func checkHeadsAgainstReference(t *testing.T, name string, p *knowledge.Pack, bo
 	}
 	want := knowledge.ExtractContextTexts(p, ref)
 	wantApplies := p.Applies(knowledge.ApplyInput{UserTexts: ref})
-	heads := newUserHeads(body, scanRequest(body).messages, bounds, ex)
+	heads := newUserHeads(body, scanRequest(body, nil, nil).messages, bounds, ex)
 	if got := knowledge.ExtractContextHeads(p, heads); !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s: context of %s\n got %+v\nwant %+v", name, body, got, want)
 	}
@@ -123,7 +123,7 @@ func checkHeadsAgainstReference(t *testing.T, name string, p *knowledge.Pack, bo
 	if got := p.Applies(knowledge.ApplyInput{Heads: heads}); got != wantApplies {
 		t.Fatalf("%s: applies to %s\n got %+v\nwant %+v", name, body, got, wantApplies)
 	}
-	if got := judge(p, body, bounds, nil); got != wantApplies {
+	if got := judge(p, body, scanRequest(body, nil, nil), bounds, nil); got != wantApplies {
 		t.Fatalf("%s: judge(%s)\n got %+v\nwant %+v", name, body, got, wantApplies)
 	}
 }
@@ -168,7 +168,7 @@ func TestUserHeadsDecodeOnlyWhatTheRulesRead(t *testing.T) {
 	p := headPacks(t)["ra3"]
 	log, _ := json.Marshal(replay(t, "allied_vs_soviet.txt"))
 	body := bodyWithUserTexts(string(log[1 : len(log)-1]))
-	heads := newUserHeads(body, scanRequest(body).messages, boundsOf(p), nil)
+	heads := newUserHeads(body, scanRequest(body, nil, nil).messages, boundsOf(p), nil)
 	knowledge.ExtractContextHeads(p, heads)
 	p.Applies(knowledge.ApplyInput{Heads: heads})
 	if n := heads.texts[0].lines; n == 0 || n > 16 {

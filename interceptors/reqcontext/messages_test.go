@@ -63,7 +63,7 @@ var messageBodies = []string{
 // than looking each up on its own does.
 func checkScanRequest(t *testing.T, body string) {
 	t.Helper()
-	r := scanRequest(body)
+	r := scanRequest(body, nil, nil)
 	want, wok := findMessagesByLevels(body)
 	if r.hasMessages != wok || !reflect.DeepEqual(r.messages, want) {
 		t.Fatalf("%.80s: messages\n got %v %+v\nwant %v %+v", body, r.hasMessages, r.messages, wok, want)

@@ -31,10 +31,22 @@ type Interceptor struct {
 	pack   *knowledge.Pack
 	lib    *knowledge.Library
 	route  Config
-	dims   []string          // every dimension the pack knows, sorted
-	header map[string]string // dimension -> its X-Factgate-Scope-* header name
-	bounds headBounds        // how much of each user text the pack's rules read
+	dims   []string     // every dimension the pack knows, sorted
+	header []headerName // each of dims' X-Factgate-Scope-* header
+	bounds headBounds   // how much of each user text the pack's rules read
+	// extracted holds, for each set of dims whose values all came from the
+	// extraction (bit i: dims[i]), the ScopeSources saying so: read-only, shared
+	// by every request with that set (nil when the pack has too many dimensions).
+	extracted []map[string]Source
+	// dimSets holds, for each set of dims (bit i: dims[i]), its dimensions in
+	// order: the sorted keys of a context's Scopes, for describe (nil with too
+	// many dimensions, as extracted).
+	dimSets [][]string
 }
+
+// maxSharedSources bounds the dimensions for which New makes every extracted
+// ScopeSources up front (2^n maps): a pack has two or three.
+const maxSharedSources = 4
 
 // New builds the context stage for a route. cfg holds the route's defaults (nil:
 // none); deps.Pack and deps.Library are required. Errors name the offending key.
@@ -45,7 +57,7 @@ func New(cfg *Config, deps interceptors.Deps) (*Interceptor, error) {
 	if deps.Library == nil {
 		return nil, errors.New("the context stage needs the knowledge library")
 	}
-	r := &Interceptor{pack: deps.Pack, lib: deps.Library, header: map[string]string{}}
+	r := &Interceptor{pack: deps.Pack, lib: deps.Library}
 	r.dims = packDimensions(deps.Pack, deps.Library)
 	route, err := cfg.validate(deps.Pack, deps.Library, r.dims)
 	if err != nil {
@@ -53,9 +65,23 @@ func New(cfg *Config, deps interceptors.Deps) (*Interceptor, error) {
 	}
 	r.route = route
 	for _, d := range r.dims {
-		r.header[d] = HeaderScopePrefix + strings.ToUpper(d[:1]) + d[1:]
+		r.header = append(r.header, newHeaderName(HeaderScopePrefix+strings.ToUpper(d[:1])+d[1:]))
 	}
 	r.bounds = boundsOf(deps.Pack)
+	if n := len(r.dims); n <= maxSharedSources {
+		r.extracted = make([]map[string]Source, 1<<n)
+		r.dimSets = make([][]string, 1<<n)
+		for set := 1; set < len(r.extracted); set++ {
+			m := map[string]Source{}
+			for i, d := range r.dims {
+				if set&(1<<i) != 0 {
+					m[d] = SourceExtracted
+					r.dimSets[set] = append(r.dimSets[set], d)
+				}
+			}
+			r.extracted[set] = m
+		}
+	}
 	return r, nil
 }
 
@@ -84,10 +110,21 @@ func (r *Interceptor) OnRequest(_ context.Context, ex *interceptors.Exchange) er
 		t.Scopes = c.Scopes
 		t.Session = c.Session
 		t.Notes = slices.Grow(t.Notes, 2+len(notes)) // one growth for all
-		t.Notes = append(t.Notes, c.describe(), "context: "+c.Applies.Reason)
+		described, verdict := c.traceNotes()
+		t.Notes = append(t.Notes, described, verdict)
 		t.Notes = append(t.Notes, notes...)
 	})
 	return nil
+}
+
+// resolution is what the context stage allocates for one request, in one piece:
+// the context it stores, the user heads the rules read (during resolve only),
+// and room for the messages when the stage walks the body itself. Allocated
+// apart, they cost three allocations a request.
+type resolution struct {
+	ctx   Context
+	heads userHeads
+	items [4]Message
 }
 
 // resolve reads the request context and returns it with the factgate.* metadata
@@ -95,18 +132,33 @@ func (r *Interceptor) OnRequest(_ context.Context, ex *interceptors.Exchange) er
 // (OnRequest writes that one: built only for a trace). The context's strings are
 // copies: the body is edited afterwards.
 func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
+	res := &resolution{}
+	c, meta, notes, err := r.resolveInto(res, ex)
+	res.heads = userHeads{} // they alias the body and pooled buffers
+	return c, meta, notes, err
+}
+
+// resolveInto is resolve, with res for what it allocates.
+func (r *Interceptor) resolveInto(res *resolution, ex *interceptors.Exchange) (*Context, []metaItem, []string, error) {
 	body := bytesView(ex.Body)
-	req := scanRequest(body)
+	// The proxy walked the client's body as it admitted the request, most often:
+	// its scan spares walking the operation log again.
+	req, ok := keptScan(ex, ex.Body)
+	if !ok {
+		req = scanRequest(body, res.items[:0], nil)
+	}
 	meta := factgateMetadataOf(req.metadata)
 	// The heads are read in this phase only: their decoding goes in the
 	// exchange's pooled buffers, and goes only as far as the rules read.
-	heads := newUserHeads(body, req.messages, r.bounds, ex)
+	heads := &res.heads
+	heads.init(body, req.messages, r.bounds, ex)
 	ext := knowledge.ExtractContextHeads(r.pack, heads)
-	c := &Context{Players: ext.Players, scan: scanOf(ex.Body, req.messages, req.hasMessages)}
+	c := &res.ctx
+	c.Players, c.scan = ext.Players, scanOf(ex.Body, req.messages, req.hasMessages)
 	var notes []string
 
 	// The knowledge set.
-	if v, ok, err := headerValue(ex.Header, HeaderKnowledgeSet); err != nil {
+	if v, ok, err := headerValue(ex.Header, &knowledgeSetHeader); err != nil {
 		return nil, nil, nil, err
 	} else if ok {
 		if err := r.checkSet(v, HeaderKnowledgeSet, "header "+HeaderKnowledgeSet); err != nil {
@@ -157,12 +209,15 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 
 	// The scopes, per dimension. When every dimension's values are the extracted
 	// ones (the common case: no headers, metadata or route scopes), the
-	// extraction's own map — made for this request — is the context's.
+	// extraction's own map — made for this request — is the context's, and the
+	// sources are a map New made for that set of dimensions.
 	extractedOnly := 0
-	for _, dim := range r.dims {
+	var srcBuf [maxSharedSources]Source
+	srcs := srcBuf[:0] // the source of each of r.dims ("": none)
+	for i, dim := range r.dims {
 		var values []string
 		var src Source
-		if v, ok, err := headerList(ex.Header, r.header[dim]); err != nil {
+		if v, ok, err := headerList(ex.Header, &r.header[i]); err != nil {
 			return nil, nil, nil, err
 		} else if ok {
 			values, src = v, SourceHeader
@@ -182,23 +237,20 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 				values, src = v, SourceExtracted
 			}
 		}
+		srcs = append(srcs, src)
 		if src == "" {
 			continue
 		}
-		if c.ScopeSources == nil {
-			c.ScopeSources = map[string]Source{}
-		}
-		c.ScopeSources[dim] = src
 		if src == SourceExtracted && extractedOnly >= 0 {
 			extractedOnly++
 		} else {
 			if extractedOnly > 0 || c.Scopes == nil {
 				// Not the extraction's alone: a map of its own, with the
 				// extracted dimensions chosen so far.
-				c.Scopes = make(knowledge.Scopes, len(c.ScopeSources))
-				for d, s := range c.ScopeSources {
+				c.Scopes = make(knowledge.Scopes, countSources(srcs))
+				for j, s := range srcs[:i] {
 					if s == SourceExtracted {
-						c.Scopes[d] = ext.Scopes[d]
+						c.Scopes[r.dims[j]] = ext.Scopes[r.dims[j]]
 					}
 				}
 			}
@@ -219,14 +271,22 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 			c.Scopes = ext.Scopes
 		} else { // the extraction has dimensions the pack does not list
 			c.Scopes = make(knowledge.Scopes, extractedOnly)
-			for d := range c.ScopeSources {
-				c.Scopes[d] = ext.Scopes[d]
+			for j, s := range srcs {
+				if s != "" {
+					c.Scopes[r.dims[j]] = ext.Scopes[r.dims[j]]
+				}
 			}
 		}
 	}
+	c.ScopeSources = r.scopeSources(srcs, extractedOnly)
+	if r.dimSets != nil {
+		// The keys of c.Scopes are the dimensions with a source, whichever
+		// branch above made it: sorted, as r.dims is.
+		c.scopeDims = r.dimSets[sourceSet(srcs)]
+	}
 
 	// The session.
-	if v, ok, err := headerValue(ex.Header, HeaderSession); err != nil {
+	if v, ok, err := headerValue(ex.Header, &sessionHeader); err != nil {
 		return nil, nil, nil, err
 	} else if ok {
 		c.Session = v
@@ -239,10 +299,9 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 	}
 	// Judged once the session is known: a session's follow-up is about its facts.
 	c.Applies = r.pack.Applies(knowledge.ApplyInput{
-		Heads:          heads,
-		ClientMentions: func(s string) bool { return clientMentions(body, req.messages, s) },
-		JSONMode:       jsonFormat(req.responseFormat),
-		Session:        c.Session,
+		Heads:    heads,
+		JSONMode: jsonFormat(req.responseFormat),
+		Session:  c.Session,
 	})
 	for _, m := range meta {
 		if !strings.EqualFold(m.name, "knowledge_set") && !strings.EqualFold(m.name, "session") {
@@ -252,6 +311,47 @@ func (r *Interceptor) resolve(ex *interceptors.Exchange) (*Context, []metaItem, 
 		}
 	}
 	return c, meta, notes, nil
+}
+
+// countSources returns how many of srcs are set.
+func countSources(srcs []Source) int {
+	n := 0
+	for _, s := range srcs {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// sourceSet returns the set of dimensions srcs gives a source (bit i: srcs[i]).
+func sourceSet(srcs []Source) int {
+	set := 0
+	for i, s := range srcs {
+		if s != "" {
+			set |= 1 << i
+		}
+	}
+	return set
+}
+
+// scopeSources returns the ScopeSources of the sources srcs of r.dims (nil when
+// none is set); extractedOnly > 0 says every one set is SourceExtracted, and
+// then the map is the one New made for that set of dimensions, shared.
+func (r *Interceptor) scopeSources(srcs []Source, extractedOnly int) map[string]Source {
+	if extractedOnly > 0 && r.extracted != nil {
+		return r.extracted[sourceSet(srcs)]
+	}
+	var m map[string]Source
+	for i, s := range srcs {
+		if s != "" {
+			if m == nil {
+				m = make(map[string]Source, countSources(srcs))
+			}
+			m[r.dims[i]] = s
+		}
+	}
+	return m
 }
 
 // checkSet fails with a 400 when name is not a knowledge set of the route's pack.
@@ -270,13 +370,30 @@ func (r *Interceptor) checkSet(name, param, where string) error {
 }
 
 // describe renders the context for the trace: where each item came from.
-//
-// It is written for every request, so it is built in a buffer on the stack and
-// copied out once, with the dimensions sorted in a small array: a builder
-// growing and a sorted copy of the keys cost eight allocations a request.
 func (c *Context) describe() string {
 	var buf [512]byte
-	b := append(buf[:0], "context: knowledge set "...)
+	return string(c.appendDescription(buf[:0]))
+}
+
+// traceNotes returns the context stage's two notes for every request: the
+// context (describe) and the pack's verdict ("context: " + its reason). They
+// are built in a buffer on the stack and copied out once, as one string the two
+// notes are parts of: a builder growing, a sorted copy of the keys and a second
+// string cost nine allocations a request.
+func (c *Context) traceNotes() (described, verdict string) {
+	var buf [512]byte
+	b := c.appendDescription(buf[:0])
+	n := len(b)
+	b = append(b, "context: "...)
+	b = append(b, c.Applies.Reason...)
+	s := string(b)
+	return s[:n], s[n:]
+}
+
+// appendDescription appends describe's text to b, with the dimensions sorted in
+// a small array.
+func (c *Context) appendDescription(b []byte) []byte {
+	b = append(b, "context: knowledge set "...)
 	b = append(b, c.KnowledgeSet...)
 	b = append(b, " ("...)
 	b = append(b, c.SetSource...)
@@ -285,12 +402,15 @@ func (c *Context) describe() string {
 		b = append(b, " overlay v"...)
 		b = strconv.AppendUint(b, c.Set.Version, 10)
 	}
-	var dimBuf [8]string
-	dims := dimBuf[:0]
-	for dim := range c.Scopes {
-		dims = append(dims, dim)
+	dims := c.scopeDims
+	if dims == nil && len(c.Scopes) > 0 { // a context the stage did not resolve
+		var dimBuf [8]string
+		dims = dimBuf[:0]
+		for dim := range c.Scopes {
+			dims = append(dims, dim)
+		}
+		slices.Sort(dims)
 	}
-	slices.Sort(dims)
 	for _, dim := range dims {
 		b = append(b, "; "...)
 		b = append(b, dim...)
@@ -322,16 +442,86 @@ func (c *Context) describe() string {
 		b = append(b, "; session "...)
 		b = append(b, c.Session...)
 	}
-	return string(b)
+	return b
+}
+
+// headerName is a request header the stage reads: its name, and the name as
+// the key fasthttp reads without normalizing it first when the name is in the
+// canonical form its normalizing gives ("X-Factgate-Session"): reading by it
+// finds what Peek finds, without normalizing a copy of the name into the
+// header's buffer — which grew, an allocation or two, in the header the proxy
+// makes for every request.
+type headerName struct {
+	name string
+	key  []byte // nil: the name is not canonical, read it with Peek
+}
+
+// The stage's fixed headers.
+var (
+	knowledgeSetHeader = newHeaderName(HeaderKnowledgeSet)
+	sessionHeader      = newHeaderName(HeaderSession)
+)
+
+func newHeaderName(name string) headerName {
+	n := headerName{name: name}
+	if canonicalHeaderName(name) {
+		n.key = []byte(name)
+	}
+	return n
+}
+
+// canonicalHeaderName reports whether fasthttp's normalizing leaves name as it
+// is, whether or not a header normalizes: ASCII letters, digits and dashes,
+// each letter upper case at the start and after a dash and lower case
+// elsewhere.
+func canonicalHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		upper := i == 0 || name[i-1] == '-'
+		switch {
+		case c == '-' || '0' <= c && c <= '9':
+		case 'A' <= c && c <= 'Z':
+			if !upper {
+				return false
+			}
+		case 'a' <= c && c <= 'z':
+			if upper {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalPeeker reads a header by a key in the canonical form, without
+// normalizing it (fasthttp's RequestHeader.PeekCanonical).
+type canonicalPeeker interface {
+	PeekCanonical(key []byte) []byte
+}
+
+// peek returns the header's value in h, as h.Peek(n.name) does.
+func (n *headerName) peek(h interceptors.HeaderReader) []byte {
+	if n.key != nil {
+		if c, ok := h.(canonicalPeeker); ok {
+			return c.PeekCanonical(n.key)
+		}
+	}
+	return h.Peek(n.name)
 }
 
 // headerValue reads one percent-encoded header value; ok is false when the header is
 // absent or blank.
-func headerValue(h interceptors.HeaderReader, name string) (string, bool, error) {
+func headerValue(h interceptors.HeaderReader, n *headerName) (string, bool, error) {
 	if h == nil {
 		return "", false, nil
 	}
-	raw := h.Peek(name)
+	name := n.name
+	raw := n.peek(h)
 	if len(raw) == 0 {
 		return "", false, nil
 	}
@@ -345,11 +535,12 @@ func headerValue(h interceptors.HeaderReader, name string) (string, bool, error)
 
 // headerList reads a comma-separated list of percent-encoded values (a comma inside
 // a value is sent as %2C); ok is false when it holds no value.
-func headerList(h interceptors.HeaderReader, name string) ([]string, bool, error) {
+func headerList(h interceptors.HeaderReader, n *headerName) ([]string, bool, error) {
 	if h == nil {
 		return nil, false, nil
 	}
-	raw := h.Peek(name)
+	name := n.name
+	raw := n.peek(h)
 	if len(raw) == 0 {
 		return nil, false, nil
 	}

@@ -73,6 +73,8 @@ func (f bufFunc) Buffer(n int) []byte {
 // room for n bytes; nil: a new one), so they must not outlive the request phase
 // nor the buffer; the rules copy what they keep.
 type userHeads struct {
+	body   string      // the request body, for ClientMentions
+	ml     MessageList // its messages
 	bounds headBounds
 	buf    bufferSource
 	texts  []userHead
@@ -91,7 +93,16 @@ type userHead struct {
 // newUserHeads finds the user texts of the body's messages ml (empty: none); it
 // decodes nothing yet.
 func newUserHeads(body string, ml MessageList, bounds headBounds, buf bufferSource) *userHeads {
-	h := &userHeads{bounds: bounds, buf: buf}
+	h := &userHeads{}
+	h.init(body, ml, bounds, buf)
+	return h
+}
+
+// init sets h to the user texts of the body's messages ml, as newUserHeads
+// finds them: h is where the caller keeps them (the context stage, in the
+// request's resolution).
+func (h *userHeads) init(body string, ml MessageList, bounds headBounds, buf bufferSource) {
+	*h = userHeads{body: body, ml: ml, bounds: bounds, buf: buf}
 	h.texts = h.first[:0]
 	eachUserTextOf(body, ml, func(raw string) bool {
 		inner := raw[1 : len(raw)-1]
@@ -102,8 +113,11 @@ func newUserHeads(body string, ml MessageList, bounds headBounds, buf bufferSour
 		h.texts = append(h.texts, t)
 		return true
 	})
-	return h
 }
+
+// ClientMentions implements knowledge.ClientMentioner: whether the client's own
+// messages contain s (clientMentions).
+func (h *userHeads) ClientMentions(s string) bool { return clientMentions(h.body, h.ml, s) }
 
 // Count implements knowledge.TextHeads.
 func (h *userHeads) Count() int { return len(h.texts) }
@@ -188,3 +202,6 @@ func eachUserTextOf(body string, ml MessageList, fn func(raw string) bool) {
 		}
 	}
 }
+
+// Interface guard.
+var _ knowledge.ClientMentioner = (*userHeads)(nil)
