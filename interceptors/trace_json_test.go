@@ -385,6 +385,36 @@ func TestAppendJSONString(t *testing.T) {
 	}
 }
 
+// TestAppendJSONStringBlocks writes strings of several of appendString's blocks
+// with each kind of character across the end of a block, at every offset from
+// it, behind text that escapes at its longest (\u00XX for each byte) or not at
+// all: appendRun must find room for the longest escapes of a whole block, and a
+// character it leaves at a block's end must come out whole.
+func TestAppendJSONStringBlocks(t *testing.T) {
+	t.Parallel()
+	probes := []string{"\x01\"<>&\\", "中", "é", "😀", "\u2028", "\xed\xa0\x80", "\xe2\x80", "\xff", "\xf0\x9f\x98"}
+	fills := []string{"a", "\x01", "\"", "中", "😀"}
+	for _, fill := range fills {
+		for _, probe := range probes {
+			for d := range 2*len(probe) + 16 {
+				lead := strings.Repeat(fill, (stringBlock-d+len(fill)-1)/len(fill))
+				for _, s := range []string{
+					lead + probe,
+					lead + probe + lead + probe + lead,
+					strings.Repeat(lead+probe, 3) + "x",
+				} {
+					checkAppendString(t, s, s[1:], "\x01"+s)
+				}
+			}
+		}
+	}
+	// Long runs of one kind over many blocks: every byte escaped, characters of
+	// two, three and four bytes.
+	for _, run := range []string{"\x01\x1f<>&\"\\", "é", "中", "😀", "\u2028"} {
+		checkAppendString(t, strings.Repeat(run, 8*stringBlock))
+	}
+}
+
 // TestUTF8Size compares utf8Size with utf8.DecodeRuneInString on every sequence
 // of one to four bytes that starts with a byte of 0x80 or above and goes on with
 // bytes at the edges of the ranges that decide a sequence: every valid and
