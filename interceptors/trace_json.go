@@ -504,29 +504,44 @@ const jsonHex = "0123456789abcdef"
 // append for each run and utf8.ValidString beforehand took most of the trace's
 // encoding.
 //
-// s goes in blocks of stringBlock bytes: before each, b is given room for the
-// block escaped at its longest, so that appendRun, which writes the block, never
-// checks for room nor calls anything, and keeps its values in registers.
+// s goes in blocks of at most stringBlock bytes, each with room in b for it
+// escaped at its longest, so that appendRun, which writes a block, never checks
+// for room nor calls anything, and keeps its values in registers.
 func appendString(b []byte, s string) []byte {
 	n := len(s)
 	out := len(b)
-	buf := growString(b, out, 1+(min(n, stringBlock)+7)*6+stringSlack)
+	buf := growString(b, out, n+2+stringSlack)
 	buf[out] = '"'
 	out++
 	i := 0
 	for i < n {
-		end := min(n, i+stringBlock)
-		// appendRun may read past end to finish a word (seven bytes) or a
-		// character (three), and every byte it reads may become six.
-		if room := (end-i+7)*6 + stringSlack; cap(buf)-out < room {
+		// appendRun may read past the block's end to finish a word (seven bytes)
+		// or a character (two), and every byte it reads may become six: the
+		// block is what the room in buf allows, up to stringBlock.
+		if block := (cap(buf)-out-stringSlack)/6 - 7; block > 0 {
+			end := i + min(n-i, block, stringBlock)
+			if out, i = appendRun(buf, out, s, i, end); i >= end {
+				continue
+			}
+		} else if room := n - i + 5 + stringSlack; cap(buf)-out < room {
+			// buf grows, as it would with append, only when the rest of s does
+			// not fit as it is, with the next byte escaped at its longest: a
+			// caller that sized b for the usual escapes (SetChoiceContent)
+			// sees no growth.
 			buf = growString(buf, out, room)
-		}
-		if out, i = appendRun(buf, out, s, i, end); i >= end {
 			continue
 		}
-		// A character that appendRun leaves: at the end of s, of four bytes,
-		// with a lead byte whose range of second bytes is narrower (E0, ED),
-		// U+2028 and U+2029, or not UTF-8.
+		// One character: one that appendRun leaves — at the end of s, of four
+		// bytes, with a lead byte whose range of second bytes is narrower (E0,
+		// ED), U+2028 and U+2029, or not UTF-8 — or any when buf has no room for
+		// a block.
+		if c := s[i]; c < utf8.RuneSelf {
+			e := asciiOut[c]
+			binary.LittleEndian.PutUint64(buf[out:out+8], e)
+			out += int(e >> 56)
+			i++
+			continue
+		}
 		switch size := utf8Size(s, i); {
 		case size == 0:
 			binary.LittleEndian.PutUint64(buf[out:out+8], escapeFFFD)
@@ -549,8 +564,8 @@ func appendString(b []byte, s string) []byte {
 	return buf[:out+1]
 }
 
-// stringBlock is how many bytes of a string appendString hands appendRun at a
-// time, with room for each to become six.
+// stringBlock is the most bytes of a string appendString hands appendRun at a
+// time.
 const stringBlock = 256
 
 // stringSlack is the room appendString keeps past what it writes: one

@@ -415,6 +415,31 @@ func TestAppendJSONStringBlocks(t *testing.T) {
 	}
 }
 
+// TestAppendJSONStringKeepsRoom: appendString writes in b's spare capacity
+// without growing it when that holds the encoding and sixteen bytes more, as
+// SetChoiceContent sizes its body for an answer: a string's blocks take the
+// room there is, and do not ask for room for every byte escaped at its longest.
+func TestAppendJSONStringKeepsRoom(t *testing.T) {
+	t.Parallel()
+	answer, err := os.ReadFile(benchAnswerPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{string(answer), strings.Repeat("中", 300), strings.Repeat("a", 1000), strings.Repeat("\"\n", 400), "<&>"} {
+		want, _ := json.Marshal(s)
+		for spare := 16; spare < 40; spare++ {
+			b := append(make([]byte, 0, 1+len(want)+spare), '<')
+			got := appendString(b, s)
+			if !bytes.Equal(got[1:], want) {
+				t.Fatalf("appendString(%.40q): %s", s, firstDifference(got[1:], want))
+			}
+			if &got[0] != &b[:1][0] {
+				t.Errorf("appendString(%.40q) grew a buffer with room for its %d bytes and %d more", s, len(want), spare)
+			}
+		}
+	}
+}
+
 // TestUTF8Size compares utf8Size with utf8.DecodeRuneInString on every sequence
 // of one to four bytes that starts with a byte of 0x80 or above and goes on with
 // bytes at the edges of the ranges that decide a sequence: every valid and
