@@ -69,7 +69,18 @@ type Trace struct {
 	// Request is the client's request as the console shows it; nil when it is not
 	// kept (console off, or traces.content false).
 	Request *TraceRequest `json:"request,omitempty"`
+
+	// The first notes, attempt and upstream try are kept in the trace's own
+	// allocation: NewTrace starts Notes, Attempts and UpstreamAttempts (empty)
+	// on them, so that a request that makes no more grows none of them (a
+	// validated request makes about four notes, one attempt, one try).
+	noteRoom     [traceNoteRoom]string
+	attemptRoom  [1]Attempt
+	upstreamRoom [1]UpstreamAttempt
 }
+
+// traceNoteRoom is how many notes a trace from NewTrace holds before Notes grows.
+const traceNoteRoom = 4
 
 // TraceRequest is the client's request as received, each message's text cut at a
 // bound so that an operation log does not make every trace large.
@@ -242,9 +253,15 @@ type NoticeIssue struct {
 	Path     string   `json:"path"`
 }
 
-// NewTrace starts a trace with a random id.
+// NewTrace starts a trace with a random id. Its Notes, Attempts and
+// UpstreamAttempts are empty, not nil, with room for the first few in the trace
+// itself (which encodes the same: each is omitted when empty).
 func NewTrace(route string) *Trace {
-	return &Trace{ID: NewTraceID(), Route: route, Started: time.Now()}
+	t := &Trace{ID: NewTraceID(), Route: route, Started: time.Now()}
+	t.Notes = t.noteRoom[:0]
+	t.Attempts = t.attemptRoom[:0]
+	t.UpstreamAttempts = t.upstreamRoom[:0]
+	return t
 }
 
 // NewTraceID returns a random 16-byte hex id.

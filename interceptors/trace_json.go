@@ -503,93 +503,153 @@ const jsonHex = "0123456789abcdef"
 // runs between escapes a word at a time while it checks the UTF-8, where calling
 // append for each run and utf8.ValidString beforehand took most of the trace's
 // encoding.
+//
+// s goes in blocks of at most stringBlock bytes, each with room in b for it
+// escaped at its longest, so that appendRun, which writes a block, never checks
+// for room nor calls anything, and keeps its values in registers.
 func appendString(b []byte, s string) []byte {
 	n := len(s)
-	// buf is b at its full length; out is where the next byte goes. At the top of
-	// each step buf has room for the rest of s as it is and stringSlack bytes
-	// more: a step stores at most eight bytes, and only an escape makes the output
-	// longer than what it read, so the room is checked after escapes only.
 	out := len(b)
-	buf := growString(b, out, n+1+stringSlack)
+	buf := growString(b, out, n+2+stringSlack)
 	buf[out] = '"'
 	out++
 	i := 0
 	for i < n {
-		if i+8 <= n {
-			w := load8(s, i)
-			binary.LittleEndian.PutUint64(buf[out:out+8], w)
-			m := stringMask(w)
-			if m == 0 {
-				i += 8
-				out += 8
+		// appendRun may read past the block's end to finish a word (seven bytes)
+		// or a character (two), and every byte it reads may become six: the
+		// block is what the room in buf allows, up to stringBlock.
+		if block := (cap(buf)-out-stringSlack)/6 - 7; block > 0 {
+			end := i + min(n-i, block, stringBlock)
+			if out, i = appendRun(buf, out, s, i, end); i >= end {
 				continue
 			}
-			k := bits.TrailingZeros64(m) >> 3
-			i += k
-			out += k
+		} else if room := n - i + 5 + stringSlack; cap(buf)-out < room {
+			// buf grows, as it would with append, only when the rest of s does
+			// not fit as it is, with the next byte escaped at its longest: a
+			// caller that sized b for the usual escapes (SetChoiceContent)
+			// sees no growth.
+			buf = growString(buf, out, room)
+			continue
 		}
+		// One character: one that appendRun leaves — at the end of s, of four
+		// bytes, with a lead byte whose range of second bytes is narrower (E0,
+		// ED), U+2028 and U+2029, or not UTF-8 — or any when buf has no room for
+		// a block.
 		if c := s[i]; c < utf8.RuneSelf {
 			e := asciiOut[c]
 			binary.LittleEndian.PutUint64(buf[out:out+8], e)
 			out += int(e >> 56)
 			i++
-			if e>>56 == 1 {
-				continue // a byte of the tail that stands for itself
-			}
-		} else {
-			// A run of characters of two or more bytes (CJK prose), up to the next
-			// ASCII byte; a character at the end of s, of four bytes, with a lead
-			// byte whose range of second bytes is narrower (E0, ED), and U+2028
-			// and U+2029 go by utf8Size.
-			for i+4 <= n {
-				w := load4(s, i)
-				if w&0xC0C0F0 == 0x8080E0 && 0x2001>>(w&0xF)&1 == 0 && w&0xFEFFFF != 0xA880E2 { // E1–EC, EE, EF
-					binary.LittleEndian.PutUint32(buf[out:out+4], w)
-					i += 3
-					out += 3
-					continue
-				}
-				if w&0xC0E0 == 0x80C0 && byte(w) >= 0xC2 {
-					binary.LittleEndian.PutUint32(buf[out:out+4], w)
-					i += 2
-					out += 2
-					continue
-				}
-				break
-			}
-			if i >= n || s[i] < utf8.RuneSelf {
-				continue
-			}
-			size := utf8Size(s, i)
-			switch {
-			case size == 0:
-				binary.LittleEndian.PutUint64(buf[out:out+8], escapeFFFD)
-				out += 6
-				i++
-			case size == 3 && s[i] == 0xE2 && s[i+1] == 0x80 && s[i+2]&^1 == 0xA8:
-				binary.LittleEndian.PutUint64(buf[out:out+8], escape2028|uint64(jsonHex[s[i+2]&0xf])<<40)
-				out += 6
-				i += 3
-			default:
-				for k := range size {
-					buf[out+k] = s[i+k]
-				}
-				out += size
-				i += size
-				continue
-			}
+			continue
 		}
-		if len(buf)-out < n-i+stringSlack {
-			buf = growString(buf, out, n-i+stringSlack)
+		switch size := utf8Size(s, i); {
+		case size == 0:
+			binary.LittleEndian.PutUint64(buf[out:out+8], escapeFFFD)
+			out += 6
+			i++
+		case size == 3 && s[i] == 0xE2 && s[i+1] == 0x80 && s[i+2]&^1 == 0xA8:
+			binary.LittleEndian.PutUint64(buf[out:out+8], escape2028|uint64(jsonHex[s[i+2]&0xf])<<40)
+			out += 6
+			i += 3
+		default:
+			for k := range size {
+				buf[out+k] = s[i+k]
+			}
+			out += size
+			i += size
 		}
 	}
+	buf = growString(buf, out, 1)
 	buf[out] = '"'
 	return buf[:out+1]
 }
 
-// stringSlack is the room appendString keeps past the rest of its string: one
+// stringBlock is the most bytes of a string appendString hands appendRun at a
+// time.
+const stringBlock = 256
+
+// stringSlack is the room appendString keeps past what it writes: one
 // eight-byte store.
 const stringSlack = 8
+
+// appendRun writes s from i on into buf at out, as appendString does, until i
+// reaches end or a character appendRun leaves to appendString (see there), and
+// returns out and i there. It may read on past end to finish a word (seven bytes
+// at most) or a character (two). buf must have room from out on for the bytes
+// it reads escaped at their longest (six each) and stringSlack bytes more:
+// appendRun does not check it (but for the bounds checks of each index), so
+// that the loop keeps its values in registers.
+func appendRun(buf []byte, out int, s string, i, end int) (int, int) {
+	for i < end {
+		if i+8 <= len(s) {
+			w := load8(s, i)
+			m := stringMask(w)
+			binary.LittleEndian.PutUint64(buf[out:out+8], w)
+			if m == 0 {
+				i += 8
+				out += 8
+				continue
+			}
+			// The word's ASCII bytes to escape are written from w and m, each
+			// followed by the rest of the word, which stands for itself up to
+			// the next one: the word is not read again for each escape. While in
+			// the word, out is where its first byte would go were it all written
+			// from here, so its byte k goes at out+k.
+			for {
+				at := bits.TrailingZeros64(m) & 56 // the byte's bit offset
+				c := byte(w >> at)
+				if c >= utf8.RuneSelf {
+					i += at >> 3
+					out += at >> 3
+					break // a multi-byte character: below
+				}
+				e := asciiOut[c&(utf8.RuneSelf-1)]
+				k := out + at>>3
+				binary.LittleEndian.PutUint64(buf[k:k+8], e)
+				size := int(e >> 56)
+				binary.LittleEndian.PutUint64(buf[k+size:k+size+8], bits.RotateLeft64(w, -at-8))
+				out += size - 1
+				if m &= m - 1; m == 0 {
+					i += 8
+					out += 8
+					break
+				}
+			}
+			if m == 0 {
+				continue
+			}
+		} else if c := s[i]; c < utf8.RuneSelf {
+			// The last bytes of s, one at a time.
+			e := asciiOut[c]
+			binary.LittleEndian.PutUint64(buf[out:out+8], e)
+			out += int(e >> 56)
+			i++
+			continue
+		}
+		// A run of characters of two or three bytes (CJK prose), up to the next
+		// ASCII byte, another character or the end of the block.
+		for i < end && i+4 <= len(s) {
+			w := load4(s, i)
+			if w&0xC0C0F0 == 0x8080E0 && 0x2001>>(w&0xF)&1 == 0 && w&0xFEFFFF != 0xA880E2 { // E1–EC, EE, EF
+				binary.LittleEndian.PutUint32(buf[out:out+4], w)
+				i += 3
+				out += 3
+				continue
+			}
+			if w&0xC0E0 == 0x80C0 && byte(w) >= 0xC2 {
+				binary.LittleEndian.PutUint32(buf[out:out+4], w)
+				i += 2
+				out += 2
+				continue
+			}
+			break
+		}
+		if i < len(s) && s[i] >= utf8.RuneSelf {
+			return out, i // a character for appendString
+		}
+	}
+	return out, i
+}
 
 // growString returns b with room for need bytes from out on, at its full
 // capacity; b[:out] is kept.
@@ -623,11 +683,10 @@ func stringMask(v uint64) uint64 {
 	low := v &^ highs
 	// Each sets a byte's high bit where the byte is not the one tested for.
 	notControl := low + (0x80-0x20)*ones
-	notQuote := low ^ '"'*ones + 0x7f*ones
+	notQuoteAmp := (low | 4*ones) ^ '&'*ones + 0x7f*ones // '"' and '&' differ in bit 2 only
+	notAngle := (low | 2*ones) ^ '>'*ones + 0x7f*ones    // '<' and '>' in bit 1
 	notBackslash := low ^ '\\'*ones + 0x7f*ones
-	notAmp := low ^ '&'*ones + 0x7f*ones
-	notAngle := (low | 2*ones) ^ '>'*ones + 0x7f*ones // '<' and '>' differ in bit 1 only
-	return (^(notControl & notQuote & notBackslash & notAmp & notAngle) | v) & highs
+	return (^(notControl & notQuoteAmp & notAngle & notBackslash) | v) & highs
 }
 
 // utf8Size returns the length of the UTF-8 sequence at s[i] (whose first byte is

@@ -385,6 +385,61 @@ func TestAppendJSONString(t *testing.T) {
 	}
 }
 
+// TestAppendJSONStringBlocks writes strings of several of appendString's blocks
+// with each kind of character across the end of a block, at every offset from
+// it, behind text that escapes at its longest (\u00XX for each byte) or not at
+// all: appendRun must find room for the longest escapes of a whole block, and a
+// character it leaves at a block's end must come out whole.
+func TestAppendJSONStringBlocks(t *testing.T) {
+	t.Parallel()
+	probes := []string{"\x01\"<>&\\", "中", "é", "😀", "\u2028", "\xed\xa0\x80", "\xe2\x80", "\xff", "\xf0\x9f\x98"}
+	fills := []string{"a", "\x01", "\"", "中", "😀"}
+	for _, fill := range fills {
+		for _, probe := range probes {
+			for d := range 2*len(probe) + 16 {
+				lead := strings.Repeat(fill, (stringBlock-d+len(fill)-1)/len(fill))
+				for _, s := range []string{
+					lead + probe,
+					lead + probe + lead + probe + lead,
+					strings.Repeat(lead+probe, 3) + "x",
+				} {
+					checkAppendString(t, s, s[1:], "\x01"+s)
+				}
+			}
+		}
+	}
+	// Long runs of one kind over many blocks: every byte escaped, characters of
+	// two, three and four bytes.
+	for _, run := range []string{"\x01\x1f<>&\"\\", "é", "中", "😀", "\u2028"} {
+		checkAppendString(t, strings.Repeat(run, 8*stringBlock))
+	}
+}
+
+// TestAppendJSONStringKeepsRoom: appendString writes in b's spare capacity
+// without growing it when that holds the encoding and sixteen bytes more, as
+// SetChoiceContent sizes its body for an answer: a string's blocks take the
+// room there is, and do not ask for room for every byte escaped at its longest.
+func TestAppendJSONStringKeepsRoom(t *testing.T) {
+	t.Parallel()
+	answer, err := os.ReadFile(benchAnswerPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{string(answer), strings.Repeat("中", 300), strings.Repeat("a", 1000), strings.Repeat("\"\n", 400), "<&>"} {
+		want, _ := json.Marshal(s)
+		for spare := 16; spare < 40; spare++ {
+			b := append(make([]byte, 0, 1+len(want)+spare), '<')
+			got := appendString(b, s)
+			if !bytes.Equal(got[1:], want) {
+				t.Fatalf("appendString(%.40q): %s", s, firstDifference(got[1:], want))
+			}
+			if &got[0] != &b[:1][0] {
+				t.Errorf("appendString(%.40q) grew a buffer with room for its %d bytes and %d more", s, len(want), spare)
+			}
+		}
+	}
+}
+
 // TestUTF8Size compares utf8Size with utf8.DecodeRuneInString on every sequence
 // of one to four bytes that starts with a byte of 0x80 or above and goes on with
 // bytes at the edges of the ranges that decide a sequence: every valid and
