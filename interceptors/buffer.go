@@ -82,27 +82,12 @@ func getBuffer(c int) *[]byte {
 }
 
 // putBuffer keeps p for the next request of its class when the shared bound
-// allows it. A buffer's class is the largest it has room for (heldClass), so an
-// adopted buffer (Adopt) of any capacity serves the class it fills.
+// allows it.
 func putBuffer(p *[]byte) {
-	c := heldClass(cap(*p))
-	if c < 0 {
-		return
-	}
 	n := int64(cap(*p))
-	if freeBytes.Add(n) > maxFreeBytes || !bufferPools[c].putUpTo(p, maxFreeBuffers) {
+	if freeBytes.Add(n) > maxFreeBytes || !bufferPools[sizeClass(cap(*p))].putUpTo(p, maxFreeBuffers) {
 		freeBytes.Add(-n)
 	}
-}
-
-// heldClass returns the largest class a buffer of capacity n has room for, or -1
-// when it is smaller than the smallest class or larger than the largest. For a
-// buffer from Buffer (a power of two) it is the class it was made for.
-func heldClass(n int) int {
-	if n < 1<<minPooledShift || n > maxPooledBuffer {
-		return -1
-	}
-	return bits.Len(uint(n)) - 1 - minPooledShift
 }
 
 // sizeClass returns the pool index for a buffer of n bytes (rounded up), or -1
@@ -139,36 +124,6 @@ func (ex *Exchange) Buffer(n int) []byte {
 		ex.buffers = ex.bufferSlots[:0]
 	}
 	ex.buffers = append(ex.buffers, p)
-	return (*p)[:0]
-}
-
-// Adopt makes b one of the exchange's buffers (Buffer): the caller gives it up,
-// and Release returns it to the pool with the others, where it serves the
-// largest class it has room for. The proxy adopts the buffer fasthttp read the
-// client's body into (handing fasthttp a SpareBuffer for the connection's next
-// request in its place), so that the exchange owns the body without copying it.
-func (ex *Exchange) Adopt(b []byte) {
-	if heldClass(cap(b)) < 0 {
-		return // the garbage collector takes it after the request, as before
-	}
-	if ex.buffers == nil {
-		ex.buffers = ex.bufferSlots[:0]
-	}
-	ex.buffers = append(ex.buffers, &b)
-}
-
-// SpareBuffer returns an empty free buffer with room for at least n bytes that
-// belongs to no exchange — the caller keeps it, or gives it away — or nil when
-// the pool has none (or n is beyond its largest class). It does not allocate.
-func SpareBuffer(n int) []byte {
-	c := sizeClass(n)
-	if c < 0 {
-		return nil
-	}
-	p := getBuffer(c)
-	if p == nil {
-		return nil
-	}
 	return (*p)[:0]
 }
 

@@ -283,21 +283,6 @@ func (c *routeCaller) reportHeaders(status int, h [][2]string) {
 	c.firstHeaders = nil
 }
 
-// ownBody gives the exchange the client's body, which fasthttp read into its
-// request's body buffer and reuses for the connection's next request: it takes
-// that buffer, and hands fasthttp a spare one of the exchange pool's in its place
-// (interceptors.SpareBuffer; with none free, fasthttp allocates the next), rather
-// than copying tens of kilobytes per request. A body that is not fasthttp's
-// buffer (there is none today) is copied.
-func ownBody(rc *fasthttp.RequestCtx, ex *interceptors.Exchange, body []byte) []byte {
-	if b := rc.Request.Body(); len(body) == 0 || len(b) != len(body) || &b[0] != &body[0] {
-		return append(ex.Buffer(len(body)), body...)
-	}
-	b := rc.Request.SwapBody(interceptors.SpareBuffer(len(body)))
-	ex.Adopt(b)
-	return b[:len(body):len(body)]
-}
-
 // outcome is what running a route's chain produced.
 type outcome struct {
 	ex  *interceptors.Exchange
@@ -422,15 +407,15 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head
 		Trace:         trace,
 	}
 	ex.Trace.ClientKey = client
-	// The exchange owns the client's body, in a buffer it returns to the pool
-	// when the request is finished (finish): it takes fasthttp's (ownBody). A
+	// The exchange owns a copy of the client's body, in a buffer it returns to
+	// the pool when the request is finished (finish): fasthttp reuses its own. A
 	// stage whose goroutine reads it after the request (the facts stage builds the
 	// fact index in the background) holds the exchange (Exchange.Hold). The
 	// outgoing body starts as the same bytes; request phases replace it, never
 	// edit it in place.
 	original := body
 	if rx == nil {
-		original = ownBody(rc, ex, body)
+		original = append(ex.Buffer(len(body)), body...)
 	} // a Responses request's chat translation is the exchange's already
 	out := original
 	if rt.upstreamModel != "" && rt.upstreamModel != model {
