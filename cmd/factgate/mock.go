@@ -30,6 +30,7 @@ func runMockUpstream(ctx context.Context, args []string, stdout, stderr io.Write
 	chunkSize := fs.Int("chunk-size", mockupstream.DefaultChunkSize, "runes per streamed event, unless the answer sets its own")
 	chunkDelay := fs.Duration("chunk-delay", 0, "wait between streamed events, unless the answer sets its own (e.g. 20ms)")
 	models := fs.String("models", mockupstream.DefaultModel, "comma-separated model ids that /v1/models lists")
+	indent := fs.Bool("indent", false, "write answers and errors as indented JSON ending with a newline, and each streamed event's JSON over several data: lines (as many providers write JSON)")
 	usage := func(w io.Writer) {
 		fs.SetOutput(w)
 		fmt.Fprintf(w, "Usage: factgate mock-upstream [flags]\n\n"+
@@ -85,6 +86,7 @@ func runMockUpstream(ctx context.Context, args []string, stdout, stderr io.Write
 		Latency:    *latency,
 		ChunkSize:  *chunkSize,
 		ChunkDelay: *chunkDelay,
+		Indent:     *indent,
 	})
 	if err := srv.Start(*listen); err != nil {
 		fmt.Fprintf(stderr, "factgate mock-upstream: %v\n", err)

@@ -663,6 +663,7 @@ func (s *Server) writeAnswer(ex *exchange, q *chatRequest, ans *renderedAnswer) 
 	b = ans.appendUsage(b)
 	b = ans.appendTail(b, 0)
 	ex.keep(b)
+	b = ex.jsonBody(b)
 
 	h := ex.w.Header()
 	h["Content-Type"] = contentTypeJSON
@@ -904,7 +905,12 @@ func (st *sseStream) emit(data []byte) bool {
 	if st.events > 0 && !ex.wait(st.delay) {
 		return false
 	}
-	if !ex.write(dataPrefix) || !ex.write(data) || !ex.write(eventEnd) {
+	if ex.indent {
+		// The event's JSON over several data: lines (Options.Indent).
+		if !ex.write(append(ex.appendDataLines(nil, data), '\n')) {
+			return false
+		}
+	} else if !ex.write(dataPrefix) || !ex.write(data) || !ex.write(eventEnd) {
 		return false
 	}
 	st.flush()

@@ -193,6 +193,7 @@ func (s *Server) serveResponses(ex *exchange) {
 		return
 	}
 	h["Content-Type"] = contentTypeJSON
+	obj = ex.jsonBody(obj)
 	f := a.fault
 	switch {
 	case f != nil && f.Malformed:
@@ -427,7 +428,7 @@ func (s *Server) serveStoredResponse(ex *exchange, rest string) {
 	}
 	ex.w.Header()["Content-Type"] = contentTypeJSON
 	ex.writeHeader(http.StatusOK)
-	ex.write(b)
+	ex.write(ex.jsonBody(b))
 }
 
 // responseEvents writes a Responses event stream for the mock.
@@ -457,6 +458,11 @@ func (e *responseEvents) emit(typ string, members ...string) bool {
 		b = append(b, m...)
 	}
 	b = append(b, "}\n\n"...)
+	if ex.indent {
+		head := len("event: ") + len(typ) + 1
+		data := b[head+len("data: ") : len(b)-2]
+		b = append(ex.appendDataLines(append([]byte(nil), b[:head]...), data), '\n')
+	}
 	e.buf = b
 	e.seq++
 	if !ex.write(b) {

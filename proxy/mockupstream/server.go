@@ -62,6 +62,13 @@ type Options struct {
 	Record bool
 	// Now is the clock for the "created" field. Nil means time.Now.
 	Now func() time.Time
+	// Indent writes the JSON the mock makes as many providers do (OpenAI's API,
+	// servers that use Go's json.Encoder): indented by two spaces and ending with
+	// a newline — the non-stream answers (chat.completion, response object) and
+	// the mock's own errors. A streamed event's JSON is indented too, over several
+	// "data:" lines, which the SSE format joins with newlines. Scripted fault
+	// bodies are sent as written. SetIndent changes it while serving.
+	Indent bool
 }
 
 // Server is the mock upstream. It is safe for concurrent use. Create it with [New],
@@ -74,6 +81,7 @@ type Server struct {
 
 	script    atomic.Pointer[compiledScript]
 	scriptErr error
+	indent    atomic.Bool
 
 	// completionSeq numbers completions: "chatcmpl-mock-N"; responseSeq Responses
 	// answers: "resp_mock_N".
@@ -112,6 +120,7 @@ func New(opts Options) *Server {
 		s.now = time.Now
 	}
 	s.scriptErr = s.SetScript(opts.Script)
+	s.indent.Store(opts.Indent)
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -134,6 +143,9 @@ func (s *Server) SetScript(script *Script) error {
 	s.script.Store(cs)
 	return nil
 }
+
+// SetIndent turns Options.Indent on or off for the following answers.
+func (s *Server) SetIndent(on bool) { s.indent.Store(on) }
 
 // Start listens on addr ("127.0.0.1:0" picks a free port) and serves in the
 // background until Close. It returns once the listener is open, so URL is valid.
@@ -347,7 +359,7 @@ func (s *Server) wake() {
 // with the OpenAI error envelope.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.count(&s.started)
-	ex := exchange{w: w, r: r}
+	ex := exchange{w: w, r: r, indent: s.indent.Load()}
 	defer ex.release()
 	if s.opts.Record {
 		ex.rec = &Recorded{
@@ -406,6 +418,8 @@ type exchange struct {
 
 	status    int
 	cancelled bool
+	// indent: JSON bodies and event data are written indented (Options.Indent).
+	indent bool
 	// pooled are the buffers to return to bodyPool when the request is done.
 	pooled []*[]byte
 }
@@ -451,7 +465,7 @@ func (ex *exchange) write(b []byte) bool {
 func (ex *exchange) writeError(status int, typ, code, param, msg string) {
 	ex.w.Header()["Content-Type"] = contentTypeJSON
 	ex.writeHeader(status)
-	ex.write(appendErrorEnvelope(nil, typ, code, param, msg))
+	ex.write(ex.jsonBody(appendErrorEnvelope(nil, typ, code, param, msg)))
 }
 
 // cut closes the connection abruptly after flushing what was written: the client sees

@@ -1,0 +1,207 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/tidwall/gjson"
+)
+
+// Issue 27, item 1: whatever JSON factgate writes into a "data:" line is one
+// line, whatever the upstream's JSON looks like — indented and ending with a
+// newline, as OpenAI's API and Go's json.Encoder write it — on every route kind,
+// both upstream dialects, stream and not.
+
+// sseEvent is one event of a stream read by readStrictSSE.
+type sseEvent struct{ Name, Data string }
+
+// readStrictSSE reads an event stream as the strictest client does (go-openai
+// reads a line at a time): every "data:" line must carry a complete JSON value
+// (or [DONE]) by itself, an event has at most one data line, comments and blank
+// lines are all else there may be, and the stream ends between events. It
+// returns the events and the comment lines.
+func readStrictSSE(raw string) (events []sseEvent, comments []string, err error) {
+	var ev sseEvent
+	open, hasData := false, false
+	lines := strings.Split(raw, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	for i, line := range lines {
+		where := fmt.Sprintf("line %d %q", i+1, line)
+		switch {
+		case line == "":
+			if hasData {
+				events = append(events, ev)
+			}
+			ev, open, hasData = sseEvent{}, false, false
+		case strings.HasPrefix(line, ":"):
+			comments = append(comments, line)
+		case strings.HasPrefix(line, "event:"):
+			ev.Name, open = strings.TrimSpace(strings.TrimPrefix(line, "event:")), true
+		case strings.HasPrefix(line, "data:"):
+			data := strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")
+			if hasData {
+				return events, comments, fmt.Errorf("%s: a second data line in one event (its JSON was split over lines)", where)
+			}
+			if data != "[DONE]" && !json.Valid([]byte(data)) {
+				return events, comments, fmt.Errorf("%s: the data line is not complete JSON", where)
+			}
+			ev.Data, open, hasData = data, true, true
+		default:
+			return events, comments, fmt.Errorf("%s: not an SSE field a client knows", where)
+		}
+	}
+	if open {
+		return events, comments, fmt.Errorf("the stream ends inside an event")
+	}
+	return events, comments, nil
+}
+
+func TestReadStrictSSERefusesSplitJSON(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc, raw string
+		ok        bool
+	}{
+		{"one event a line", "data: {\"a\":1}\n\ndata: [DONE]\n\n", true},
+		{"comments and blank keep-alives", "\n: keep-alive\n\nevent: x\ndata: {}\n\n", true},
+		{"a newline before the closing brace", "data: {\"a\":1\ndata: }\n\n", false},
+		{"an indented object", "data: {\n\n", false},
+		{"cut off", "data: {}\n", false},
+		{"a line that is no field", "{\"a\":1}\n\n", false},
+	} {
+		_, _, err := readStrictSSE(tc.raw)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err %v, want ok %v", tc.desc, err, tc.ok)
+		}
+	}
+}
+
+// framingScript answers the replay with an accepted analysis and anything else
+// with a greeting, the usage fixed.
+var framingScript = `
+rules:
+  - match: {last_user: "PlayerA"}
+    answer:
+      content: ` + yamlString(storyFixedAnswer) + `
+      usage: {prompt_tokens: 9000, completion_tokens: 400}
+default:
+  content: "Hello there!"
+  usage: {prompt_tokens: 24, completion_tokens: 4}
+`
+
+// framingCases are the requests of the framing tests: one the pack is about (held
+// and checked) and one it is not.
+var framingCases = []struct {
+	name, user, want string
+	tokens           int64
+}{
+	{"an analysis", analysisUser(), storyFixedAnswer, 9400},
+	{"a greeting", "Say hello", "Hello there!", 28},
+}
+
+func TestIndentedUpstreamJSONReachesChatClientsOneEventALine(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, framingScript, responsesConfig)
+	h.mock.SetIndent(true)
+	oac := responsesClient(h, nil)
+	// Chat completions go upstream as chat completions on either dialect.
+	for _, d := range dialects {
+		for _, tc := range framingCases {
+			t.Run(d.name+"/"+tc.name, func(t *testing.T) {
+				body := fmt.Sprintf(`{"model":%q,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":%s}]}`, d.held, yamlString(tc.user))
+				status, _, raw := h.post(t, "/v1/chat/completions", body)
+				if status != 200 {
+					t.Fatalf("%d %s", status, raw)
+				}
+				events, _, err := readStrictSSE(string(raw))
+				if err != nil {
+					t.Fatalf("%v\n%s", err, raw)
+				}
+				var content strings.Builder
+				var usage int64
+				for _, ev := range events {
+					content.WriteString(gjson.Get(ev.Data, "choices.0.delta.content").Str)
+					if u := gjson.Get(ev.Data, "usage.total_tokens"); u.Exists() {
+						usage = u.Int()
+					}
+				}
+				if content.String() != tc.want || usage != tc.tokens {
+					t.Errorf("content %q usage %d, want %q and %d", content.String(), usage, tc.want, tc.tokens)
+				}
+
+				params := oa.ChatCompletionNewParams{Model: d.held, Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage(tc.user)},
+					StreamOptions: oa.ChatCompletionStreamOptionsParam{IncludeUsage: oa.Bool(true)}}
+				stream := oac.Chat.Completions.NewStreaming(context.Background(), params)
+				acc := oa.ChatCompletionAccumulator{}
+				for stream.Next() {
+					acc.AddChunk(stream.Current())
+				}
+				if err := stream.Err(); err != nil {
+					t.Fatalf("openai-go: %v", err)
+				}
+				if acc.Choices[0].Message.Content != tc.want || acc.Usage.TotalTokens != tc.tokens {
+					t.Errorf("openai-go: content %q usage %+v", acc.Choices[0].Message.Content, acc.Usage)
+				}
+				resp, err := oac.Chat.Completions.New(context.Background(), params)
+				if err != nil || resp.Choices[0].Message.Content != tc.want || resp.Usage.TotalTokens != tc.tokens {
+					t.Fatalf("openai-go, not streamed: %v %+v", err, resp)
+				}
+			})
+		}
+	}
+}
+
+func TestIndentedUpstreamJSONReachesResponsesClientsOneEventALine(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, framingScript, responsesConfig)
+	h.mock.SetIndent(true)
+	c := responsesClient(h, nil)
+	for _, d := range dialects {
+		for _, model := range []string{d.held, d.plain} {
+			for _, tc := range framingCases {
+				t.Run(model+"/"+tc.name, func(t *testing.T) {
+					params := responses.ResponseNewParams{
+						Model:        model,
+						Instructions: oa.String(storyInstructions),
+						Input:        responses.ResponseNewParamsInputUnion{OfString: oa.String(tc.user)},
+					}
+					body, _ := params.MarshalJSON()
+					status, _, raw := h.post(t, "/v1/responses", strings.Replace(string(body), "{", `{"stream":true,`, 1))
+					if status != 200 {
+						t.Fatalf("%d %s", status, raw)
+					}
+					events, _, err := readStrictSSE(string(raw))
+					if err != nil {
+						t.Fatalf("%v\n%s", err, raw)
+					}
+					if len(events) < 3 || events[0].Name != "response.created" || events[len(events)-1].Name != "response.completed" {
+						t.Fatalf("events %v", events)
+					}
+					final := gjson.Get(events[len(events)-1].Data, "response")
+					if got := final.Get("output.#(type==\"message\").content.0.text").Str; got != tc.want {
+						t.Errorf("response.completed carries %q, want %q", got, tc.want)
+					}
+					if u := final.Get("usage.total_tokens").Int(); u != tc.tokens {
+						t.Errorf("usage %d, want %d", u, tc.tokens)
+					}
+
+					got := streamResponses(t, c, params)
+					if got.streamErr != nil || got.text != tc.want || got.final == nil || got.final.Usage.TotalTokens != tc.tokens {
+						t.Errorf("openai-go: err %v text %q final %v", got.streamErr, got.text, got.final)
+					}
+					r, err := c.Responses.New(context.Background(), params)
+					if err != nil || r.OutputText() != tc.want {
+						t.Fatalf("openai-go, not streamed: %v %v", err, r)
+					}
+				})
+			}
+		}
+	}
+}
