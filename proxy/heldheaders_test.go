@@ -126,7 +126,7 @@ default:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if resp.StatusCode != 200 || !strings.HasPrefix(string(raw), ": keep-alive") {
+			if resp.StatusCode != 200 || !strings.HasPrefix(string(raw), keepAlive) {
 				t.Fatalf("%d, want a held stream that starts with a keep-alive:\n%s", resp.StatusCode, raw)
 			}
 			if hdr.Get("X-Factgate-Overhead") == "" || hdr.Get("X-Factgate-Trace-Id") == "" {

@@ -78,7 +78,7 @@ func TestRequestsLongerThanTheReadTimeoutAreAnswered(t *testing.T) {
 		{name: "held stream", method: "POST", path: "/v1/chat/completions", route: "held",
 			body: `{"model":"held","stream":true,"messages":[{"role":"user","content":"q"}]}`,
 			want: func(b []byte) bool {
-				return bytes.Contains(b, []byte(": keep-alive")) && bytes.Contains(b, []byte("a slow")) &&
+				return bytes.HasPrefix(b, []byte(keepAlive)) && bytes.Contains(b, []byte("a slow")) &&
 					bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) && !bytes.Contains(b, []byte(`"error"`))
 			}},
 		{name: "pass-through download", method: "GET", path: "/v1/files/big/content", route: "passthrough",
@@ -194,13 +194,15 @@ routes:
 		}
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		r := bufio.NewReader(c)
-		held := false
+		held, data := false, false
 		for {
 			line, err := r.ReadString('\n')
 			if err != nil {
 				t.Fatalf("request %d: %v", i, err)
 			}
-			held = held || strings.HasPrefix(line, ": keep-alive")
+			// A keep-alive is a blank line before the first event.
+			held = held || (line == keepAlive && !data)
+			data = data || strings.HasPrefix(line, "data:")
 			if strings.HasPrefix(line, "data: [DONE]") {
 				break
 			}

@@ -382,7 +382,11 @@ default:
 				lines = append(lines, sc.Text())
 			}
 			all := strings.Join(lines, "\n")
-			ka := strings.Index(all, ": keep-alive")
+			// A keep-alive is a blank line, before the first event.
+			ka := -1
+			if len(lines) > 0 && lines[0] == "" {
+				ka = 0
+			}
 			created := strings.Index(all, "event: response.created")
 			revisions := strings.Index(all, ": X-Factgate-Revisions: 1")
 			completed := strings.Index(all, "event: response.completed")

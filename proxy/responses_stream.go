@@ -78,6 +78,8 @@ func writeResponsesStream(w *bufio.Writer, obj []byte, chunkRunes int, comment .
 		chunkRunes = 32
 	}
 	e := &responsesEvents{w: w, buf: make([]byte, 0, 512)}
+	// Every event carries a piece of obj, or all of it: one line, so are they.
+	obj = oneLine(obj)
 	root := gjson.ParseBytes(obj)
 	start := obj
 	for _, f := range [...]struct{ path, raw string }{
@@ -310,7 +312,7 @@ func inProgress(item gjson.Result, field, empty string) string {
 // it (they treat any event whose data has an "error" member as a failure).
 func writeResponsesStreamError(w *bufio.Writer, envelope []byte) error {
 	e := &responsesEvents{w: w}
-	errObj := gjson.GetBytes(envelope, "error")
+	errObj := gjson.GetBytes(oneLine(envelope), "error")
 	if !errObj.IsObject() {
 		errObj = gjson.Parse(`{"message":"the upstream failed","type":"upstream_error","param":null,"code":null}`)
 	}

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 
@@ -10,8 +12,35 @@ import (
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
-// keepAlive is the SSE comment sent while a streaming client waits for a held answer.
-const keepAlive = ": keep-alive\n\n"
+// keepAlive is what a streaming client gets while it waits for a held answer: a
+// blank line, which every SSE parser skips (an empty event dispatches nothing).
+// Not a comment: go-openai reads every line of a stream that is not "data:" into
+// the buffer it decodes an error event from, so one ": keep-alive" before an
+// error event turns the error into a JSON syntax error; a blank line adds nothing
+// to that buffer.
+const keepAlive = "\n"
+
+// oneLine returns JSON as it may go into a "data:" line, which ends at the first
+// line break: b itself when it holds none — JSON strings carry theirs escaped, so
+// only the whitespace between tokens can (an upstream that indents its JSON, or
+// ends it with a newline, as Go's json.Encoder does) — else b compacted. A b that
+// is not JSON keeps its bytes with each line break made a space.
+func oneLine(b []byte) []byte {
+	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
+		return b
+	}
+	var out bytes.Buffer
+	out.Grow(len(b))
+	if json.Compact(&out, b) == nil {
+		return out.Bytes()
+	}
+	return bytes.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, b)
+}
 
 // Known fields of a chat.completion that the synthesized stream maps explicitly;
 // any other top-level field goes into the first chunk unchanged.
@@ -38,7 +67,8 @@ func writeCompletionStream(w *bufio.Writer, body []byte, includeUsage bool, chun
 	if chunkRunes <= 0 {
 		chunkRunes = 32
 	}
-	root := gjson.ParseBytes(body)
+	// Every piece of the chunks is a piece of body: one line, so are they.
+	root := gjson.ParseBytes(oneLine(body))
 	// head is the common prefix of every chunk: {"id":..,"object":"chat.completion.chunk",...
 	head := make([]byte, 0, 160)
 	head = append(head, `{"id":`...)
@@ -297,7 +327,7 @@ func writeStreamError(w *bufio.Writer, envelope []byte) error {
 	if _, err := w.WriteString("data: "); err != nil {
 		return err
 	}
-	_, _ = w.Write(envelope)
+	_, _ = w.Write(oneLine(envelope))
 	_, _ = w.WriteString("\n\ndata: [DONE]\n\n")
 	return w.Flush()
 }

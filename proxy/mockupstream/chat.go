@@ -466,7 +466,39 @@ func (s *Server) serveChat(ex *exchange) {
 		s.streamAnswer(ex, q, ans)
 		return
 	}
+	if !s.pace(ex, q, ans) {
+		return
+	}
 	s.writeAnswer(ex, q, ans)
+}
+
+// pace waits, for a paced answer sent whole, about as long as its stream would
+// take (Answer.Paced); it reports whether the client is still there.
+func (s *Server) pace(ex *exchange, q *chatRequest, ans *renderedAnswer) bool {
+	a := ans.a
+	if !a.paced {
+		return true
+	}
+	delay, size := a.chunkDelay, a.chunkSize
+	if delay == 0 {
+		delay = s.opts.ChunkDelay
+	}
+	if size == 0 {
+		size = s.chunkSize
+	}
+	pieces := func(text string) int { return (utf8.RuneCountInString(text) + size - 1) / size }
+	events := 1 // [DONE], or the terminal event
+	if q.includeUsage {
+		events++
+	}
+	for i := range ans.n {
+		rc := ans.choice(i)
+		events += 2 + pieces(rc.content) + pieces(rc.reasoning) // role, finish
+		for _, tc := range rc.c.toolCalls {
+			events += 1 + pieces(tc.args)
+		}
+	}
+	return ex.wait(time.Duration(events) * delay)
 }
 
 // beforeAnswer waits the answer's latency (and slow first byte) and sends the

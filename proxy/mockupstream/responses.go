@@ -192,6 +192,9 @@ func (s *Server) serveResponses(ex *exchange) {
 		s.streamResponse(ex, ans, obj)
 		return
 	}
+	if !s.pace(ex, &q, ans) {
+		return
+	}
 	h["Content-Type"] = contentTypeJSON
 	obj = ex.jsonBody(obj)
 	f := a.fault

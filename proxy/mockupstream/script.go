@@ -173,6 +173,11 @@ type Answer struct {
 	// ChunkDelay is waited between streamed events. Zero means the server's default
 	// ([Options.ChunkDelay]).
 	ChunkDelay time.Duration `yaml:"chunk_delay"`
+	// Paced makes a non-stream answer take about as long as its stream would: it
+	// is sent after ChunkDelay once per event of its stream (per piece of text, tool
+	// call and choice), as a provider sends a whole answer once it has generated
+	// it. False sends it at once (after Latency).
+	Paced bool `yaml:"paced"`
 	// Headers are extra response headers sent with the answer (e.g. x-request-id), for
 	// testing that upstream headers reach the client. Nil means none.
 	Headers map[string]string `yaml:"headers"`
@@ -490,6 +495,7 @@ type compiledAnswer struct {
 	completionTokensOverride  int
 	latency, chunkDelay       time.Duration
 	chunkSize                 int
+	paced                     bool
 	headers                   [][2]string
 	extraMembers              []byte            // ,"k":v,... for keys the mock does not write
 	extraOverrides            map[string][]byte // keys the mock writes too, set with sjson
@@ -545,6 +551,7 @@ func compileAnswer(a *Answer, dir string) (*compiledAnswer, error) {
 		latency:    a.Latency,
 		chunkSize:  a.ChunkSize,
 		chunkDelay: a.ChunkDelay,
+		paced:      a.Paced,
 	}
 	choices := a.Choices
 	if len(choices) == 0 {

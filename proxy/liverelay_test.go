@@ -1,0 +1,142 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// Issue 27, item 3: on a held route, a streamed request the pack is not about (a
+// greeting, a JSON-mode call, a tool step) is relayed live, as on a route
+// without interceptors: its first token comes when the upstream sends it, its
+// events byte for byte, with factgate's headers, trace, usage and metrics.
+
+// pacedScript streams every answer in 4-rune pieces 40 ms apart (about 1 s for
+// the greeting), so that a held answer and a live one are told apart by when
+// the first token arrives.
+var pacedScript = `
+rules:
+  - match: {response_format: json_object}
+    answer: {content: '{"greeting":"hello there, how are you doing today?"}', chunk_size: 4, chunk_delay: 40ms, paced: true}
+  - match: {has_assistant: true, any_message: "temp"}
+    answer:
+      tool_calls: [{id: call_2, function: {name: get_forecast, arguments: '{"city":"Paris","days":3}'}}]
+      chunk_size: 4
+      chunk_delay: 40ms
+      paced: true
+  - match: {last_user: "PlayerA"}
+    answer: {content: ` + yamlString(storyFixedAnswer) + `, chunk_size: 4, chunk_delay: 40ms, paced: true}
+default:
+  content: "Hello there! A greeting streamed in small pieces, slowly."
+  chunk_size: 4
+  chunk_delay: 40ms
+  paced: true
+`
+
+// timedStream is a stream read as it arrives.
+type timedStream struct {
+	status     int
+	header     http.Header
+	body       string
+	firstToken time.Duration // until the first event with content or arguments
+	total      time.Duration
+}
+
+// readTimed posts body to url and reads the event stream, timing its first token.
+func readTimed(t *testing.T, url, body string) timedStream {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", harnessCredential)
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := timedStream{status: resp.StatusCode, header: resp.Header}
+	r := bufio.NewReader(resp.Body)
+	var b strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		b.WriteString(line)
+		if out.firstToken == 0 && strings.HasPrefix(line, "data:") {
+			d := gjson.Parse(strings.TrimSpace(strings.TrimPrefix(line, "data:")))
+			if d.Get("choices.0.delta.content").Str != "" || d.Get("choices.0.delta.tool_calls.0.function.arguments").Str != "" || d.Get("delta").Str != "" {
+				out.firstToken = time.Since(start)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.total = time.Since(start)
+	out.body = b.String()
+	return out
+}
+
+// sameEvents normalizes what differs between two runs of one answer (the
+// created clock) so that two streams can be compared byte for byte.
+var createdField = regexp.MustCompile(`"created(_at)?":\d+`)
+
+func sameEvents(s string) string { return createdField.ReplaceAllString(s, `"created$1":0`) }
+
+func TestHeldRouteRelaysWhatThePackIsNotAboutLive(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, pacedScript, heldRouteConfig("", ""))
+	tool := `{"model":"%s","stream":true,"tools":[{"type":"function","function":{"name":"get_forecast","parameters":{"type":"object"}}}],` +
+		`"messages":[{"role":"user","content":"weather in Paris?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_1","content":"{\"temp\":18}"}]}`
+	for _, tc := range []struct{ name, body string }{
+		{"a greeting", `{"model":"%s","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Say hello"}],"temperature":0.5}`},
+		{"a JSON-mode call", `{"model":"%s","stream":true,"response_format":{"type":"json_object"},"messages":[{"role":"system","content":"Answer in JSON."},{"role":"user","content":"Greet me"}]}`},
+		{"a tool step", tool},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h.mock.Reset()
+			direct := readTimed(t, h.mock.URL()+"/chat/completions", fmt.Sprintf(tc.body, "deepseek-chat"))
+			h.mock.Reset()
+			held := readTimed(t, h.base+"/v1/chat/completions", fmt.Sprintf(tc.body, "ra3-analyst"))
+			if held.status != 200 || direct.status != 200 {
+				t.Fatalf("status %d (direct %d): %s", held.status, direct.status, held.body)
+			}
+			t.Logf("first token: direct %v, through the held route %v (whole stream %v)", direct.firstToken, held.firstToken, direct.total)
+			// Generous: the first token within half the stream's duration of the
+			// direct one (a held answer gets it after the whole stream).
+			if held.firstToken == 0 || held.firstToken > direct.firstToken+direct.total/2 {
+				t.Errorf("the first token came after %v through the held route, %v direct: the answer was held, not relayed", held.firstToken, direct.firstToken)
+			}
+			if sameEvents(held.body) != sameEvents(direct.body) {
+				t.Errorf("the events differ from the upstream's:\n got %s\nwant %s", held.body, direct.body)
+			}
+			if held.header.Get("X-Factgate-Trace-Id") == "" || held.header.Get(HeaderUpstream) != "mock" {
+				t.Errorf("headers %v: want the trace id and the upstream", held.header)
+			}
+			// The trace is stored before the stream's last bytes.
+			resp, err := h.getTrace(held.header.Get("X-Factgate-Trace-Id"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("the trace right after the stream: %d %s", resp.StatusCode, b)
+			}
+			if tc.name == "a greeting" && gjson.GetBytes(b, "usage.total_tokens").Int() == 0 {
+				t.Errorf("the trace has no usage: %s", b)
+			}
+			if recs := h.mock.Requests(); len(recs) != 1 || !gjson.GetBytes(recs[0].Body, "stream").Bool() {
+				t.Errorf("the upstream got %d requests, the last not streamed", len(recs))
+			}
+		})
+	}
+}
