@@ -64,6 +64,12 @@ type Exchange struct {
 
 	// Overrides are the A/B variant's settings; later interceptors honour them.
 	Overrides Overrides
+	// Injected is the prompt a request phase put into the request on the client's
+	// behalf (the inject stage's knowledge, contract and rules, without the
+	// client's own texts merged after them); "" when nothing was injected. The
+	// proxy keeps it from the client: it is never echoed back, and an upstream
+	// error that quotes the request is passed on without it.
+	Injected string
 	// ContractInjected reports that the inject stage put the pack's contract into
 	// the request on the client's behalf (the client's own system messages did
 	// not already ask for the claims block): only then is the claims block

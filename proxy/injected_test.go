@@ -189,3 +189,38 @@ func TestInjectedPromptNotInUpstreamErrorsThatQuoteTheRequest(t *testing.T) {
 
 // knowledgeHead is how the RA3 knowledge factgate injects begins.
 const knowledgeHead = "# 红色警戒 3"
+
+func TestWithoutInjectedCutsEveryFormOfAQuote(t *testing.T) {
+	t.Parallel()
+	injected := "# 红色警戒 3 游戏知识\n\n## 通用规则\n- 证据优先：每个判断都必须来自操作记录中的事实。\n\"quoted\" and \\ back"
+	asciiEscaped, _ := json.Marshal(map[string]string{"input": injected}) // Go escapes no CJK; Python's ensure_ascii does
+	pyEscaped := strings.NewReplacer("红", `\u7ea2`, "色", `\u8272`).Replace(string(asciiEscaped))
+	request, _ := json.Marshal(map[string]any{"messages": []any{map[string]string{"role": "system", "content": injected + "\n\nthe app's own"}}})
+	for _, tc := range []struct {
+		desc, body string
+		same       bool
+	}{
+		{"no quote", `{"error":{"message":"too long","type":"invalid_request_error"}}`, true},
+		{"quoted as a value", string(asciiEscaped), false},
+		{"quoted with \\u escapes", pyEscaped, false},
+		{"the request quoted as JSON text in a string", `{"error":{"message":"bad"},"body":` + yamlString(string(request)) + `}`, false},
+		{"a text body", "cannot parse: " + injected + " (truncated)", false},
+	} {
+		got := withoutInjected([]byte(tc.body), injected)
+		if tc.same {
+			if string(got) != tc.body {
+				t.Errorf("%s: %s, want the body unchanged", tc.desc, got)
+			}
+			continue
+		}
+		if strings.Contains(string(got), "游戏知识") || strings.Contains(string(got), `\u6e38`) || !strings.Contains(string(got), "[factgate: the ") {
+			t.Errorf("%s: %s", tc.desc, got)
+		}
+		if strings.HasPrefix(tc.body, "{") && !json.Valid(got) {
+			t.Errorf("%s: no longer JSON: %s", tc.desc, got)
+		}
+	}
+	if got := withoutInjected([]byte(string(request)), injected); !strings.Contains(string(got), "the app's own") {
+		t.Errorf("the client's own text went with the quote: %s", got)
+	}
+}

@@ -649,7 +649,7 @@ func (s *Server) renderHeldOutcome(rt *route, o outcome, includeUsage, liveReaso
 		status, code = e.Status, e.Code
 		env := e.Envelope()
 		if o.ex.Response != nil && gjson.GetBytes(o.ex.Response.Body, "error").Exists() {
-			env = o.ex.Response.Body
+			env = withoutInjected(o.ex.Response.Body, o.ex.Injected)
 		}
 		if rx != nil {
 			_ = writeResponsesStreamError(w, env)
@@ -914,12 +914,13 @@ func (s *Server) writeOutcome(rc *fasthttp.RequestCtx, o outcome, caller *routeC
 		setFactgateHeaders()
 		return e.Status, e.Code
 	case !ex.Response.OK():
-		// Upstream errors pass through unchanged.
+		// Upstream errors pass through unchanged, but for a quote of what
+		// factgate injected.
 		rc.SetStatusCode(ex.Response.Status)
 		for _, h := range ex.Response.Header {
 			rc.Response.Header.Add(h[0], h[1])
 		}
-		rc.SetBody(ex.Response.Body)
+		rc.SetBody(withoutInjected(ex.Response.Body, ex.Injected))
 		setFactgateHeaders()
 		return ex.Response.Status, "upstream_status_" + strconv.Itoa(ex.Response.Status)
 	}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
@@ -86,6 +88,26 @@ func (rx *responsesExchange) setDraft(raw, chat []byte) {
 	rx.draft, rx.draftChat = append([]byte(nil), raw...), append([]byte(nil), chat...)
 }
 
+// ownInstructions makes the Responses object at path in obj (path "instructions"
+// for the object itself, "response.instructions" for an event's) echo the
+// client's own instructions, null when it sent none, as the provider echoes the
+// request's: an api: responses upstream echoes what it got, the prompt factgate
+// injected. obj is returned as it is when it already echoes the client's.
+func (rx *responsesExchange) ownInstructions(obj []byte, path string) []byte {
+	own := rawMemberOf(bytesView(rx.request), "instructions")
+	if own == "" {
+		own = "null"
+	}
+	got := gjson.GetBytes(obj, path)
+	if !got.Exists() || got.Raw == own || (got.Type == gjson.String && got.Str == gjson.Parse(own).Str && isRawString(own)) {
+		return obj
+	}
+	if b, err := sjson.SetRawBytes(obj, path, []byte(own)); err == nil {
+		return b
+	}
+	return obj
+}
+
 // answer renders the chain's final chat answer (usage summed) as the Responses
 // object the client gets: the upstream's own object of the draft carrying the
 // final text, when the upstream answered in the Responses API; otherwise the
@@ -95,7 +117,7 @@ func (rx *responsesExchange) answer(ex *interceptors.Exchange, final []byte) []b
 	draft, draftChat := rx.draft, rx.draftChat
 	rx.mu.Unlock()
 	if draft != nil {
-		return patchResponse(draft, draftChat, final, rx.alias)
+		return rx.ownInstructions(patchResponse(draft, draftChat, final, rx.alias), "instructions")
 	}
 	// The object lives until it is written, in one of the exchange's buffers.
 	return appendChatResponse(ex.Buffer(len(final)+len(rx.request)/4+512), final, rx.request, ex.Body)

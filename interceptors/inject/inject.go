@@ -157,6 +157,7 @@ func (in *Injector) OnRequest(_ context.Context, ex *interceptors.Exchange) erro
 
 	injected := pin.contract && in.contract != "" && !(in.marker != "" && clientAsks(body, ml, in.marker))
 	ex.ContractInjected = injected
+	ex.Injected = p.text
 	ex.Body = out
 	ex.Trace.Note(in.describe(sc, p, nsys, merged, injected))
 	return nil
