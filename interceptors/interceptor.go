@@ -33,10 +33,26 @@ type RequestPhase interface {
 // ResponsePhase runs after the upstream call, in reverse chain order. It sees the
 // complete buffered response in ex.Response (or the upstream failure in ex.UpstreamErr)
 // and may replace it. A route with at least one response phase has its upstream
-// answer buffered, even for clients that asked for a stream.
+// answer buffered, even for clients that asked for a stream — unless no response
+// phase holds the request's answer (AnswerHolder).
 type ResponsePhase interface {
 	Interceptor
 	OnResponse(ctx context.Context, ex *Exchange) error
+}
+
+// AnswerHolder is implemented by a ResponsePhase that needs the whole answer of
+// some requests only (validation and the hidden revision need the answers the
+// route's pack is about). After the request phases, the proxy asks every
+// interceptor whose request phase ran; when none holds the answer of a
+// streaming request, the upstream streams it and the client gets it live, as on
+// a route without interceptors. The response phases then run once the stream has
+// ended, with ex.Response carrying the status, headers and duration but no body,
+// and ex.Usage the stream's usage. A ResponsePhase that does not implement
+// AnswerHolder holds every answer.
+type AnswerHolder interface {
+	ResponsePhase
+	// HoldsAnswer reports whether the response phase needs ex's whole answer.
+	HoldsAnswer(ex *Exchange) bool
 }
 
 // FailurePhase is implemented by interceptors that must see a request a phase

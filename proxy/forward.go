@@ -114,9 +114,15 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 	if s.countsTokens(rc) {
 		usage = &usageScanner{spend: func(n int) { s.spendTokens(rc, n) }}
 	}
+	var events io.Reader = cl.body()
+	if rm != s.passMetrics && isEventStream(resp.Header.ContentType()) {
+		// A route's chat completion or Responses stream: every event's data on one
+		// line.
+		events = &eventFramer{r: events, max: int(s.cfg.Server.MaxResponseBody)}
+	}
 	// fasthttp reads the body from relayBody on the connection's goroutine and writes
 	// each read as one flushed chunk, so events reach the client as they arrive.
-	rc.Response.SetBodyStream(&relayBody{cl: cl, r: cl.body(), usage: usage, done: func(complete, clientGone bool) {
+	rc.Response.SetBodyStream(&relayBody{cl: cl, r: events, usage: usage, done: func(complete, clientGone bool) {
 		res.close(complete)
 		if wc != nil {
 			wc.disarm()

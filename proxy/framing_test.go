@@ -205,3 +205,34 @@ func TestIndentedUpstreamJSONReachesResponsesClientsOneEventALine(t *testing.T) 
 		}
 	}
 }
+
+// TestIndentedUpstreamStreamsAreReadAsEvents: an upstream that spreads each
+// streamed event's JSON over several data lines (valid SSE: a client joins them)
+// is read event by event where factgate reads a stream — the draft's live
+// reasoning (stream_reasoning) — and reaches the client one event a line.
+func TestIndentedUpstreamStreamsAreReadAsEvents(t *testing.T) {
+	t.Parallel()
+	script := `
+default:
+  content: ` + yamlString(storyFixedAnswer) + `
+  reasoning: "先看 1:24 的打包。"
+  chunk_size: 16
+`
+	h := newHarness(t, script, heldRouteConfig("", "    stream_reasoning: true"))
+	h.mock.SetIndent(true)
+	body := fmt.Sprintf(`{"model":"ra3-analyst","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":%s}]}`, yamlString(analysisUser()))
+	status, _, raw := h.post(t, "/v1/chat/completions", body)
+	events, _, err := readStrictSSE(string(raw))
+	if status != 200 || err != nil {
+		t.Fatalf("%d %v:\n%s", status, err, raw)
+	}
+	var content, reasoning strings.Builder
+	for _, ev := range events {
+		content.WriteString(gjson.Get(ev.Data, "choices.0.delta.content").Str)
+		reasoning.WriteString(gjson.Get(ev.Data, "choices.0.delta.reasoning_content").Str)
+	}
+	// The claims block factgate asked for is stripped (strip_claims auto).
+	if strings.TrimSpace(content.String()) != storyFixedProse || reasoning.String() != "先看 1:24 的打包。" {
+		t.Errorf("content %q reasoning %q", content.String(), reasoning.String())
+	}
+}

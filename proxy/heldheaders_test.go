@@ -85,13 +85,15 @@ rules:
     answer: {content: ` + yamlString(storyFixedAnswer) + `, headers: {x-request-id: req-revision}}
   - name: slow
     match: {last_user: "^slow"}
-    answer: {content: "slow answer", headers: {x-request-id: req-slow}}
+    answer: {content: ` + yamlString(storyFixedAnswer) + `, headers: {x-request-id: req-slow}}
 default:
   content: ` + yamlString(storyDraftAnswer) + `
   headers: {x-request-id: req-draft, openai-processing-ms: "12"}
 `
 	isRevision := func(b []byte) bool { return bytes.Contains(b, []byte(`"role":"assistant"`)) }
-	isSlow := func(b []byte) bool { return bytes.Contains(b, []byte(`"slow, please"`)) }
+	// An analysis, so that the answer is held (a request the pack is not about
+	// is relayed live).
+	isSlow := func(b []byte) bool { return bytes.Contains(b, []byte(`slow, please`)) && !isRevision(b) }
 	for _, tc := range []struct {
 		name, user, requestID, late string
 		// hold is the upstream call the gate holds; the headers go out once it
@@ -99,7 +101,7 @@ default:
 		hold func([]byte) bool
 	}{
 		{"the draft arrived before the headers went out", analysisUser(), "req-draft", "", isRevision},
-		{"the headers went out before the upstream answered", "slow, please", "", ": x-request-id: req-slow\n", isSlow},
+		{"the headers went out before the upstream answered", "slow, please\n" + analysisUser(), "", ": x-request-id: req-slow\n", isSlow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

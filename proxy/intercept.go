@@ -183,6 +183,12 @@ func (c *routeCaller) completeAt(ctx context.Context, path string, body []byte) 
 	if res.err != nil {
 		return nil, res.err
 	}
+	return c.whole(&res, d), nil
+}
+
+// whole is the answer of a call read whole (res: an answer, or a failed
+// attempt's) that took d; the call is closed.
+func (c *routeCaller) whole(res *sendResult, d time.Duration) *interceptors.Response {
 	resp := res.resp
 	out := &interceptors.Response{Status: resp.StatusCode(), Duration: d}
 	if c.held != nil {
@@ -199,7 +205,7 @@ func (c *routeCaller) completeAt(ctx context.Context, path string, body []byte) 
 	}
 	res.close(true)
 	c.reportHeaders(out.Status, out.Header)
-	return out, nil
+	return out
 }
 
 // upstreamHeaders copies the headers of an upstream answer the client may see (not
@@ -323,8 +329,8 @@ func (st *interception) upstreamNamed(name string) (interceptors.Upstream, bool)
 }
 
 // run runs the route's chain (see runChain).
-func (st *interception) run(early chan<- [][2]string) outcome {
-	o := st.s.runChain(&st.ctx, st.rt, &st.ex, early)
+func (st *interception) run(early chan<- [][2]string, hand *liveHandoff) outcome {
+	o := st.s.runChain(&st.ctx, st.rt, &st.ex, early, hand)
 	if st.rt.responseAlias {
 		answerAsAlias(o, st.model)
 	}
@@ -444,22 +450,31 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head
 		caller.live = newLiveEvents()
 	}
 	if !stream {
-		o := st.run(nil)
+		o := st.run(nil, nil)
 		status, code := s.writeOutcome(rc, o, caller, start, false, includeUsage, rx)
 		st.finish(status, code, false)
 		return
 	}
 
 	// A streaming client: answer directly if the chain is quick, else commit an
-	// event stream and keep it alive with comments until the answer is ready.
-	// The stream's headers carry what is known when they go out: the draft's
-	// upstream headers when it has answered, the overhead so far; the rest follows
-	// as comments at the end of the stream.
+	// event stream and keep it alive until the answer is ready. The stream's
+	// headers carry what is known when they go out: the draft's upstream headers
+	// when it has answered, the overhead so far; the rest follows as comments at
+	// the end of the stream. An answer no stage holds is relayed live instead
+	// (relay.go): not on a Responses request to an api: chat upstream, whose
+	// answer is translated whole, as on a route without interceptors.
 	done := make(chan outcome, 1)
 	early := make(chan [][2]string, 1)
 	caller.firstHeaders = make(chan [][2]string, 1)
 	upHeaders := caller.firstHeaders
-	go func() { done <- st.run(early) }()
+	var hand *liveHandoff
+	var decided <-chan struct{}
+	var relays <-chan *liveRelay
+	if rx == nil || rt.up.responsesAPI {
+		hand = newLiveHandoff()
+		decided, relays = hand.decided, hand.relays
+	}
+	go func() { done <- st.run(early, hand) }()
 	interval := time.Duration(s.cfg.Server.KeepaliveInterval)
 	var sent [][2]string // the upstream headers the stream's headers carry
 	timer := time.NewTimer(interval)
@@ -474,6 +489,13 @@ wait:
 			timer.Stop()
 			status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage, rx)
 			st.finish(status, code, false)
+			return
+		case <-decided:
+			// Relayed live: nothing goes out before the upstream's headers.
+			timer.Stop()
+			commit, decided = nil, nil
+		case lr := <-relays:
+			st.serveRelay(lr, early, done)
 			return
 		case h := <-upHeaders:
 			sent, upHeaders = h, nil
@@ -526,6 +548,7 @@ wait:
 		ticker:  time.NewTicker(interval),
 		pending: []byte(keepAlive),
 		live:    caller.live,
+		relays:  relays,
 		render: func(o outcome) ([]byte, int, string) {
 			st.saveTrace()
 			late := []string{"X-Factgate-Overhead: " + formatOverhead(caller.overhead(start))}
@@ -556,7 +579,55 @@ wait:
 		}
 		st.finish(hs.status, hs.code, true)
 	}
+	hs.attach = func(lr *liveRelay) {
+		// The chain relays live after all (its request phases outlasted the
+		// keep-alive interval): the stream goes on with the upstream's events.
+		hs.ticker.Stop()
+		lr.attach(done, st.saveTrace, st.finishRelay)
+	}
 	rc.Response.SetBodyStream(hs, -1)
+}
+
+// serveRelay answers a streaming request with a live relay of the upstream's
+// stream (relay.go): the upstream's status and headers with factgate's, then its
+// events as they come.
+func (st *interception) serveRelay(lr *liveRelay, early <-chan [][2]string, done <-chan outcome) {
+	s, rc, caller := st.s, st.rc, &st.caller
+	if !lr.take() {
+		// The client went away while the upstream began: nobody reads it.
+		<-done
+		st.finish(StatusClientClosed, "client_closed_request", false)
+		return
+	}
+	for _, h := range lr.header {
+		rc.Response.Header.Add(h[0], h[1])
+	}
+	// The request phases' headers (X-Factgate-Variant): announced before the
+	// upstream call.
+	select {
+	case hdrs := <-early:
+		for _, h := range hdrs {
+			rc.Response.Header.Set(h[0], h[1])
+		}
+	default:
+	}
+	rc.SetStatusCode(lr.status)
+	var value [64]byte
+	rc.Response.Header.SetCanonical(headerTraceID, append(value[:0], st.ex.Trace.ID...))
+	rc.Response.Header.SetCanonical(headerOverhead, appendOverhead(value[:0], caller.overhead(st.start)))
+	rc.Response.Header.SetCanonical(headerUpstream, append(value[:0], caller.upstreamName()...))
+	s.setRateLimitHeaders(rc)
+	lr.attach(done, st.saveTrace, st.finishRelay)
+	rc.Response.SetBodyStream(lr, -1)
+}
+
+// finishRelay records a request whose answer was relayed live (see finish): a
+// client that went away cancels what is left of the request first.
+func (st *interception) finishRelay(status int, errCode string, delivered bool) {
+	if status == StatusClientClosed {
+		st.ctx.cancel(errClientGone)
+	}
+	st.finish(status, errCode, delivered)
 }
 
 // answerAsAlias makes a finished chain's answer carry the model the client asked
@@ -577,6 +648,11 @@ type heldStream struct {
 	done     <-chan outcome
 	ticker   *time.Ticker
 	live     *liveEvents // reasoning forwarded live; nil without stream_reasoning
+	// relays hands over a live relay of the answer after all (relay.go); relay
+	// is it once taken, and the stream's body is then its events.
+	relays   <-chan *liveRelay
+	relay    *liveRelay
+	attach   func(*liveRelay)
 	pending  []byte
 	render   func(outcome) ([]byte, int, string)
 	finish   func(clientGone bool)
@@ -588,6 +664,9 @@ type heldStream struct {
 
 func (h *heldStream) Read(p []byte) (int, error) {
 	for len(h.pending) == 0 {
+		if h.relay != nil {
+			return h.relay.Read(p)
+		}
 		if h.finished {
 			return 0, io.EOF
 		}
@@ -596,6 +675,11 @@ func (h *heldStream) Read(p []byte) (int, error) {
 			liveReady = h.live.ready
 		}
 		select {
+		case lr := <-h.relays:
+			if lr.take() {
+				h.relay = lr
+				h.attach(lr)
+			}
 		case o := <-h.done:
 			var rendered []byte
 			rendered, h.status, h.code = h.render(o)
@@ -623,6 +707,9 @@ func (h *heldStream) CloseWithError(werr error) error {
 		return nil
 	}
 	h.closed = true
+	if h.relay != nil {
+		return h.relay.CloseWithError(werr)
+	}
 	h.finish(werr != nil || !h.finished)
 	return nil
 }
@@ -713,8 +800,9 @@ func (s *Server) checkAnswer(body []byte) error {
 
 // runChain runs request phases, the upstream call and response phases. When
 // early is not nil it receives a copy of the response headers the request phases
-// set, once they are done (or failed).
-func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Exchange, early chan<- [][2]string) (o outcome) {
+// set, once they are done (or failed). With hand, a streaming request's answer
+// that no stage holds (holdsAnswer) is relayed live through it.
+func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Exchange, early chan<- [][2]string, hand *liveHandoff) (o outcome) {
 	o.ex = ex
 	announced := early == nil
 	announce := func() {
@@ -747,7 +835,10 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 		}
 	}
 	announce()
-	if ex.Response == nil {
+	if ls, ok := ex.Upstream.(liveStreamer); ok && hand != nil && ex.Response == nil && ex.Stream && !holdsAnswer(rt.chain[:ran], ex) {
+		close(hand.decided)
+		s.relayLive(ctx, ex, ls, hand)
+	} else if ex.Response == nil {
 		body := ex.Body
 		if ex.Stream {
 			body, _ = sjson.SetBytes(body, "stream", false)

@@ -371,15 +371,15 @@ func TestJSONDepthFollowsTheConfig(t *testing.T) {
 func TestLiveReasoningEventsAreBounded(t *testing.T) {
 	t.Parallel()
 	a := &streamAssembly{maxDepth: 16}
-	event := `data: {"choices":[{"index":0,"delta":{"content":"x","x":` + strings.Repeat("[", 1<<20) + "\n"
-	_, err := a.line([]byte(event))
+	event := `{"choices":[{"index":0,"delta":{"content":"x","x":` + strings.Repeat("[", 1<<20)
+	_, err := a.event([]byte(event))
 	if !errors.Is(err, errMalformedAnswer) || !strings.Contains(fmt.Sprint(err), "16 levels") {
 		t.Fatalf("a deep event: %v, want an upstream_bad_response naming the limit", err)
 	}
 	if e := upstreamError("u", fmt.Errorf("reading the upstream's event stream: %w", err)); e.Code != "upstream_bad_response" || e.Status != 502 {
 		t.Fatalf("a deep event maps to %d %s", e.Status, e.Code)
 	}
-	if _, err := a.line([]byte(`data: {"choices":[{"index":0,"delta":{"content":"x"}}]}`)); err != nil {
+	if _, err := a.event([]byte(`{"choices":[{"index":0,"delta":{"content":"x"}}]}`)); err != nil {
 		t.Fatalf("a shallow event: %v", err)
 	}
 }

@@ -140,3 +140,59 @@ func TestHeldRouteRelaysWhatThePackIsNotAboutLive(t *testing.T) {
 		})
 	}
 }
+
+// TestARelayedStreamIsCountedAsAnyOther: the A/B experiment counts a request
+// relayed live, its tokens from the usage factgate asked the upstream for — and
+// the client, which did not ask for the usage, gets no usage chunk.
+func TestARelayedStreamIsCountedAsAnyOther(t *testing.T) {
+	t.Parallel()
+	h := newABHarness(t, false, "")
+	status, hdr, raw := h.post(t, "/v1/chat/completions", `{"model":"ra3-analyst","stream":true,"user":"greeter-1","messages":[{"role":"user","content":"Say hello"}]}`)
+	if status != 200 || hdr.Get("X-Factgate-Variant") == "" {
+		t.Fatalf("%d %v %s", status, hdr, raw)
+	}
+	events, _, err := readStrictSSE(string(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		if strings.Contains(ev.Data, `"usage"`) {
+			t.Errorf("the client did not ask for the usage and got it: %s", ev.Data)
+		}
+	}
+	if up := h.lastRequest(t).Body; !gjson.GetBytes(up, "stream_options.include_usage").Bool() || !gjson.GetBytes(up, "stream").Bool() {
+		t.Errorf("the upstream was not asked for a stream with its usage: %s", up)
+	}
+	v := abVariant(abReport(t, h.base, 1), hdr.Get("X-Factgate-Variant"))
+	if v.Requests != 1 || v.Outcomes["unvalidated"] != 1 || v.Tokens.Total != 1000 || v.Tokens.Draft != 1000 {
+		t.Errorf("variant %s: requests %d outcomes %v tokens %+v, want one unvalidated request of 1000 tokens", v.Name, v.Requests, v.Outcomes, v.Tokens)
+	}
+	m := metricsText(t, h)
+	if !strings.Contains(m, `factgate_requests_total{code="200",route="ra3"} 1`) {
+		t.Errorf("metrics:\n%s", grepLines(m, "factgate_requests_total"))
+	}
+}
+
+func TestResponsesStreamRelayedLiveOnAResponsesUpstream(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, pacedScript, responsesConfig)
+	body := `{"model":"%s","stream":true,"input":"Say hello"}`
+	h.mock.Reset()
+	direct := readTimed(t, h.mock.URL()+"/responses", fmt.Sprintf(body, "gpt-5"))
+	h.mock.Reset()
+	held := readTimed(t, h.base+"/v1/responses", fmt.Sprintf(body, "ra3-r"))
+	t.Logf("first token: direct %v, through the held route %v (whole stream %v)", direct.firstToken, held.firstToken, direct.total)
+	if held.status != 200 || held.firstToken == 0 || held.firstToken > direct.firstToken+direct.total/2 {
+		t.Fatalf("%d: the first token came after %v through the held route, %v direct", held.status, held.firstToken, direct.firstToken)
+	}
+	// The same events, but for the model the route answers with (response_model
+	// alias).
+	want := strings.ReplaceAll(sameEvents(direct.body), `"model":"gpt-5"`, `"model":"ra3-r"`)
+	if got := sameEvents(held.body); got != want {
+		t.Errorf("the events differ from the upstream's:\n got %s\nwant %s", got, want)
+	}
+	events, _, err := readStrictSSE(held.body)
+	if err != nil || events[len(events)-1].Name != "response.completed" {
+		t.Fatalf("%v %v", err, events)
+	}
+}

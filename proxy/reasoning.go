@@ -159,9 +159,21 @@ type toolCallAssembly struct {
 
 var errStreamTooLarge = errors.New("the answer exceeds max_response_body")
 
-// read consumes the event stream until [DONE] or its end.
+// read consumes the event stream until [DONE] or its end. An event's data is
+// its data lines joined with newlines, as SSE clients read them (an upstream may
+// spread one event's JSON over several).
 func (a *streamAssembly) read(r io.Reader) error {
 	br := bufio.NewReaderSize(r, 16<<10)
+	var data []byte
+	lines := 0
+	dispatch := func() (bool, error) {
+		if lines == 0 {
+			return false, nil
+		}
+		done, err := a.event(data)
+		data, lines = data[:0], 0
+		return done, err
+	}
 	for {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -176,13 +188,26 @@ func (a *streamAssembly) read(r io.Reader) error {
 			}
 			line = full
 		}
-		if len(line) > 0 {
-			if done, perr := a.line(bytes.TrimRight(line, "\r\n")); perr != nil || done {
+		text := bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(line) > 0 && len(text) == 0:
+			// A blank line ends an event.
+			if done, perr := dispatch(); perr != nil || done {
 				return perr
 			}
-		}
+		case bytes.HasPrefix(text, []byte("data:")):
+			if a.max > 0 && len(data)+len(text) > a.max {
+				return errStreamTooLarge
+			}
+			if lines > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimPrefix(text[len("data:"):], []byte(" "))...)
+			lines++
+		} // comments and event names
 		if err == io.EOF {
-			return nil
+			_, perr := dispatch()
+			return perr
 		}
 		if err != nil {
 			return err
@@ -190,12 +215,8 @@ func (a *streamAssembly) read(r io.Reader) error {
 	}
 }
 
-// line handles one line of the stream; done reports [DONE].
-func (a *streamAssembly) line(line []byte) (done bool, err error) {
-	data, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok {
-		return false, nil // comments, event names, blank separators
-	}
+// event handles one event's data; done reports [DONE].
+func (a *streamAssembly) event(data []byte) (done bool, err error) {
 	data = bytes.TrimSpace(data)
 	if string(data) == "[DONE]" {
 		return true, nil

@@ -37,7 +37,7 @@ func TestResponsesRequestForTheUpstream(t *testing.T) {
 	base, _ = sjson.SetRawBytes(base, "messages.0", []byte(`{"role":"system","content":"KNOWLEDGE\n\napp rules\n\ndev rules"}`))
 
 	draft, _ := sjson.SetBytes(base, "stream", false)
-	out, hidden, ok := rx.requestFor(base, draft)
+	out, hidden, ok := rx.requestFor(base, draft, false)
 	if !ok || hidden {
 		t.Fatalf("ok %v hidden %v", ok, hidden)
 	}
@@ -64,7 +64,7 @@ func TestResponsesRequestForTheUpstream(t *testing.T) {
 	// A revision: the draft and the revision turn appended.
 	rev, _ := sjson.SetRawBytes(draft, "messages.-1", []byte(`{"role":"assistant","content":"the draft"}`))
 	rev, _ = sjson.SetRawBytes(rev, "messages.-1", []byte(`{"role":"user","content":"fix it"}`))
-	out, hidden, ok = rx.requestFor(base, rev)
+	out, hidden, ok = rx.requestFor(base, rev, false)
 	if !ok || !hidden {
 		t.Fatalf("revision: ok %v hidden %v", ok, hidden)
 	}
@@ -77,7 +77,7 @@ func TestResponsesRequestForTheUpstream(t *testing.T) {
 	}
 
 	// A judge call is no continuation of the conversation.
-	if _, _, ok := rx.requestFor(base, []byte(`{"model":"judge","messages":[{"role":"system","content":"judge"},{"role":"user","content":"x"}]}`)); ok {
+	if _, _, ok := rx.requestFor(base, []byte(`{"model":"judge","messages":[{"role":"system","content":"judge"},{"role":"user","content":"x"}]}`), false); ok {
 		t.Error("a judge call was taken for the conversation")
 	}
 }
@@ -86,7 +86,7 @@ func TestResponsesRequestForAStringInput(t *testing.T) {
 	t.Parallel()
 	rx := newResponsesExchange(t, `{"model":"m","input":"the log","previous_response_id":"resp_0"}`)
 	rev, _ := sjson.SetRawBytes(rx.chat0, "messages.-1", []byte(`{"role":"assistant","content":"draft"}`))
-	out, _, ok := rx.requestFor(rx.chat0, rev)
+	out, _, ok := rx.requestFor(rx.chat0, rev, false)
 	if !ok {
 		t.Fatal("not a continuation")
 	}
@@ -95,7 +95,7 @@ func TestResponsesRequestForAStringInput(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", out, want)
 	}
 	// Nothing changed: the client's request as it came.
-	if out, _, _ := rx.requestFor(rx.chat0, rx.chat0); string(out) != string(rx.request) {
+	if out, _, _ := rx.requestFor(rx.chat0, rx.chat0, false); string(out) != string(rx.request) {
 		t.Errorf("an untouched request changed: %s", out)
 	}
 }

@@ -622,7 +622,9 @@ rules:
 			if model == d.plain && d.path == "/v1/responses" {
 				continue // relayed as the upstream answers: its 500 comes before any byte
 			}
-			st := streamResponses(t, c, responses.ResponseNewParams{Model: model, Input: responses.ResponseNewParamsInputUnion{OfString: oa.String("late failure")}})
+			// An analysis: its answer is held (one the pack is not about is relayed
+			// live, and its error comes as the upstream's status).
+			st := streamResponses(t, c, responses.ResponseNewParams{Model: model, Input: responses.ResponseNewParamsInputUnion{OfString: oa.String("late failure\n" + analysisUser())}})
 			if st.streamErr == nil || !strings.Contains(st.streamErr.Error(), "upstream exploded") {
 				t.Errorf("%s: stream error %v, want the upstream's error raised", model, st.streamErr)
 			}

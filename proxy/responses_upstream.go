@@ -28,7 +28,7 @@ type responsesCaller struct {
 
 // Complete implements interceptors.Upstream.
 func (c *responsesCaller) Complete(ctx context.Context, body []byte) (*interceptors.Response, error) {
-	req, hidden, ok := c.rx.requestFor(c.ex.Body, body)
+	req, hidden, ok := c.rx.requestFor(c.ex.Body, body, false)
 	if !ok {
 		return c.inner.Complete(ctx, body)
 	}
@@ -61,8 +61,9 @@ func (c *responsesCaller) Complete(ctx context.Context, body []byte) (*intercept
 //   - top-level fields the chain set or removed (the model after upstream_model, an
 //     A/B variant's temperature or max_tokens, metadata without factgate's keys) are
 //     set or removed under their Responses names;
-//   - stream is false (the answer is held) and stream_options removed.
-func (rx *responsesExchange) requestFor(base, body []byte) (out []byte, hidden, ok bool) {
+//   - stream is false (the answer is held) and stream_options removed, unless
+//     stream (the answer is relayed live): then they stay as the client sent them.
+func (rx *responsesExchange) requestFor(base, body []byte, stream bool) (out []byte, hidden, ok bool) {
 	// Views, not copies: the messages carry the operation log and the prompt.
 	baseMsgs, msgs := gjson.Get(bytesView(base), "messages"), gjson.Get(bytesView(body), "messages")
 	if !baseMsgs.IsArray() || !msgs.IsArray() || len(baseMsgs.Raw) < 3 {
@@ -89,10 +90,10 @@ func (rx *responsesExchange) requestFor(base, body []byte) (out []byte, hidden, 
 		i++
 		return true
 	})
-	if gjson.GetBytes(out, "stream").Exists() {
+	if !stream && gjson.GetBytes(out, "stream").Exists() {
 		out, _ = sjson.SetRawBytes(out, "stream", []byte("false"))
 	}
-	if gjson.GetBytes(out, "stream_options").Exists() {
+	if !stream && gjson.GetBytes(out, "stream_options").Exists() {
 		out, _ = sjson.DeleteBytes(out, "stream_options")
 	}
 	if hidden {

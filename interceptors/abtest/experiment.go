@@ -464,9 +464,14 @@ func (e *Experiment) Cleanup(ctx context.Context) error {
 	return interceptors.Wait(ctx, &e.writes)
 }
 
+// HoldsAnswer implements interceptors.AnswerHolder: the experiment counts how a
+// request ended, its usage included, and reads no answer.
+func (e *Experiment) HoldsAnswer(*interceptors.Exchange) bool { return false }
+
 var (
 	_ interceptors.RequestPhase  = (*Experiment)(nil)
 	_ interceptors.ResponsePhase = (*Experiment)(nil)
+	_ interceptors.AnswerHolder  = (*Experiment)(nil)
 	_ interceptors.FailurePhase  = (*Experiment)(nil)
 	_ interceptors.Cleaner       = (*Experiment)(nil)
 )

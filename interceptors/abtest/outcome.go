@@ -146,6 +146,10 @@ func observe(ex *interceptors.Exchange, latency time.Duration) observation {
 	}
 	if !sawDraft {
 		o.tokens.draft = int64(ex.Response.Usage().TotalTokens)
+		if len(ex.Response.Body) == 0 {
+			// An answer relayed live: its usage was read from the stream.
+			o.tokens.draft = o.tokens.total
+		}
 	}
 	o.validated = len(ex.Validators) > 0
 	if !o.validated {

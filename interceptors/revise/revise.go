@@ -744,7 +744,12 @@ func (ru *run) stripClaims() bool {
 	return ru.r.injected != nil && ru.r.injected(ru.ex)
 }
 
+// HoldsAnswer implements interceptors.AnswerHolder: only a validated answer is
+// revised.
+func (r *Revise) HoldsAnswer(ex *interceptors.Exchange) bool { return len(ex.Validators) > 0 }
+
 var (
 	_ interceptors.Interceptor   = (*Revise)(nil)
 	_ interceptors.ResponsePhase = (*Revise)(nil)
+	_ interceptors.AnswerHolder  = (*Revise)(nil)
 )

@@ -188,8 +188,13 @@ func (m *metrics) addTokens(route, variant, validator string, n int) {
 	}
 }
 
+// HoldsAnswer implements interceptors.AnswerHolder: the stage reads the issues
+// of a validated answer only.
+func (s *Semantic) HoldsAnswer(ex *interceptors.Exchange) bool { return len(ex.Validators) > 0 }
+
 // Interface guards.
 var (
 	_ interceptors.RequestPhase  = (*Semantic)(nil)
 	_ interceptors.ResponsePhase = (*Semantic)(nil)
+	_ interceptors.AnswerHolder  = (*Semantic)(nil)
 )

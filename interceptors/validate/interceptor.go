@@ -227,6 +227,10 @@ func (v *Validate) OnResponse(ctx context.Context, ex *interceptors.Exchange) er
 	return nil
 }
 
+// HoldsAnswer implements interceptors.AnswerHolder: the request phase chose to
+// validate the answer (validation is on and the pack's contract applies).
+func (v *Validate) HoldsAnswer(ex *interceptors.Exchange) bool { return ex.Value(stateKey{}) != nil }
+
 // The reasons a choice is not validated (interceptors.Choice.Skipped).
 const skipNoContent = "no_content"
 
@@ -385,5 +389,6 @@ func (a *answerValidator) ValidateAnswer(_ context.Context, ex *interceptors.Exc
 var (
 	_ interceptors.RequestPhase    = (*Validate)(nil)
 	_ interceptors.ResponsePhase   = (*Validate)(nil)
+	_ interceptors.AnswerHolder    = (*Validate)(nil)
 	_ interceptors.AnswerValidator = (*answerValidator)(nil)
 )
