@@ -645,9 +645,9 @@ func answerAsAlias(o outcome, model string) {
 // chain works: SSE comment keep-alives every interval, then the final answer as
 // chunk events (or an error event). fasthttp writes each Read as a flushed chunk.
 type heldStream struct {
-	done     <-chan outcome
-	ticker   *time.Ticker
-	live     *liveEvents // reasoning forwarded live; nil without stream_reasoning
+	done   <-chan outcome
+	ticker *time.Ticker
+	live   *liveEvents // reasoning forwarded live; nil without stream_reasoning
 	// relays hands over a live relay of the answer after all (relay.go); relay
 	// is it once taken, and the stream's body is then its events.
 	relays   <-chan *liveRelay

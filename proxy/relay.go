@@ -190,7 +190,7 @@ type liveRelay struct {
 	res    sendResult
 	// owner is who ends the relay: 0 nobody yet, 1 the connection's side (take),
 	// 2 the chain's, which abandoned it (abandon).
-	owner atomic.Int32
+	owner  atomic.Int32
 	up     *upstream // served the stream: its breaker hears of a break
 	start  time.Time
 	status int
