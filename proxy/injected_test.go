@@ -144,13 +144,16 @@ func TestInjectedPromptNotInUpstreamErrorsThatQuoteTheRequest(t *testing.T) {
 	for _, late := range []bool{false, true} {
 		t.Run(fmt.Sprintf("after the stream's headers=%v", late), func(t *testing.T) {
 			t.Parallel()
-			delay := time.Duration(0)
+			// Early: the interval is far above the chain's time, so that a loaded
+			// machine cannot commit the stream; late: the upstream answers after
+			// six intervals, so that it is committed.
+			delay, interval := time.Duration(0), "60s"
 			if late {
-				delay = 600 * time.Millisecond // six keep-alive intervals: the stream is committed
+				delay, interval = 600*time.Millisecond, "100ms"
 			}
 			up := quotingUpstream(t, delay)
 			config := strings.ReplaceAll(injectedConfig, "%MOCK%", up.URL+"/v1")
-			config = strings.Replace(config, "keepalive_interval: 150ms", "keepalive_interval: 100ms", 1)
+			config = strings.Replace(config, "keepalive_interval: 150ms", "keepalive_interval: "+interval, 1)
 			h := newHarness(t, "", config)
 			for _, tc := range []struct{ path, model, body string }{
 				{"/v1/chat/completions", "ra3-c", `{"model":"ra3-c","stream":%v,"messages":[{"role":"system","content":"` + storyInstructions + `"},{"role":"user","content":` + yamlString(analysisUser()) + `}]}`},

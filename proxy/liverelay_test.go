@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -195,4 +196,62 @@ func TestResponsesStreamRelayedLiveOnAResponsesUpstream(t *testing.T) {
 	if err != nil || events[len(events)-1].Name != "response.completed" {
 		t.Fatalf("%v %v", err, events)
 	}
+}
+
+// TestARelayedStreamEndsAsItsClientOrItsUpstreamEndIt: a client that leaves a
+// relayed stream cancels the upstream call and is logged as 499; an upstream
+// that breaks off leaves the client a broken stream and is logged as 502
+// upstream_stream_broken — as on a route without interceptors.
+func TestARelayedStreamEndsAsItsClientOrItsUpstreamEndIt(t *testing.T) {
+	t.Parallel()
+	t.Run("the client leaves", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, pacedScript, strings.Replace(heldRouteConfig("", ""), "log: {level: warn}", "log: {level: info}", 1))
+		req, _ := http.NewRequest("POST", h.base+"/v1/chat/completions", strings.NewReader(`{"model":"ra3-analyst","stream":true,"messages":[{"role":"user","content":"Say hello"}]}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "data: ") {
+			t.Fatalf("%q %v", line, err)
+		}
+		resp.Body.Close()
+		recs, err := h.mock.WaitFor(1, 5*time.Second)
+		if err != nil || !recs[0].Cancelled {
+			t.Errorf("the upstream call was not cancelled: %v %+v", err, recs)
+		}
+		waitForLog(t, h, `"status":499`)
+		if m := metricsText(t, h); !strings.Contains(m, `factgate_requests_total{code="499",route="ra3"} 1`) {
+			t.Errorf("metrics:\n%s", grepLines(m, "factgate_requests_total"))
+		}
+	})
+	t.Run("the upstream breaks off", func(t *testing.T) {
+		t.Parallel()
+		up := rawUpstream(t, func(c net.Conn) {
+			req, err := http.ReadRequest(bufio.NewReader(c))
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			ev := "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"
+			_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(ev), ev)
+			reset(c)
+		})
+		config := strings.Replace(strings.ReplaceAll(heldRouteConfig("", ""), "%MOCK%", up), "log: {level: warn}", "log: {level: info}", 1)
+		h := newHarness(t, "", config)
+		resp, err := http.Post(h.base+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"ra3-analyst","stream":true,"messages":[{"role":"user","content":"Say hello"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || err == nil || !strings.Contains(string(b), `"Hel"`) {
+			t.Fatalf("want 200, the event and a broken body: %d %v %q", resp.StatusCode, err, b)
+		}
+		waitForLog(t, h, `"error":"upstream_stream_broken"`)
+		if m := metricsText(t, h); !strings.Contains(m, `factgate_requests_total{code="502",route="ra3"} 1`) {
+			t.Errorf("metrics:\n%s", grepLines(m, "factgate_requests_total"))
+		}
+	})
 }

@@ -48,6 +48,7 @@ var benchModes = map[string]benchMode{
 	"passthrough": {name: "passthrough", model: "bench-model"},
 	"stream":      {name: "stream", model: "bench-model", stream: true},
 	"validate":    {name: "validate", model: "bench-validate"},
+	"ttft":        {name: "ttft", model: "bench-validate", stream: true},
 }
 
 // Targets of issue 16 for the validating route, measured against a direct call that
@@ -66,7 +67,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	concurrency := fs.Int("concurrency", 50, "concurrent client connections")
 	rounds := fs.Int("rounds", 3, "rounds; each measures direct and proxy once, the order alternating between rounds")
 	bodySize := fs.Int("body-size", 2048, "request body size in bytes (passthrough and stream; validate sends the 24 KB sample replay)")
-	modes := fs.String("modes", "passthrough,stream", "comma-separated: passthrough, stream, validate (empty: only the memory check)")
+	modes := fs.String("modes", "passthrough,stream", "comma-separated: passthrough, stream, validate, ttft (empty: only the memory check)")
 	warmup := fs.Int("warmup", 1000, "unmeasured requests per target before a mode's rounds (at most --requests)")
 	maxTime := fs.Duration("max-time", 2*time.Minute, "stop a measurement after this long")
 	accessLog := fs.Bool("access-log", false, "keep the proxy's per-request access log on")
@@ -83,7 +84,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "requests at the mock directly and through the proxy, interleaved, for --rounds")
 		fmt.Fprintln(stderr, "rounds, and prints per target the median req/s, p50 and p99 of the rounds with")
 		fmt.Fprintln(stderr, "their min–max, the ratio proxy/direct, and the RSS of the proxy and of the mock.")
-		fmt.Fprintln(stderr, "The validate mode also prints issue 16's targets with PASS or MISS; --rss-requests")
+		fmt.Fprintln(stderr, "The validate mode also prints issue 16's targets with PASS or MISS; the ttft mode the")
+		fmt.Fprintln(stderr, "time to first token of a streamed greeting on the validating route; --rss-requests")
 		fmt.Fprintln(stderr, "adds the memory check. All traffic stays on 127.0.0.1 and is bounded in count and time.")
 		fmt.Fprintln(stderr, "See docs/performance.md.")
 		fs.PrintDefaults()
@@ -98,7 +100,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		bm, ok := benchModes[m]
 		if !ok {
-			fmt.Fprintf(stderr, "factgate bench: unknown mode %q (passthrough, stream, validate)\n", m)
+			fmt.Fprintf(stderr, "factgate bench: unknown mode %q (passthrough, stream, validate, ttft)\n", m)
 			return 2
 		}
 		selected = append(selected, bm)
@@ -125,7 +127,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 
-	mock, mockURL, err := startChildMock(ctx, exe, benchScript(), 16)
+	mock, mockURL, err := startChildMock(ctx, exe, benchScript(), ttftChunkSize)
 	if err != nil {
 		fmt.Fprintln(stderr, "factgate bench:", err)
 		return 1
@@ -217,6 +219,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		body := benchBody(m, *bodySize)
 		direct := benchTarget{name: "direct", addr: mockAddr, client: *clientName}
 		proxied := benchTarget{name: "proxy", addr: proxyAddr, client: *clientName}
+		if m.name == "ttft" {
+			proxyServed += runTTFT(ctx, stdout, [2]benchTarget{direct, proxied}, *requests, *concurrency, *rounds, *maxTime)
+			fmt.Fprintf(stdout, "%-12s RSS after the mode: %s\n\n", m.name, mem.line())
+			continue
+		}
 		if m.name == "validate" {
 			proxied.check = checkValidated
 		}
@@ -566,6 +573,10 @@ func benchScript() *mockupstream.Script {
 			Name:   "analysis",
 			Match:  mockupstream.Match{LastUser: `\[操作记录\]`},
 			Answer: &mockupstream.Answer{Content: benchCleanAnswer, Usage: &mockupstream.Usage{PromptTokens: 9000, CompletionTokens: 900}},
+		}, {
+			Name:   "ttft",
+			Match:  mockupstream.Match{LastUser: "^" + ttftGreeting},
+			Answer: ttftAnswer(),
 		}},
 		Default: &mockupstream.Answer{
 			Content: "PlayerA 在 1:24 打包主基地并向地图中央迁移，1:41 在新位置展开；中期建造机场，9:10 生产第一架世纪轰炸机。这是基准测试的固定回答，长度约三百字节。",
