@@ -75,7 +75,8 @@ type ServerConfig struct {
 	// (applied by ParseConfig); 0s or nil: close at once.
 	DrainGrace *units.Duration `yaml:"drain_grace"`
 	// KeepaliveInterval is how often a streaming client whose answer is held for
-	// validation gets an SSE comment (": keep-alive"). Default 5s.
+	// validation gets a keep-alive (a blank line, which SSE clients skip).
+	// Default 5s.
 	KeepaliveInterval units.Duration `yaml:"keepalive_interval"`
 	// StreamChunkRunes is how many characters each synthesized SSE content chunk
 	// carries. Default 32.

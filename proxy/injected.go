@@ -1,13 +1,17 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
@@ -154,4 +158,74 @@ func runePrefixBytes(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// A response the provider stores (a Responses request without store: false) is
+// stored as the provider answered it: with factgate's prompt as its instructions
+// when factgate injected one. GET /v1/responses/{id} passes through, so the proxy
+// remembers the app's own instructions of such a response in the cache (memory,
+// and Redis when configured, so that every replica answers alike) and puts them
+// back into what that GET returns. A cache that fails or forgot leaves the
+// provider's answer as it is (fail-open); the trace of the request notes the
+// failure to remember.
+
+// storedInstructionsTTL is how long the app's instructions of a stored response
+// are remembered: as long as OpenAI keeps a stored response by default.
+const storedInstructionsTTL = 30 * 24 * time.Hour
+
+// storedInstructionsKey is the cache key of the app's instructions of response id.
+func storedInstructionsKey(id string) string { return "responses:instructions:" + id }
+
+// rememberInstructions remembers, in the background, the app's own instructions
+// own (raw JSON) of a response the provider stored (upstream: its object as the
+// provider answered it) with factgate's prompt as its instructions; a failure is
+// noted in trace.
+func (s *Server) rememberInstructions(trace *interceptors.Trace, upstream []byte, own string) {
+	if s.cache == nil || !gjson.GetBytes(upstream, "store").Bool() {
+		return
+	}
+	id := gjson.GetBytes(upstream, "id").Str
+	if id == "" {
+		return
+	}
+	key, value := storedInstructionsKey(id), []byte(own)
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), traceSaveTimeout)
+		defer cancel()
+		if err := s.cache.Set(ctx, key, value, storedInstructionsTTL); err != nil {
+			trace.Note("responses: remembering the app's instructions of stored response " + id + " failed (GET /v1/responses/" + id + " shows factgate's prompt): " + err.Error())
+			s.log.Warn("remembering the app's instructions of a stored response failed", "response", id, "error", err)
+		}
+	}()
+}
+
+// withStoredInstructions is the edit of GET /v1/responses/{id}: the app's own
+// instructions back into a stored response factgate injected into.
+func (s *Server) withStoredInstructions(status int, body []byte) []byte {
+	if status != 200 || s.cache == nil || rawjson.Check(body, s.cfg.Server.MaxJSONDepth) != nil {
+		return body
+	}
+	id := gjson.GetBytes(body, "id").Str
+	if id == "" {
+		return body
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), traceSaveWait)
+	defer cancel()
+	own, ok, err := s.cache.Get(ctx, storedInstructionsKey(id))
+	if err != nil || !ok {
+		return body
+	}
+	if b, err := sjson.SetRawBytes(body, "instructions", own); err == nil {
+		return b
+	}
+	return body
+}
+
+// isStoredResponsePath reports a path of GET /v1/responses/{id} (not its
+// input_items).
+func isStoredResponsePath(path []byte) bool {
+	id, ok := bytes.CutPrefix(path, []byte("/v1/responses/"))
+	return ok && len(id) > 0 && bytes.IndexByte(id, '/') < 0
 }

@@ -110,6 +110,31 @@ func TestInjectedPromptNeverEchoedAsInstructions(t *testing.T) {
 				if piece := leaks(string(raw), injected); piece != "" {
 					t.Errorf("the client got a piece of the injected prompt (%q):\n%.600s", piece, raw)
 				}
+				// The provider stored the response with factgate's prompt as its
+				// instructions; fetched through the proxy, it has the app's.
+				id := objects[len(objects)-1].Get("id").Str
+				if !strings.HasPrefix(tc.model, "ra3-r") && !strings.HasPrefix(tc.model, "always-r") {
+					return // a chat upstream stores nothing
+				}
+				deadline := time.Now().Add(3 * time.Second)
+				for {
+					req, _ := http.NewRequest("GET", h.base+"/v1/responses/"+id, nil)
+					req.Header.Set("Authorization", harnessCredential)
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					stored, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					got := gjson.GetBytes(stored, "instructions").Str
+					if resp.StatusCode == 200 && got == storyInstructions && leaks(string(stored), injected) == "" {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("GET /v1/responses/%s: %d, instructions %.80q", id, resp.StatusCode, got)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
 			})
 		}
 	}

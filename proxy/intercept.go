@@ -642,8 +642,10 @@ func answerAsAlias(o outcome, model string) {
 }
 
 // heldStream is the body of a streaming response whose answer is held while the
-// chain works: SSE comment keep-alives every interval, then the final answer as
-// chunk events (or an error event). fasthttp writes each Read as a flushed chunk.
+// chain works: a keep-alive (a blank line) every interval, then the final answer
+// as chunk events (or an error event) — or, when the chain relays the answer
+// live after all, the relay's events. fasthttp writes each Read as a flushed
+// chunk.
 type heldStream struct {
 	done   <-chan outcome
 	ticker *time.Ticker

@@ -581,6 +581,11 @@ func (lr *liveRelay) editResponsesEvent(data []byte) []byte {
 	var out []byte
 	if b := lr.rx.ownInstructions(data, "response.instructions"); !sameBytes(b, data) {
 		out = b
+		if lr.terminal && lr.rx.remember != nil {
+			// The stored response (when the provider stores it) has factgate's
+			// instructions.
+			lr.rx.remember(lr.caller.trace, []byte(gjson.GetBytes(data, "response").Raw), lr.rx.instructions())
+		}
 	}
 	if lr.alias != "" {
 		if m := gjson.GetBytes(data, "response.model"); m.Exists() && m.Str != lr.alias {

@@ -52,7 +52,7 @@ func (s *Server) handleResponses(rc *fasthttp.RequestCtx) {
 		s.fail(rc, rt.metrics, start, terr)
 		return
 	}
-	rx := &responsesExchange{request: body, chat0: chat} // intercept copies request
+	rx := &responsesExchange{request: body, chat0: chat, remember: s.rememberInstructions} // intercept copies request
 	if rt.responseAlias {
 		rx.alias = model
 	}
@@ -74,6 +74,10 @@ type responsesExchange struct {
 	// alias is the model the answer carries with response_model: alias; "" keeps
 	// the upstream's.
 	alias string
+	// remember, when set, remembers the app's own instructions (raw) of a
+	// response the provider stored (upstream: its object) with factgate's prompt
+	// as its instructions (Server.rememberInstructions).
+	remember func(trace *interceptors.Trace, upstream []byte, own string)
 
 	mu sync.Mutex
 	// draft is an api: responses upstream's Responses object for the draft call,
@@ -94,10 +98,7 @@ func (rx *responsesExchange) setDraft(raw, chat []byte) {
 // request's: an api: responses upstream echoes what it got, the prompt factgate
 // injected. obj is returned as it is when it already echoes the client's.
 func (rx *responsesExchange) ownInstructions(obj []byte, path string) []byte {
-	own := rawMemberOf(bytesView(rx.request), "instructions")
-	if own == "" {
-		own = "null"
-	}
+	own := rx.instructions()
 	got := gjson.GetBytes(obj, path)
 	if !got.Exists() || got.Raw == own || (got.Type == gjson.String && got.Str == gjson.Parse(own).Str && isRawString(own)) {
 		return obj
@@ -106,6 +107,14 @@ func (rx *responsesExchange) ownInstructions(obj []byte, path string) []byte {
 		return b
 	}
 	return obj
+}
+
+// instructions are the client's own instructions, raw ("null" when it sent none).
+func (rx *responsesExchange) instructions() string {
+	if own := rawMemberOf(bytesView(rx.request), "instructions"); own != "" {
+		return own
+	}
+	return "null"
 }
 
 // answer renders the chain's final chat answer (usage summed) as the Responses
@@ -117,7 +126,11 @@ func (rx *responsesExchange) answer(ex *interceptors.Exchange, final []byte) []b
 	draft, draftChat := rx.draft, rx.draftChat
 	rx.mu.Unlock()
 	if draft != nil {
-		return rx.ownInstructions(patchResponse(draft, draftChat, final, rx.alias), "instructions")
+		out := rx.ownInstructions(patchResponse(draft, draftChat, final, rx.alias), "instructions")
+		if rx.remember != nil && gjson.GetBytes(out, "instructions").Raw != gjson.GetBytes(draft, "instructions").Raw {
+			rx.remember(ex.Trace, draft, rx.instructions())
+		}
+		return out
 	}
 	// The object lives until it is written, in one of the exchange's buffers.
 	return appendChatResponse(ex.Buffer(len(final)+len(rx.request)/4+512), final, rx.request, ex.Body)

@@ -205,6 +205,11 @@ func (s *Server) handlePassthrough(rc *fasthttp.RequestCtx) {
 	if s.serveModels(rc, client, start) {
 		return
 	}
+	if rc.IsGet() && isStoredResponsePath(rc.Path()) {
+		// A stored response shows the app's own instructions (injected.go).
+		s.forwardEdited(rc, s.passTargets, nil, s.passMetrics, nil, start, client, s.withStoredInstructions)
+		return
+	}
 	// Other paths carry no model the route could swap: each upstream gets the
 	// request as the client sent it.
 	s.forward(rc, s.passTargets, nil, s.passMetrics, rc.PostBody(), start, client)
