@@ -202,6 +202,22 @@ func TestBrowser(t *testing.T) {
 	}
 	b.screenshot("requests")
 
+	// A streamed greeting on the validating route is relayed live, not held:
+	// it is a request of the console as any other, and its trace tells so.
+	status, hdr, raw := f.do("POST", "/v1/chat/completions", keyApp, `{"model":"ra3-analyst","stream":true,"messages":[{"role":"user","content":"Say hello"}]}`)
+	relayed := hdr.Get("X-Factgate-Trace-Id")
+	if status != 200 || relayed == "" || !strings.Contains(string(raw), "data: [DONE]") {
+		t.Fatalf("a streamed greeting: %d %v %.200s", status, hdr, raw)
+	}
+	b.until("the relayed row", `document.querySelector("table.requests tbody tr").dataset.trace === `+js(relayed))
+	b.do("opening the relayed request's trace", chromedp.Navigate(f.base+"/factgate/ui/#/trace/"+relayed))
+	b.until("its trace page", `[...document.querySelectorAll("ul.notes li")].some(li => li.textContent.startsWith("relay: "))`)
+	if got := eval[int](b, `document.querySelectorAll("mark[class^='sev-']").length`); got != 0 {
+		t.Errorf("the relayed request's trace highlights %d claims: nothing was validated", got)
+	}
+	b.do("back to the requests", chromedp.Navigate(f.base+"/factgate/ui/#/requests"))
+	b.until("the request rows once more", `document.querySelector("table.requests tbody tr") !== null`)
+
 	// Filter to revised requests and follow the newest to its trace.
 	b.do("filtering", chromedp.SetValue(chromedp.CSS("#f-revised"), "true"))
 	eval[bool](b, `document.querySelector("#f-revised").dispatchEvent(new Event("change"))`)
