@@ -495,7 +495,12 @@ wait:
 			timer.Stop()
 			commit, decided = nil, nil
 		case lr := <-relays:
-			st.serveRelay(lr, early, done)
+			var hdrs [][2]string
+			select {
+			case hdrs = <-early: // announced before the upstream call
+			default:
+			}
+			st.serveRelay(lr, hdrs, done)
 			return
 		case h := <-upHeaders:
 			sent, upHeaders = h, nil
@@ -518,15 +523,30 @@ wait:
 	}
 	// Headers the request phases set (X-Factgate-Variant) go out with the
 	// stream's headers; those of the response phases are in the trace.
+	var hdrs [][2]string
 	select {
-	case hdrs := <-early:
-		for _, h := range hdrs {
-			rc.Response.Header.Set(h[0], h[1])
-		}
+	case hdrs = <-early:
 	case o := <-done:
 		status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage, rx)
 		st.finish(status, code, false)
 		return
+	}
+	select {
+	case <-decided:
+		// The request phases ended in a live relay (decided before early): no
+		// held stream, as on a route without interceptors.
+		select {
+		case lr := <-relays:
+			st.serveRelay(lr, hdrs, done)
+		case o := <-done:
+			status, code := s.writeOutcome(rc, o, caller, start, true, includeUsage, rx)
+			st.finish(status, code, false)
+		}
+		return
+	default:
+	}
+	for _, h := range hdrs {
+		rc.Response.Header.Set(h[0], h[1])
 	}
 	for _, h := range sent {
 		if !strings.EqualFold(h[0], "Content-Type") {
@@ -548,7 +568,6 @@ wait:
 		ticker:  time.NewTicker(interval),
 		pending: []byte(keepAlive),
 		live:    caller.live,
-		relays:  relays,
 		render: func(o outcome) ([]byte, int, string) {
 			st.saveTrace()
 			late := []string{"X-Factgate-Overhead: " + formatOverhead(caller.overhead(start))}
@@ -579,19 +598,13 @@ wait:
 		}
 		st.finish(hs.status, hs.code, true)
 	}
-	hs.attach = func(lr *liveRelay) {
-		// The chain relays live after all (its request phases outlasted the
-		// keep-alive interval): the stream goes on with the upstream's events.
-		hs.ticker.Stop()
-		lr.attach(done, st.saveTrace, st.finishRelay)
-	}
 	rc.Response.SetBodyStream(hs, -1)
 }
 
 // serveRelay answers a streaming request with a live relay of the upstream's
 // stream (relay.go): the upstream's status and headers with factgate's, then its
 // events as they come.
-func (st *interception) serveRelay(lr *liveRelay, early <-chan [][2]string, done <-chan outcome) {
+func (st *interception) serveRelay(lr *liveRelay, hdrs [][2]string, done <-chan outcome) {
 	s, rc, caller := st.s, st.rc, &st.caller
 	if !lr.take() {
 		// The client went away while the upstream began: nobody reads it.
@@ -602,14 +615,9 @@ func (st *interception) serveRelay(lr *liveRelay, early <-chan [][2]string, done
 	for _, h := range lr.header {
 		rc.Response.Header.Add(h[0], h[1])
 	}
-	// The request phases' headers (X-Factgate-Variant): announced before the
-	// upstream call.
-	select {
-	case hdrs := <-early:
-		for _, h := range hdrs {
-			rc.Response.Header.Set(h[0], h[1])
-		}
-	default:
+	// The request phases' headers (X-Factgate-Variant).
+	for _, h := range hdrs {
+		rc.Response.Header.Set(h[0], h[1])
 	}
 	rc.SetStatusCode(lr.status)
 	var value [64]byte
@@ -643,18 +651,13 @@ func answerAsAlias(o outcome, model string) {
 
 // heldStream is the body of a streaming response whose answer is held while the
 // chain works: a keep-alive (a blank line) every interval, then the final answer
-// as chunk events (or an error event) — or, when the chain relays the answer
-// live after all, the relay's events. fasthttp writes each Read as a flushed
-// chunk.
+// as chunk events (or an error event). fasthttp writes each Read as a flushed
+// chunk. (It is committed only once the request phases are done and the answer
+// is held: an answer relayed live is served by serveRelay.)
 type heldStream struct {
-	done   <-chan outcome
-	ticker *time.Ticker
-	live   *liveEvents // reasoning forwarded live; nil without stream_reasoning
-	// relays hands over a live relay of the answer after all (relay.go); relay
-	// is it once taken, and the stream's body is then its events.
-	relays   <-chan *liveRelay
-	relay    *liveRelay
-	attach   func(*liveRelay)
+	done     <-chan outcome
+	ticker   *time.Ticker
+	live     *liveEvents // reasoning forwarded live; nil without stream_reasoning
 	pending  []byte
 	render   func(outcome) ([]byte, int, string)
 	finish   func(clientGone bool)
@@ -666,9 +669,6 @@ type heldStream struct {
 
 func (h *heldStream) Read(p []byte) (int, error) {
 	for len(h.pending) == 0 {
-		if h.relay != nil {
-			return h.relay.Read(p)
-		}
 		if h.finished {
 			return 0, io.EOF
 		}
@@ -677,11 +677,6 @@ func (h *heldStream) Read(p []byte) (int, error) {
 			liveReady = h.live.ready
 		}
 		select {
-		case lr := <-h.relays:
-			if lr.take() {
-				h.relay = lr
-				h.attach(lr)
-			}
 		case o := <-h.done:
 			var rendered []byte
 			rendered, h.status, h.code = h.render(o)
@@ -709,9 +704,6 @@ func (h *heldStream) CloseWithError(werr error) error {
 		return nil
 	}
 	h.closed = true
-	if h.relay != nil {
-		return h.relay.CloseWithError(werr)
-	}
 	h.finish(werr != nil || !h.finished)
 	return nil
 }
@@ -836,9 +828,15 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 			break
 		}
 	}
-	announce()
-	if ls, ok := ex.Upstream.(liveStreamer); ok && hand != nil && ex.Response == nil && ex.Stream && !holdsAnswer(rt.chain[:ran], ex) {
+	// Decided before the headers are announced: the connection's side, which
+	// waits for them to commit a held stream, then sees the decision too.
+	ls, relay := ex.Upstream.(liveStreamer)
+	relay = relay && hand != nil && ex.Response == nil && ex.Stream && !holdsAnswer(rt.chain[:ran], ex)
+	if relay {
 		close(hand.decided)
+	}
+	announce()
+	if relay {
 		s.relayLive(ctx, ex, ls, hand)
 	} else if ex.Response == nil {
 		body := ex.Body

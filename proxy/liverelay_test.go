@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/factgate/factgate/interceptors"
 )
 
 // Issue 27, item 3: on a held route, a streamed request the pack is not about (a
@@ -254,4 +257,46 @@ func TestARelayedStreamEndsAsItsClientOrItsUpstreamEndIt(t *testing.T) {
 			t.Errorf("metrics:\n%s", grepLines(m, "factgate_requests_total"))
 		}
 	})
+}
+
+// slowRequestPhase holds the request phases until released: the held stream's
+// headers go out (keep-alives) before the chain decides to relay.
+type slowRequestPhase struct{ release chan struct{} }
+
+func (slowRequestPhase) Name() string { return "slow" }
+func (p slowRequestPhase) OnRequest(ctx context.Context, _ *interceptors.Exchange) error {
+	select {
+	case <-p.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestARelayIsDecidedBeforeAHeldStreamCommits: request phases that outlast the
+// keep-alive interval do not commit a held stream for an answer relayed live:
+// the client gets the upstream's headers and events, as on a route without
+// interceptors, with no keep-alive before them.
+func TestARelayIsDecidedBeforeAHeldStreamCommits(t *testing.T) {
+	t.Parallel()
+	commit := make(chan time.Time)
+	close(commit) // the keep-alive interval has passed at once
+	phase := slowRequestPhase{release: make(chan struct{})}
+	script := `default: {content: "Hello there!", headers: {x-request-id: req-live}}`
+	h := newHarness(t, script, clientConfig, WithChain("held", phase), withHeldCommit(commit))
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		close(phase.release)
+	}()
+	status, hdr, raw := h.post(t, "/v1/chat/completions", `{"model":"held","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if status != 200 || !strings.HasPrefix(string(raw), "data: ") {
+		t.Fatalf("%d, want the upstream's events from the first byte:\n%q", status, raw)
+	}
+	_, content, events := readSSE(t, strings.NewReader(string(raw)))
+	if content != "Hello there!" || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("content %q events %v", content, events)
+	}
+	if hdr.Get("X-Request-Id") != "req-live" || hdr.Get("X-Factgate-Trace-Id") == "" {
+		t.Errorf("headers %v: want the upstream's and the trace id", hdr)
+	}
 }
