@@ -3,12 +3,15 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+	goopenai "github.com/sashabaranov/go-openai"
 	"github.com/tidwall/gjson"
 )
 
@@ -111,6 +114,9 @@ func TestIndentedUpstreamJSONReachesChatClientsOneEventALine(t *testing.T) {
 	h := newHarness(t, framingScript, responsesConfig)
 	h.mock.SetIndent(true)
 	oac := responsesClient(h, nil)
+	cfg := goopenai.DefaultConfig("client-key")
+	cfg.BaseURL = h.base + "/v1"
+	goc := goopenai.NewClientWithConfig(cfg)
 	// Chat completions go upstream as chat completions on either dialect.
 	for _, d := range dialects {
 		for _, tc := range framingCases {
@@ -152,6 +158,38 @@ func TestIndentedUpstreamJSONReachesChatClientsOneEventALine(t *testing.T) {
 				resp, err := oac.Chat.Completions.New(context.Background(), params)
 				if err != nil || resp.Choices[0].Message.Content != tc.want || resp.Usage.TotalTokens != tc.tokens {
 					t.Fatalf("openai-go, not streamed: %v %+v", err, resp)
+				}
+
+				// go-openai reads a stream a line at a time.
+				req := goopenai.ChatCompletionRequest{Model: d.held, Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: tc.user}},
+					StreamOptions: &goopenai.StreamOptions{IncludeUsage: true}}
+				gs, err := goc.CreateChatCompletionStream(context.Background(), req)
+				if err != nil {
+					t.Fatalf("go-openai: %v", err)
+				}
+				var got strings.Builder
+				var gotUsage int
+				for {
+					chunk, err := gs.Recv()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						t.Fatalf("go-openai: %v", err)
+					}
+					if len(chunk.Choices) > 0 {
+						got.WriteString(chunk.Choices[0].Delta.Content)
+					}
+					if chunk.Usage != nil {
+						gotUsage = chunk.Usage.TotalTokens
+					}
+				}
+				gs.Close()
+				if got.String() != tc.want || int64(gotUsage) != tc.tokens {
+					t.Errorf("go-openai: content %q usage %d", got.String(), gotUsage)
+				}
+				if r, err := goc.CreateChatCompletion(context.Background(), req); err != nil || r.Choices[0].Message.Content != tc.want {
+					t.Errorf("go-openai, not streamed: %v %+v", err, r)
 				}
 			})
 		}

@@ -831,7 +831,7 @@ func (s *Server) runChain(ctx context.Context, rt *route, ex *interceptors.Excha
 	// Decided before the headers are announced: the connection's side, which
 	// waits for them to commit a held stream, then sees the decision too.
 	ls, relay := ex.Upstream.(liveStreamer)
-	relay = relay && hand != nil && ex.Response == nil && ex.Stream && !holdsAnswer(rt.chain[:ran], ex)
+	relay = relay && hand != nil && ex.Response == nil && ex.Stream && !holdsAnswer(rt.chain[:ran], ex) && ls.canStreamLive(ex)
 	if relay {
 		close(hand.decided)
 	}

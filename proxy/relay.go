@@ -50,6 +50,9 @@ func newLiveHandoff() *liveHandoff {
 // anything else (an error status, a provider that answered JSON to a stream
 // request) as the answer read whole, as Complete returns it.
 type liveStreamer interface {
+	// canStreamLive reports whether ex's request can go upstream as a stream
+	// (false: it takes the held path).
+	canStreamLive(ex *interceptors.Exchange) bool
 	streamLive(ctx context.Context, ex *interceptors.Exchange) (*liveRelay, *interceptors.Response, error)
 }
 
@@ -108,6 +111,17 @@ func (s *Server) relayLive(ctx context.Context, ex *interceptors.Exchange, ls li
 // errStreamBroken is the failure of a relayed stream the upstream broke off.
 var errStreamBroken = errors.New("the upstream's event stream broke off")
 
+// canStreamLive implements liveStreamer: a chat completion always can.
+func (c *routeCaller) canStreamLive(*interceptors.Exchange) bool { return true }
+
+// canStreamLive implements liveStreamer: a Responses request whose chat view
+// has messages to rebuild it from.
+func (c *responsesCaller) canStreamLive(ex *interceptors.Exchange) bool {
+	req, _, ok := c.rx.requestFor(ex.Body, ex.Body, true)
+	c.liveRequest = req // streamLive sends it
+	return ok
+}
+
 // streamLive implements liveStreamer for a chat completion: the chain's request
 // as it is (stream true), asking for the usage when the client did not (the
 // usage chunk and the "usage":null members that asking adds are taken out again).
@@ -129,9 +143,12 @@ func (c *routeCaller) streamLive(ctx context.Context, ex *interceptors.Exchange)
 // streamLive implements liveStreamer for a Responses request on an api:
 // responses upstream: the client's request as the chain edited it, streamed.
 func (c *responsesCaller) streamLive(ctx context.Context, ex *interceptors.Exchange) (*liveRelay, *interceptors.Response, error) {
-	req, _, ok := c.rx.requestFor(ex.Body, ex.Body, true)
-	if !ok {
-		return nil, nil, errors.New("the Responses request could not be rebuilt from the chain's")
+	req := c.liveRequest
+	if req == nil {
+		var ok bool
+		if req, _, ok = c.rx.requestFor(ex.Body, ex.Body, true); !ok {
+			return nil, nil, errors.New("the Responses request could not be rebuilt from the chain's")
+		}
 	}
 	lr, whole, err := c.inner.streamAt(ctx, responsesPath, req)
 	if lr != nil {

@@ -24,6 +24,8 @@ type responsesCaller struct {
 	inner *routeCaller
 	rx    *responsesExchange
 	ex    *interceptors.Exchange
+	// liveRequest is the request a live relay sends (canStreamLive builds it).
+	liveRequest []byte
 }
 
 // Complete implements interceptors.Upstream.
