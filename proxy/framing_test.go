@@ -118,10 +118,15 @@ func TestIndentedUpstreamJSONReachesChatClientsOneEventALine(t *testing.T) {
 	cfg.BaseURL = h.base + "/v1"
 	goc := goopenai.NewClientWithConfig(cfg)
 	// Chat completions go upstream as chat completions on either dialect.
+	// Every route kind: with interceptors (held, or relayed live) and without.
+	var models []string
 	for _, d := range dialects {
+		models = append(models, d.held, d.plain)
+	}
+	for _, model := range models {
 		for _, tc := range framingCases {
-			t.Run(d.name+"/"+tc.name, func(t *testing.T) {
-				body := fmt.Sprintf(`{"model":%q,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":%s}]}`, d.held, yamlString(tc.user))
+			t.Run(model+"/"+tc.name, func(t *testing.T) {
+				body := fmt.Sprintf(`{"model":%q,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":%s}]}`, model, yamlString(tc.user))
 				status, _, raw := h.post(t, "/v1/chat/completions", body)
 				if status != 200 {
 					t.Fatalf("%d %s", status, raw)
@@ -142,7 +147,7 @@ func TestIndentedUpstreamJSONReachesChatClientsOneEventALine(t *testing.T) {
 					t.Errorf("content %q usage %d, want %q and %d", content.String(), usage, tc.want, tc.tokens)
 				}
 
-				params := oa.ChatCompletionNewParams{Model: d.held, Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage(tc.user)},
+				params := oa.ChatCompletionNewParams{Model: model, Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage(tc.user)},
 					StreamOptions: oa.ChatCompletionStreamOptionsParam{IncludeUsage: oa.Bool(true)}}
 				stream := oac.Chat.Completions.NewStreaming(context.Background(), params)
 				acc := oa.ChatCompletionAccumulator{}
@@ -161,7 +166,7 @@ func TestIndentedUpstreamJSONReachesChatClientsOneEventALine(t *testing.T) {
 				}
 
 				// go-openai reads a stream a line at a time.
-				req := goopenai.ChatCompletionRequest{Model: d.held, Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: tc.user}},
+				req := goopenai.ChatCompletionRequest{Model: model, Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: tc.user}},
 					StreamOptions: &goopenai.StreamOptions{IncludeUsage: true}}
 				gs, err := goc.CreateChatCompletionStream(context.Background(), req)
 				if err != nil {
