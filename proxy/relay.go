@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -474,51 +476,118 @@ func withData(raw, data []byte) []byte {
 // over several data lines — valid SSE that go-openai, which reads a line at a
 // time, cannot read —, which goes with its data on one line. A route without
 // interceptors relays its chat completion and Responses streams through it.
+//
+// It reads into one buffer and returns complete events from it in place: an
+// event is only looked at for its line starts (bytes.IndexByte), and copied
+// only when it is reframed. Lines end in "\n" (or "\r\n"); a stream whose lines
+// end in a lone "\r" (valid SSE, which no provider sends) is passed on as it
+// comes from its first such line on.
 type eventFramer struct {
-	r       io.Reader
-	max     int // the longest event (0: unbounded)
-	buf     []byte
-	scanned int
-	out     []byte
-	err     error
+	r   io.Reader
+	max int // the longest event (0: unbounded)
+	// buf[off:done] are complete events to return; buf[done:] the event being
+	// read, split into lines up to scan; event is where it starts and data counts
+	// its data lines so far.
+	buf                    []byte
+	off, done, scan, event int
+	data                   int
+	raw                    bool // pass the rest on as it comes
+	err                    error
 }
 
 func (f *eventFramer) Read(p []byte) (int, error) {
-	for len(f.out) == 0 {
+	for f.done == f.off {
 		if f.err != nil {
-			return 0, f.err
-		}
-		n, err := f.r.Read(p)
-		f.buf = append(f.buf, p[:n]...)
-		start := 0
-		for {
-			k := eventLen(f.buf[start:], &f.scanned)
-			if k == 0 {
+			if f.off < len(f.buf) {
+				// What the upstream sent of an event it did not end goes as it
+				// came, then its end or its failure.
+				f.done = len(f.buf)
 				break
 			}
-			raw := f.buf[start : start+k]
-			if data, lines := eventData(raw); lines > 1 {
-				raw = withData(raw, data)
-			}
-			f.out = append(f.out, raw...)
-			start += k
-			f.scanned = 0
+			f.release()
+			return 0, f.err
 		}
-		f.buf = append(f.buf[:0], f.buf[start:]...)
-		switch {
-		case err != nil:
-			// What the upstream sent of an event it did not end goes as it came,
-			// then its end or its failure.
-			f.out = append(f.out, f.buf...)
-			f.buf = f.buf[:0]
-			f.err = err
-		case f.max > 0 && len(f.buf) > f.max:
-			f.err = errStreamTooLarge
-		}
+		f.fill()
 	}
-	n := copy(p, f.out)
-	f.out = f.out[n:]
+	n := copy(p, f.buf[f.off:f.done])
+	f.off += n
 	return n, nil
+}
+
+// framerBuffers pools the framers' buffers: a streamed answer needs one for
+// its time only.
+var framerBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// release gives the buffer back once the stream is read to its end; nothing
+// reads it after.
+func (f *eventFramer) release() {
+	if f.buf != nil && cap(f.buf) <= 64<<10 {
+		b := f.buf[:0]
+		framerBuffers.Put(&b)
+	}
+	f.buf, f.off, f.done, f.scan, f.event = nil, 0, 0, 0, 0
+}
+
+// fill reads more of the stream and splits what it got.
+func (f *eventFramer) fill() {
+	if f.buf == nil {
+		f.buf = (*framerBuffers.Get().(*[]byte))[:0]
+	}
+	if f.off == len(f.buf) {
+		f.buf, f.off, f.done, f.scan, f.event = f.buf[:0], 0, 0, 0, 0
+	} else if f.off > 0 && f.off >= cap(f.buf)/2 {
+		k := copy(f.buf, f.buf[f.off:])
+		f.buf = f.buf[:k]
+		f.done, f.scan, f.event, f.off = f.done-f.off, f.scan-f.off, f.event-f.off, 0
+	}
+	if cap(f.buf)-len(f.buf) < 4<<10 {
+		f.buf = slices.Grow(f.buf, max(8<<10, len(f.buf)))
+	}
+	n, err := f.r.Read(f.buf[len(f.buf):cap(f.buf)])
+	f.buf = f.buf[:len(f.buf)+n]
+	f.split()
+	switch {
+	case err != nil:
+		f.err = err
+	case f.max > 0 && len(f.buf)-f.event > f.max:
+		f.err = errStreamTooLarge
+	}
+}
+
+// split finds the events the new bytes complete.
+func (f *eventFramer) split() {
+	if f.raw {
+		f.done = len(f.buf)
+		return
+	}
+	for {
+		i := bytes.IndexByte(f.buf[f.scan:], '\n')
+		if i < 0 {
+			// No line feed: a "\r" that is not the end of the bytes read is a
+			// lone one, which this framer does not split on.
+			if cr := bytes.IndexByte(f.buf[f.scan:], '\r'); cr >= 0 && f.scan+cr+1 < len(f.buf) {
+				f.raw, f.done = true, len(f.buf)
+			}
+			return
+		}
+		line, next := f.buf[f.scan:f.scan+i], f.scan+i+1
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		switch {
+		case len(line) == 0:
+			if f.data > 1 {
+				raw := f.buf[f.event:next]
+				data, _ := eventData(raw)
+				ev := withData(raw, data)
+				rest := append(ev, f.buf[next:]...)
+				f.buf = append(f.buf[:f.event], rest...)
+				next = f.event + len(ev)
+			}
+			f.done, f.event, f.data = next, next, 0
+		case bytes.HasPrefix(line, []byte("data:")):
+			f.data++
+		}
+		f.scan = next
+	}
 }
 
 // emit queues an event for the client; from the stream's last event on
