@@ -15,10 +15,16 @@ import (
 type Trace struct {
 	mu sync.Mutex
 
-	ID      string    `json:"id"`
-	Route   string    `json:"route"`
-	Variant string    `json:"variant,omitempty"`
-	Started time.Time `json:"started"`
+	ID string `json:"id"`
+	// TraceParent is the W3C traceparent of the request's OpenTelemetry server
+	// span ("00-<trace id>-<span id>-<flags>") when tracing is on: the trace and
+	// span an operator's tracing backend shows for this request. Its trace id is
+	// ID, unless the client sent a traceparent of its own (see
+	// proxy/telemetry.Request.Adopt).
+	TraceParent string    `json:"traceparent,omitempty"`
+	Route       string    `json:"route"`
+	Variant     string    `json:"variant,omitempty"`
+	Started     time.Time `json:"started"`
 	// Owner names who may read the trace through the API: "key:<name>" for the
 	// client key that made the request, "credential:<hash>" for a passthrough
 	// client's credential, "" for nobody but an admin key. The proxy sets it.

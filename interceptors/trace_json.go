@@ -76,6 +76,7 @@ const (
 func (t *Trace) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, '{')
 	b = appendStringMember(b, "id", t.ID)
+	b = appendOptionalString(b, "traceparent", t.TraceParent)
 	b = appendStringMember(b, "route", t.Route)
 	b = appendOptionalString(b, "variant", t.Variant)
 	b = appendKey(b, "started")

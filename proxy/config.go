@@ -18,6 +18,7 @@ import (
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/knowledge/rawjson"
 	"github.com/factgate/factgate/proxy/console"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // Config is factgate's whole configuration, decoded strictly from YAML: an unknown
@@ -35,6 +36,7 @@ type Config struct {
 	Knowledge KnowledgeConfig           `yaml:"knowledge"`
 	Traces    TracesConfig              `yaml:"traces"`
 	Console   console.Config            `yaml:"console"`
+	Telemetry telemetry.Config          `yaml:"telemetry"`
 
 	// File is the path the config was loaded from ("" when built in code). Relative
 	// paths in the config (overlays, prompt files) resolve against its directory.
@@ -519,7 +521,19 @@ func (c *Config) Validate() error {
 	if err := c.Console.Validate(c.Auth.Mode); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Telemetry.Validate(c.upstreamNames()); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// upstreamNames are the configured upstreams' names.
+func (c *Config) upstreamNames() map[string]bool {
+	names := make(map[string]bool, len(c.Upstreams))
+	for name := range c.Upstreams {
+		names[name] = true
+	}
+	return names
 }
 
 // DrainGraceDuration is DrainGrace, zero when unset.

@@ -15,6 +15,7 @@ import (
 
 // fail answers with a factgate error and records it.
 func (s *Server) fail(rc *fasthttp.RequestCtx, rm *routeMetrics, start time.Time, e *interceptors.Error) {
+	s.telemetryOf(rc).Fail(e.Code)
 	writeError(rc, e)
 	rm.error(e.Code)
 	total := time.Since(start)

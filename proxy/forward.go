@@ -8,6 +8,8 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // isStreamed decides whether an upstream response is relayed while it arrives:
@@ -37,7 +39,13 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		streamed = func(h *fasthttp.ResponseHeader) bool { return isEventStream(h.ContentType()) }
 		maxBody = int(s.cfg.Server.MaxResponseBody)
 	}
-	ctx := newRequestCtx()
+	tel := s.telemetryOf(rc)
+	var ctx *requestCtx
+	if tel != nil {
+		ctx = newRequestCtxIn(tel.Context())
+	} else {
+		ctx = newRequestCtx()
+	}
 	wc, _ := rc.Conn().(*watchConn)
 	if wc != nil {
 		wc.arm(ctx)
@@ -57,6 +65,10 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 			}
 			req.SetBodyRaw(models.bodyFor(t, body))
 		},
+		kind: telemetry.KindRelay,
+	}
+	if tel != nil {
+		sp.path, sp.body = string(rc.Path()), body
 	}
 	upStart := time.Now()
 	res := s.send(ctx, sp)
@@ -71,6 +83,7 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		}
 		ctx.cancel(nil)
 		e := upstreamError(served.name, err)
+		tel.Fail(e.Code)
 		rm.error(e.Code)
 		total := time.Since(start)
 		rm.observe(e.Status, total, time.Since(upStart))
@@ -116,15 +129,18 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 	}
 	// fasthttp reads the body from relayBody on the connection's goroutine and writes
 	// each read as one flushed chunk, so events reach the client as they arrive.
-	rc.Response.SetBodyStream(&relayBody{cl: cl, r: cl.body(), usage: usage, done: func(complete, clientGone bool) {
-		res.close(complete)
-		if wc != nil {
-			wc.disarm()
-		}
+	rc.Response.SetBodyStream(&relayBody{cl: cl, r: cl.body(), usage: usage, call: res.call, done: func(complete, clientGone bool) {
 		// A client that hangs up right after the last byte can be seen by the
 		// disconnect probe before fasthttp reports the body written: it got it all.
 		if !complete && context.Cause(ctx) == errClientGone {
 			clientGone = true
+		}
+		if clientGone {
+			res.call.EndStream(complete, "cancelled")
+		}
+		res.close(complete)
+		if wc != nil {
+			wc.disarm()
 		}
 		ctx.cancel(nil)
 		total := time.Since(start)
@@ -145,6 +161,7 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		}
 		rm.observe(st, total, total-overhead)
 		s.logAccess(rm.name, rc, st, total, total-overhead, client, code)
+		tel.End(st, code)
 	}}, -1)
 }
 
@@ -187,7 +204,8 @@ func (m *modelSwap) bodyFor(t *target, body []byte) []byte {
 type relayBody struct {
 	cl     *call
 	r      io.Reader
-	usage  *usageScanner // reads the usage of the answer's events; nil: not counted
+	usage  *usageScanner   // reads the usage of the answer's events; nil: not counted
+	call   *telemetry.Call // reads the answer for the call's span; nil: tracing off
 	eof    bool
 	broken bool // the upstream read failed
 	closed bool
@@ -199,6 +217,7 @@ func (b *relayBody) Read(p []byte) (int, error) {
 	if b.usage != nil {
 		b.usage.scan(p[:n])
 	}
+	b.call.Stream(p[:n])
 	if err == io.EOF {
 		b.eof = true
 	} else if err != nil {

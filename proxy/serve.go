@@ -14,10 +14,16 @@ import (
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge/rawjson"
 	"github.com/factgate/factgate/proxy/console"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // handle is the fasthttp handler: every request starts here.
 func (s *Server) handle(rc *fasthttp.RequestCtx) {
+	if s.tel != nil {
+		if rq := s.startRequest(rc); rq != nil {
+			defer endRequest(rc, rq) // after the recovery below wrote its error
+		}
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic serving request", "path", string(rc.Path()), "panic", fmt.Sprint(p))
@@ -64,6 +70,43 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		return
 	}
 	s.handlePassthrough(rc)
+}
+
+// startRequest starts the OpenTelemetry server span of a proxied request (not of
+// the probes, /metrics or the factgate API) and keeps it on rc, where
+// telemetryOf finds it.
+func (s *Server) startRequest(rc *fasthttp.RequestCtx) *telemetry.Request {
+	switch path := rc.Path(); {
+	case bytes.HasPrefix(path, []byte("/factgate/")):
+		return nil
+	default:
+		switch string(path) {
+		case "/healthz", "/readyz", "/metrics":
+			return nil
+		}
+	}
+	rq := s.tel.StartRequest(rc, time.Now())
+	rc.SetUserValue(telemetry.Key, rq)
+	return rq
+}
+
+// endRequest ends the server span of a request answered by the handler; a
+// streamed answer ends it when the stream ends (intercept's finish, forward's
+// relay).
+func endRequest(rc *fasthttp.RequestCtx, rq *telemetry.Request) {
+	if rc.Response.IsBodyStream() {
+		return
+	}
+	rq.End(rc.Response.StatusCode(), "")
+}
+
+// telemetryOf is the server span of rc's request; nil when tracing is off.
+func (s *Server) telemetryOf(rc *fasthttp.RequestCtx) *telemetry.Request {
+	if s.tel == nil {
+		return nil
+	}
+	rq, _ := rc.UserValue(telemetry.Key).(*telemetry.Request)
+	return rq
 }
 
 // servedWhileDraining: once Shutdown began, only the probes and metrics are

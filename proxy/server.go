@@ -26,6 +26,7 @@ import (
 	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/knowledge"
 	"github.com/factgate/factgate/proxy/console"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // Server is the factgate proxy. Create it with New, run it with Serve or
@@ -87,6 +88,10 @@ type Server struct {
 	// metricsSrv serves /metrics on server.metrics_listen; nil when /metrics is
 	// served on the main listener.
 	metricsSrv *fasthttp.Server
+
+	// tel exports OpenTelemetry traces; nil when tracing is off (telemetry).
+	tel     *telemetry.Telemetry
+	telOpts []telemetry.Option
 }
 
 // ReadinessCheck reports one dependency's state for /readyz. A check that is not ok
@@ -118,6 +123,7 @@ type route struct {
 	streamReason  bool
 	responseAlias bool // response_model: alias
 	metrics       *routeMetrics
+	pack          string // the route's pack ("" for none)
 }
 
 // Option configures a Server.
@@ -183,6 +189,12 @@ func WithCache(c cache.Cache) Option {
 	return func(s *Server) error { s.cache = c; return nil }
 }
 
+// WithTelemetry passes options to the OpenTelemetry tracer the telemetry block
+// turns on (an exporter of its own, the batching, the sampler).
+func WithTelemetry(opts ...telemetry.Option) Option {
+	return func(s *Server) error { s.telOpts = append(s.telOpts, opts...); return nil }
+}
+
 // WithTraceStore keeps traces of intercepted requests.
 func WithTraceStore(t TraceStore) Option {
 	return func(s *Server) error { s.traces = t; return nil }
@@ -207,6 +219,7 @@ func CheckConfig(path string) (warnings []string, err error) {
 	for _, c := range s.closers {
 		_ = c()
 	}
+	_ = s.tel.Shutdown(context.Background()) // nothing was traced
 	return s.warnings, nil
 }
 
@@ -301,6 +314,7 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 			streamReason:  rc.StreamReasoning,
 			responseAlias: rc.ResponseModel == ResponseModelAlias,
 			metrics:       s.metrics.forRoute(rc.Name),
+			pack:          rc.Pack,
 		}
 		s.routeByName[rc.Name] = rt
 		for _, m := range rc.Models {
@@ -384,6 +398,9 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 		return nil, err
 	}
 	s.registerMemoryBudget()
+	if s.tel, err = telemetry.New(cfg.Telemetry, s.metrics.reg, s.log, s.telOpts...); err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
 	s.metricsH = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	if cfg.Server.MetricsListen != "" {
 		s.metricsSrv = &fasthttp.Server{
@@ -575,6 +592,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.log.Warn("trace saves did not finish before the shutdown deadline; some traces are lost", "error", werr)
 		if err == nil {
 			err = werr
+		}
+	}
+	// The spans of every request, trace saves included, are ended: export them.
+	if terr := s.tel.Shutdown(ctx); terr != nil {
+		s.log.Warn("some OpenTelemetry spans were not exported before the shutdown deadline", "error", terr)
+		if err == nil {
+			err = terr
 		}
 	}
 	for _, up := range s.upstreams {

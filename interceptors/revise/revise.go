@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
@@ -222,7 +223,15 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 		draft := ru.draft(ex.Response.ChoiceContent(c.Index), c.DraftIssues)
 		if ru.triggered(draft) {
 			ru.setReference(draft)
-			if err := ru.loop(ctx); err != nil {
+			// With tracing on, the hidden calls and their validation are under
+			// one span per revised choice.
+			lctx, span := interceptors.StartSpan(ctx, "factgate.revise")
+			err := ru.loop(lctx)
+			if span.IsRecording() {
+				span.SetAttributes(attribute.Int("factgate.choice", c.Index), attribute.Int("factgate.revisions", ru.calls))
+			}
+			span.End()
+			if err != nil {
 				return err
 			}
 		}
@@ -503,7 +512,7 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 	ex := ru.ex
 	ru.calls++
 	ex.Revisions++
-	callCtx, cancel := context.WithDeadline(ctx, ru.deadline)
+	callCtx, cancel := context.WithDeadline(interceptors.WithCallKind(ctx, kind), ru.deadline)
 	defer cancel()
 	start := time.Now()
 	resp, err = ex.Upstream.Complete(callCtx, body)
