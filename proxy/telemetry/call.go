@@ -3,9 +3,11 @@ package telemetry
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
@@ -13,14 +15,23 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // Call is the span of one upstream call — the relayed request, the draft, a
 // revision, a repair, a judge call — named and attributed per the GenAI
-// semantic conventions ("chat gpt-4o", gen_ai.*), covering every try of it:
-// each try (a retry, a fallback upstream) is a Try span under it. A call to a
-// path that is no GenAI operation (GET /v1/models, files) has no span of its
-// own: its tries are under the request's span. A nil *Call does nothing.
+// semantic conventions ("chat gpt-4o", gen_ai.*), covering every try of it.
+//
+// A call of one try (the usual one) is one span: it carries the try's HTTP
+// attributes (the upstream, the key's name, server.address, the status) and is
+// the parent the upstream gets in traceparent. A call that tries again (a retry,
+// a fallback upstream) has a span per try under it ("POST", kind client): the
+// first try's is made when the second starts, from what was recorded of it —
+// its upstream saw the call's span as the parent —, and each later try's
+// traceparent names its own span. A call to a path that is no GenAI operation
+// (GET /v1/models, files) has no span of its own: each of its tries is a span
+// under the request's. A nil *Call does nothing.
 //
 // A Call is used by one goroutine at a time: the one sending, then the one
 // relaying the answer.
@@ -36,7 +47,30 @@ type Call struct {
 	outcome string
 	stream  *streamScan
 	ended   bool
+	// attrs are the span's attributes, set when it ends, in one call: the SDK
+	// copies them once (each SetAttributes grows its slice anew). Nil when the
+	// span records nothing.
+	attrs []attribute.KeyValue
+	// first is the first try, recorded in attrs (attrs[first.from:first.to])
+	// rather than as a span of its own until a second try makes one needed.
+	first firstTry
 }
+
+// firstTry is what a call records of its first try: its attributes are
+// attrs[from-1:to] (the provider first), of which attrs[from:http] only on a span
+// of its own.
+type firstTry struct {
+	from, http, to int
+	start, end     time.Time
+	err            error
+	status         int
+}
+
+// Span start options, made once: a variadic argument of an interface method
+// escapes, and would be allocated for every span.
+var (
+	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+)
 
 // The kinds of call (factgate.call.kind).
 const (
@@ -64,35 +98,43 @@ func (t *Telemetry) StartCall(ctx context.Context, kind, path string, body []byt
 	default:
 		return c
 	}
-	model := gjson.GetBytes(body, "model").Str
+	// The request's attributes are read only when the request's span is sampled
+	// (the samplers factgate takes from OTEL_TRACES_SAMPLER decide alike for a
+	// trace's spans).
+	psc := trace.SpanContextFromContext(ctx)
+	var model string
+	if psc.IsSampled() || !psc.IsValid() {
+		attrs := make([]attribute.KeyValue, 0, 24)
+		attrs = append(attrs, semconv.GenAIOperationNameKey.String(c.op), attrCallKind.String(kind))
+		if api != "" {
+			attrs = append(attrs, semconv.OpenAIAPITypeKey.String(api))
+		}
+		attrs, model = requestAttributes(attrs, body, c.responses)
+		if t.content {
+			var in, sys string
+			if c.responses {
+				in, sys = responsesInput(body)
+			} else {
+				in, sys = inputMessages(body)
+			}
+			attrs = appendContent(attrs, semconv.GenAIInputMessagesKey, in)
+			attrs = appendContent(attrs, semconv.GenAISystemInstructionsKey, sys)
+		}
+		c.attrs = attrs
+	} else {
+		model = gjson.GetBytes(body, "model").Str
+	}
 	name := c.op
 	if model != "" {
 		name += " " + model
 	}
-	c.ctx, c.span = t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
-	if !c.span.IsRecording() {
-		return c
-	}
-	attrs := make([]attribute.KeyValue, 0, 16)
-	attrs = append(attrs, semconv.GenAIOperationNameKey.String(c.op), attrCallKind.String(kind))
-	if api != "" {
-		attrs = append(attrs, semconv.OpenAIAPITypeKey.String(api))
-	}
-	attrs = requestAttributes(attrs, body, c.responses)
-	if t.content {
-		if c.responses {
-			in, sys := responsesInput(body)
-			attrs = appendContent(attrs, semconv.GenAIInputMessagesKey, in)
-			attrs = appendContent(attrs, semconv.GenAISystemInstructionsKey, sys)
-		} else {
-			in, sys := inputMessages(body)
-			attrs = appendContent(attrs, semconv.GenAIInputMessagesKey, in)
-			attrs = appendContent(attrs, semconv.GenAISystemInstructionsKey, sys)
-		}
-	}
-	c.span.SetAttributes(attrs...)
+	c.ctx, c.span = t.tracer.Start(ctx, name, clientKind...)
 	return c
 }
+
+// view is b as a string without a copy, for reading b with gjson while b does
+// not change: a string kept from it (an attribute) is cloned first.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 func appendContent(attrs []attribute.KeyValue, k attribute.Key, v string) []attribute.KeyValue {
 	if v == "" {
@@ -101,73 +143,89 @@ func appendContent(attrs []attribute.KeyValue, k attribute.Key, v string) []attr
 	return append(attrs, k.String(v))
 }
 
-// requestAttributes reads the request parameters that were set.
-func requestAttributes(attrs []attribute.KeyValue, body []byte, responses bool) []attribute.KeyValue {
-	r := gjson.ParseBytes(body)
-	r.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+// requestAttributes reads the request parameters that were set, and the model,
+// in one walk of the body's members (rawjson skips a long "messages" a word at a
+// time). Every string kept is cloned: body is a buffer the proxy reuses.
+func requestAttributes(attrs []attribute.KeyValue, body []byte, responses bool) ([]attribute.KeyValue, string) {
+	var model string
+	rawjson.EachMember(view(body), func(m rawjson.Member) bool {
+		raw := m.Raw
+		switch rawjson.Key(m.Key) {
 		case "model":
-			if v.Type == gjson.String {
-				attrs = append(attrs, semconv.GenAIRequestModel(v.Str))
+			if v, ok := rawjson.StringValue(raw); ok {
+				model = strings.Clone(v)
+				attrs = append(attrs, semconv.GenAIRequestModel(model))
 			}
 		case "temperature":
-			if v.Type == gjson.Number {
-				attrs = append(attrs, semconv.GenAIRequestTemperature(v.Num))
+			if f, ok := number(raw); ok {
+				attrs = append(attrs, semconv.GenAIRequestTemperature(f))
 			}
 		case "top_p":
-			if v.Type == gjson.Number {
-				attrs = append(attrs, semconv.GenAIRequestTopP(v.Num))
+			if f, ok := number(raw); ok {
+				attrs = append(attrs, semconv.GenAIRequestTopP(f))
 			}
 		case "max_tokens", "max_completion_tokens", "max_output_tokens":
-			if v.Type == gjson.Number {
-				attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(v.Int())))
+			if f, ok := number(raw); ok {
+				attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(f)))
 			}
 		case "frequency_penalty":
-			if v.Type == gjson.Number {
-				attrs = append(attrs, semconv.GenAIRequestFrequencyPenalty(v.Num))
+			if f, ok := number(raw); ok {
+				attrs = append(attrs, semconv.GenAIRequestFrequencyPenalty(f))
 			}
 		case "presence_penalty":
-			if v.Type == gjson.Number {
-				attrs = append(attrs, semconv.GenAIRequestPresencePenalty(v.Num))
+			if f, ok := number(raw); ok {
+				attrs = append(attrs, semconv.GenAIRequestPresencePenalty(f))
 			}
 		case "seed":
-			if v.Type == gjson.Number {
-				attrs = append(attrs, semconv.GenAIRequestSeed(int(v.Int())))
+			if f, ok := number(raw); ok {
+				attrs = append(attrs, semconv.GenAIRequestSeed(int(f)))
 			}
 		case "n":
-			if v.Type == gjson.Number && v.Int() != 1 {
-				attrs = append(attrs, semconv.GenAIRequestChoiceCount(int(v.Int())))
+			if f, ok := number(raw); ok && f != 1 {
+				attrs = append(attrs, semconv.GenAIRequestChoiceCount(int(f)))
 			}
 		case "stop":
 			var stops []string
-			if v.Type == gjson.String {
-				stops = []string{v.Str}
-			} else if v.IsArray() {
-				for _, s := range v.Array() {
-					stops = append(stops, s.String())
-				}
+			if v, ok := rawjson.StringValue(raw); ok {
+				stops = []string{strings.Clone(v)}
+			} else {
+				rawjson.EachElement(raw, func(e rawjson.Value) bool {
+					if v, ok := rawjson.StringValue(e.Raw); ok {
+						stops = append(stops, strings.Clone(v))
+					}
+					return true
+				})
 			}
 			if len(stops) > 0 {
 				attrs = append(attrs, semconv.GenAIRequestStopSequences(stops...))
 			}
 		case "response_format":
-			if t := outputType(v.Get("type").Str); t != "" {
+			if t := outputType(gjson.Get(raw, "type").Str); t != "" {
 				attrs = append(attrs, semconv.GenAIOutputTypeKey.String(t))
 			}
 		case "text":
 			if responses {
-				if t := outputType(v.Get("format.type").Str); t != "" {
+				if t := outputType(gjson.Get(raw, "format.type").Str); t != "" {
 					attrs = append(attrs, semconv.GenAIOutputTypeKey.String(t))
 				}
 			}
 		case "service_tier":
-			if v.Type == gjson.String {
-				attrs = append(attrs, semconv.OpenAIRequestServiceTierKey.String(v.Str))
+			if v, ok := rawjson.StringValue(raw); ok {
+				attrs = append(attrs, semconv.OpenAIRequestServiceTierKey.String(strings.Clone(v)))
 			}
 		}
 		return true
 	})
-	return attrs
+	return attrs, model
+}
+
+// number reads a raw JSON number.
+func number(raw string) (float64, bool) {
+	if raw == "" || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(raw, 64)
+	return f, err == nil
 }
 
 func outputType(format string) string {
@@ -180,64 +238,138 @@ func outputType(format string) string {
 	return ""
 }
 
-// Try is the span of one try of a call: one HTTP request to one upstream. A nil
-// *Try does nothing.
+// Try is one try of a call: one HTTP request to one upstream. A nil *Try does
+// nothing.
 type Try struct {
-	c    *Call
-	span trace.Span
+	c         *Call
+	span      trace.Span // nil: the call's first try, recorded in the call
+	recording bool
 }
 
-// StartTry starts the span of a try of the call: req is the request about to be
-// sent to the upstream named upstream (key names the provider key's environment
-// variable, "" for none); fallback says the upstream is not the first the call
-// tried, waited is the backoff before the try. Its http.request.resend_count
-// counts the call's tries before it. The upstream gets the try's traceparent (and the client's
-// tracestate) in place of the client's.
+// StartTry starts a try of the call: req is the request about to be sent to the
+// upstream named upstream (key names the provider key's environment variable, ""
+// for none); fallback says the upstream is not the first the call tried, waited
+// is the backoff before the try. The upstream gets the traceparent of the try's
+// span — the call's for its first try — and the client's tracestate, in place of
+// the client's.
 func (c *Call) StartTry(req *fasthttp.Request, upstream, key string, fallback bool, waited time.Duration) *Try {
 	if c == nil {
 		return nil
 	}
 	resend := c.tries
 	c.tries++
-	method := string(req.Header.Method())
-	ctx, span := c.t.tracer.Start(c.ctx, method, trace.WithSpanKind(trace.SpanKindClient))
+	method := methodName(req.Header.Method())
+	psc := trace.SpanContextFromContext(c.ctx)
+	recording := psc.IsSampled() || !psc.IsValid()
+	if resend == 1 && c.span != nil {
+		c.spanFirstTry() // a second try: the first becomes a span of its own
+	}
+	t := &Try{c: c, recording: recording}
+	ctx := c.ctx
+	if resend == 0 && c.span != nil {
+		// The call's first try: its attributes are the call's until a second
+		// try comes.
+		if recording {
+			c.attrs = append(c.attrs, c.provider(upstream))
+		}
+		c.first = firstTry{start: time.Now(), from: len(c.attrs)}
+		if recording {
+			// The method and path are the try's own: on the call's span its
+			// operation says them.
+			c.attrs = appendHTTP(c.attrs, req, method)
+			c.first.http = len(c.attrs)
+			c.attrs = c.tryAttributes(c.attrs, req, upstream, key, resend, fallback, waited)
+		}
+		c.first.to = len(c.attrs)
+	} else {
+		var attrs []attribute.KeyValue
+		if recording {
+			provider := c.provider(upstream)
+			attrs = append(make([]attribute.KeyValue, 0, 14), provider)
+			attrs = appendHTTP(attrs, req, method)
+			attrs = c.tryAttributes(attrs, req, upstream, key, resend, fallback, waited)
+			// The call's provider is the one of the upstream tried last.
+			c.attrs = append(c.attrs, provider)
+		}
+		ctx, t.span = c.t.tracer.Start(c.ctx, method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	}
 	req.Header.Del("traceparent")
 	req.Header.Del("tracestate")
 	c.t.prop.Inject(ctx, requestCarrier{&req.Header})
-	if span.IsRecording() {
-		host := string(req.Header.Host())
-		attrs := make([]attribute.KeyValue, 0, 12)
-		provider := semconv.GenAIProviderNameKey.String(c.t.providerName(upstream))
-		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method), attrTryUpstream.String(upstream), provider)
-		if c.span != nil {
-			// The call's provider is the one of the upstream tried last: the one
-			// that answered.
-			c.span.SetAttributes(provider)
+	return t
+}
+
+// provider is gen_ai.provider.name for a try of upstream.
+func (c *Call) provider(upstream string) attribute.KeyValue {
+	return semconv.GenAIProviderNameKey.String(c.t.providerName(upstream))
+}
+
+// tryAttributes appends a try's upstream attributes to attrs.
+func (c *Call) tryAttributes(attrs []attribute.KeyValue, req *fasthttp.Request, upstream, key string, resend int, fallback bool, waited time.Duration) []attribute.KeyValue {
+	attrs = append(attrs, attrTryUpstream.String(upstream))
+	host := string(req.Header.Host())
+	if h, p, err := net.SplitHostPort(host); err == nil {
+		attrs = append(attrs, semconv.ServerAddress(h))
+		if n, err := strconv.Atoi(p); err == nil {
+			attrs = append(attrs, semconv.ServerPort(n))
 		}
-		if h, p, err := net.SplitHostPort(host); err == nil {
-			attrs = append(attrs, semconv.ServerAddress(h))
-			if n, err := strconv.Atoi(p); err == nil {
-				attrs = append(attrs, semconv.ServerPort(n))
-			}
-		} else if host != "" {
-			attrs = append(attrs, semconv.ServerAddress(host))
-		}
-		attrs = append(attrs, semconv.URLPath(string(req.URI().Path())))
-		if key != "" {
-			attrs = append(attrs, attrTryKey.String(key))
-		}
-		if resend > 0 {
-			attrs = append(attrs, semconv.HTTPRequestResendCount(resend))
-		}
-		if fallback {
-			attrs = append(attrs, attrTryFallback.Bool(true))
-		}
-		if waited > 0 {
-			attrs = append(attrs, attrTryWait.Float64(float64(waited)/float64(time.Millisecond)))
-		}
-		span.SetAttributes(attrs...)
+	} else if host != "" {
+		attrs = append(attrs, semconv.ServerAddress(host))
 	}
-	return &Try{c: c, span: span}
+	if key != "" {
+		attrs = append(attrs, attrTryKey.String(key))
+	}
+	if resend > 0 {
+		attrs = append(attrs, semconv.HTTPRequestResendCount(resend))
+	}
+	if fallback {
+		attrs = append(attrs, attrTryFallback.Bool(true))
+	}
+	if waited > 0 {
+		attrs = append(attrs, attrTryWait.Float64(float64(waited)/float64(time.Millisecond)))
+	}
+	return attrs
+}
+
+// appendHTTP appends a try's method and path.
+func appendHTTP(attrs []attribute.KeyValue, req *fasthttp.Request, method string) []attribute.KeyValue {
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method))
+	if uri := req.Header.RequestURI(); len(uri) > 0 {
+		path, _, _ := strings.Cut(string(uri), "?")
+		attrs = append(attrs, semconv.URLPath(path))
+	}
+	return attrs
+}
+
+// spanFirstTry makes the span of the call's first try from what was recorded,
+// and takes its attributes off the call's (the provider stays).
+func (c *Call) spanFirstTry() {
+	f := &c.first
+	var attrs []attribute.KeyValue
+	if f.to > f.from {
+		attrs = slices.Clone(c.attrs[f.from-1 : f.to])
+		c.attrs = c.attrs[:f.from]
+	}
+	_, span := c.t.tracer.Start(c.ctx, "POST", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithTimestamp(f.start), trace.WithAttributes(attrs...))
+	if f.err != nil {
+		span.SetStatus(codes.Error, f.err.Error())
+	} else if f.status >= 400 {
+		span.SetStatus(codes.Error, "")
+	}
+	span.End(trace.WithTimestamp(f.end))
+	c.first = firstTry{}
+}
+
+// methodName is the request's method as a constant string for the usual ones.
+func methodName(m []byte) string {
+	switch string(m) {
+	case "POST":
+		return "POST"
+	case "GET":
+		return "GET"
+	}
+	return string(m)
 }
 
 // End ends the try: the upstream's status (0 when none came), how the try ended
@@ -247,17 +379,39 @@ func (t *Try) End(status int, outcome string, err error) {
 		return
 	}
 	t.c.outcome = outcome
-	if t.span.IsRecording() {
-		t.span.SetAttributes(attrTryOutcome.String(outcome))
+	var end [3]attribute.KeyValue
+	n := 0
+	recording := t.recording
+	if recording {
+		end[n] = attrTryOutcome.String(outcome)
+		n++
 		if status > 0 {
-			t.span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+			end[n] = semconv.HTTPResponseStatusCode(status)
+			n++
 		}
 		switch {
 		case err != nil:
-			t.span.SetAttributes(semconv.ErrorTypeKey.String(outcome))
-			t.span.SetStatus(codes.Error, err.Error())
+			end[n] = semconv.ErrorTypeKey.String(outcome)
+			n++
 		case status >= 400:
-			t.span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+			end[n] = semconv.ErrorTypeKey.String(strconv.Itoa(status))
+			n++
+		}
+	}
+	if t.span == nil { // the first try: the call keeps it
+		c := t.c
+		c.first.end, c.first.err, c.first.status = time.Now(), err, status
+		if recording {
+			c.attrs = append(c.attrs, end[:n]...)
+			c.first.to = len(c.attrs)
+		}
+		return
+	}
+	if recording {
+		t.span.SetAttributes(end[:n]...)
+		if err != nil {
+			t.span.SetStatus(codes.Error, err.Error())
+		} else if status >= 400 {
 			t.span.SetStatus(codes.Error, "")
 		}
 	}
@@ -285,11 +439,12 @@ func (c *Call) Answer(status int, body []byte) {
 	if c == nil || c.ended {
 		return
 	}
-	if c.span != nil && c.span.IsRecording() {
+	if c.attrs != nil {
 		if status >= 400 {
 			c.fail(strconv.Itoa(status), "the upstream answered with status "+strconv.Itoa(status))
 		} else {
-			c.span.SetAttributes(c.answerAttributes(gjson.ParseBytes(body), body)...)
+			// body is read in place: answerAttributes clones what it keeps.
+			c.attrs = c.answerAttributes(c.attrs, gjson.Parse(view(body)), body)
 		}
 	}
 	c.end()
@@ -297,35 +452,49 @@ func (c *Call) Answer(status int, body []byte) {
 
 // answerAttributes reads the response attributes of an answer (or of a Responses
 // stream's final response object).
-func (c *Call) answerAttributes(r gjson.Result, raw []byte) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 8)
-	if id := r.Get("id"); id.Type == gjson.String {
-		attrs = append(attrs, semconv.GenAIResponseID(id.Str))
-	}
-	if m := r.Get("model"); m.Type == gjson.String {
-		attrs = append(attrs, semconv.GenAIResponseModel(m.Str))
-	}
+func (c *Call) answerAttributes(attrs []attribute.KeyValue, r gjson.Result, raw []byte) []attribute.KeyValue {
 	var reasons []string
-	if c.responses {
-		if s := r.Get("status"); s.Type == gjson.String {
-			reasons = append(reasons, s.Str)
-		}
-	} else {
-		for _, ch := range r.Get("choices").Array() {
-			if f := ch.Get("finish_reason"); f.Type == gjson.String {
-				reasons = append(reasons, f.Str)
+	// One walk of the answer's members; every string kept is cloned (the answer
+	// is a view of a buffer that is reused).
+	rawjson.EachMember(r.Raw, func(m rawjson.Member) bool {
+		raw := m.Raw
+		switch rawjson.Key(m.Key) {
+		case "id":
+			if v, ok := rawjson.StringValue(raw); ok {
+				attrs = append(attrs, semconv.GenAIResponseID(strings.Clone(v)))
+			}
+		case "model":
+			if v, ok := rawjson.StringValue(raw); ok {
+				attrs = append(attrs, semconv.GenAIResponseModel(strings.Clone(v)))
+			}
+		case "status":
+			if v, ok := rawjson.StringValue(raw); ok && c.responses {
+				reasons = append(reasons, strings.Clone(v))
+			}
+		case "choices":
+			rawjson.EachElement(raw, func(ch rawjson.Value) bool {
+				if f, ok := rawjson.Find(ch.Raw, "finish_reason"); ok {
+					if v, ok := rawjson.StringValue(f.Raw); ok {
+						reasons = append(reasons, strings.Clone(v))
+					}
+				}
+				return true
+			})
+		case "usage":
+			attrs = appendUsage(attrs, raw)
+		case "service_tier":
+			if v, ok := rawjson.StringValue(raw); ok {
+				attrs = append(attrs, semconv.OpenAIResponseServiceTierKey.String(strings.Clone(v)))
+			}
+		case "system_fingerprint":
+			if v, ok := rawjson.StringValue(raw); ok {
+				attrs = append(attrs, semconv.OpenAIResponseSystemFingerprintKey.String(strings.Clone(v)))
 			}
 		}
-	}
+		return true
+	})
 	if len(reasons) > 0 {
 		attrs = append(attrs, semconv.GenAIResponseFinishReasons(reasons...))
-	}
-	attrs = appendUsage(attrs, r.Get("usage"))
-	if s := r.Get("service_tier"); s.Type == gjson.String {
-		attrs = append(attrs, semconv.OpenAIResponseServiceTierKey.String(s.Str))
-	}
-	if s := r.Get("system_fingerprint"); s.Type == gjson.String {
-		attrs = append(attrs, semconv.OpenAIResponseSystemFingerprintKey.String(s.Str))
 	}
 	if c.t.content && raw != nil {
 		out := ""
@@ -340,25 +509,31 @@ func (c *Call) answerAttributes(r gjson.Result, raw []byte) []attribute.KeyValue
 }
 
 // appendUsage reads a chat completion's usage (prompt_tokens, completion_tokens)
-// or a Responses object's (input_tokens, output_tokens).
-func appendUsage(attrs []attribute.KeyValue, u gjson.Result) []attribute.KeyValue {
-	if !u.IsObject() {
-		return attrs
+// or a Responses object's (input_tokens, output_tokens), raw JSON.
+func appendUsage(attrs []attribute.KeyValue, usage string) []attribute.KeyValue {
+	var in, out, cached float64
+	var hasIn, hasOut bool
+	rawjson.EachMember(usage, func(m rawjson.Member) bool {
+		switch rawjson.Key(m.Key) {
+		case "prompt_tokens", "input_tokens":
+			in, hasIn = number(m.Raw)
+		case "completion_tokens", "output_tokens":
+			out, hasOut = number(m.Raw)
+		case "prompt_tokens_details", "input_tokens_details":
+			if v, ok := rawjson.Find(m.Raw, "cached_tokens"); ok {
+				cached, _ = number(v.Raw)
+			}
+		}
+		return true
+	})
+	if hasIn {
+		attrs = append(attrs, semconv.GenAIUsageInputTokens(int(in)))
 	}
-	in, out := u.Get("prompt_tokens"), u.Get("completion_tokens")
-	cached := u.Get("prompt_tokens_details.cached_tokens")
-	if !in.Exists() {
-		in, out = u.Get("input_tokens"), u.Get("output_tokens")
-		cached = u.Get("input_tokens_details.cached_tokens")
+	if hasOut {
+		attrs = append(attrs, semconv.GenAIUsageOutputTokens(int(out)))
 	}
-	if in.Type == gjson.Number {
-		attrs = append(attrs, semconv.GenAIUsageInputTokens(int(in.Int())))
-	}
-	if out.Type == gjson.Number {
-		attrs = append(attrs, semconv.GenAIUsageOutputTokens(int(out.Int())))
-	}
-	if cached.Type == gjson.Number && cached.Int() > 0 {
-		attrs = append(attrs, semconv.GenAIUsageCacheReadInputTokens(int(cached.Int())))
+	if cached > 0 {
+		attrs = append(attrs, semconv.GenAIUsageCacheReadInputTokens(int(cached)))
 	}
 	return attrs
 }
@@ -369,7 +544,7 @@ func (c *Call) Fail(err error) {
 	if c == nil || c.ended {
 		return
 	}
-	if c.span != nil && c.span.IsRecording() {
+	if c.attrs != nil {
 		typ := c.outcome
 		if typ == "" {
 			typ = "error"
@@ -380,22 +555,31 @@ func (c *Call) Fail(err error) {
 }
 
 func (c *Call) fail(typ, msg string) {
-	c.span.SetAttributes(semconv.ErrorTypeKey.String(typ))
+	c.attrs = append(c.attrs, semconv.ErrorTypeKey.String(typ))
 	c.span.SetStatus(codes.Error, msg)
 }
 
+// end sets the span's attributes and ends it.
 func (c *Call) end() {
 	c.ended = true
-	if c.span != nil {
-		c.span.End()
+	if c.span == nil {
+		return
 	}
+	if c.tries == 1 && c.first.http > c.first.from {
+		// One try: its method and path are not the call's.
+		c.attrs = append(c.attrs[:c.first.from], c.attrs[c.first.http:]...)
+	}
+	if len(c.attrs) > 0 {
+		c.span.SetAttributes(c.attrs...)
+	}
+	c.span.End()
 }
 
 // Stream reads the bytes of a streamed answer as they are relayed: the events'
 // id, model, finish reasons and usage (and, with content on, the text) become the
 // call's response attributes when it ends (EndStream).
 func (c *Call) Stream(p []byte) {
-	if c == nil || c.span == nil || !c.span.IsRecording() {
+	if c == nil || c.span == nil || c.attrs == nil {
 		return
 	}
 	if c.stream == nil {
@@ -410,9 +594,9 @@ func (c *Call) EndStream(complete bool, errType string) {
 	if c == nil || c.ended {
 		return
 	}
-	if c.span != nil && c.span.IsRecording() {
+	if c.span != nil && c.attrs != nil {
 		if s := c.stream; s != nil {
-			c.span.SetAttributes(s.attributes(c)...)
+			c.attrs = s.attributes(c, c.attrs)
 		}
 		if !complete {
 			if errType == "" {

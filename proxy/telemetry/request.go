@@ -30,6 +30,9 @@ type Request struct {
 	// errType is the error.type of a request that failed (a factgate error code,
 	// or the upstream's status).
 	errType string
+	// attrs are the span's attributes, set when it ends, in one call (the SDK
+	// copies them once); nil when the span records nothing.
+	attrs []attribute.KeyValue
 }
 
 // Key is the fasthttp user value under which the proxy keeps a request's
@@ -42,37 +45,47 @@ func (t *Telemetry) StartRequest(rc *fasthttp.RequestCtx, start time.Time) *Requ
 	if t == nil {
 		return nil
 	}
-	parent := t.prop.Extract(context.Background(), requestCarrier{&rc.Request.Header})
+	parent := context.Background()
+	if len(rc.Request.Header.PeekCanonical(headerTraceparent)) > 0 {
+		parent = t.prop.Extract(parent, requestCarrier{&rc.Request.Header})
+	}
 	remote := trace.SpanContextFromContext(parent)
-	method, path := string(rc.Method()), string(rc.Path())
-	name := method
-	switch path {
-	case "/v1/chat/completions", "/v1/responses", "/v1/models", "/v1/embeddings", "/v1/completions":
-		// The routes factgate knows; other paths (ids in them) would make a span
-		// name per object.
+	method := methodName(rc.Method())
+	var name, path string
+	switch string(rc.Path()) {
+	// The routes factgate knows; other paths (ids in them) would make a span name
+	// per object.
+	case "/v1/chat/completions":
+		path, name = "/v1/chat/completions", "POST /v1/chat/completions"
+	case "/v1/responses":
+		path, name = "/v1/responses", "POST /v1/responses"
+	case "/v1/models", "/v1/embeddings", "/v1/completions":
+		path = string(rc.Path())
+		name = method + " " + path
+	default:
+		path, name = string(rc.Path()), method
+	}
+	if method != "POST" && (path == "/v1/chat/completions" || path == "/v1/responses") {
 		name = method + " " + path
 	}
 	ctx, span := t.tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
 	r := &Request{t: t, span: span, ctx: ctx, continued: remote.IsValid()}
 	if span.IsRecording() {
-		attrs := []attribute.KeyValue{
-			semconv.HTTPRequestMethodKey.String(method),
-			semconv.URLPath(path),
-			semconv.URLScheme("http"),
-		}
-		if len(rc.Request.Header.UserAgent()) > 0 {
-			attrs = append(attrs, semconv.UserAgentOriginal(string(rc.Request.Header.UserAgent())))
+		attrs := make([]attribute.KeyValue, 0, 8)
+		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method), semconv.URLPath(path), semconv.URLScheme("http"))
+		if ua := rc.Request.Header.UserAgent(); len(ua) > 0 {
+			attrs = append(attrs, semconv.UserAgentOriginal(string(ua)))
 		}
 		if addr := rc.RemoteIP(); addr != nil {
 			attrs = append(attrs, semconv.ClientAddress(addr.String()))
 		}
-		if n := len(rc.Request.Body()); n > 0 {
-			attrs = append(attrs, semconv.HTTPRequestBodySize(n))
-		}
-		span.SetAttributes(attrs...)
+		r.attrs = attrs
 	}
 	return r
 }
+
+// headerTraceparent is the W3C header, in fasthttp's canonical form.
+var headerTraceparent = []byte("Traceparent")
 
 // Context is the context that carries the request's span: the parent of the
 // request's calls and of the stages' spans. Background when r is nil.
@@ -113,9 +126,11 @@ func (r *Request) Adopt(tr *interceptors.Trace) {
 		tr.ID = sc.TraceID().String()
 	}
 	tr.TraceParent = r.TraceParent()
-	if r.span.IsRecording() {
-		r.span.SetAttributes(attrTraceID.String(tr.ID))
+	r.mu.Lock()
+	if r.attrs != nil {
+		r.attrs = append(r.attrs, attrTraceID.String(tr.ID))
 	}
+	r.mu.Unlock()
 }
 
 // Fail records the factgate error code a request failed with (error.type).
@@ -134,10 +149,10 @@ func (r *Request) Fail(code string) {
 // a Responses request's chat translation) and the answer it got. Call it before
 // the exchange is released.
 func (r *Request) Finish(ex *interceptors.Exchange, pack, upstream string) {
-	if r == nil || !r.span.IsRecording() {
+	if r == nil || r.attrs == nil {
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 20)
+	attrs := make([]attribute.KeyValue, 0, 24)
 	attrs = append(attrs, attrRoute.String(ex.Route), attrModel.String(ex.Model))
 	if upstream != "" {
 		attrs = append(attrs, attrUpstream.String(upstream))
@@ -183,7 +198,9 @@ func (r *Request) Finish(ex *interceptors.Exchange, pack, upstream string) {
 			attrs = appendContent(attrs, semconv.GenAIOutputMessagesKey, outputMessages(ex.Response.Body))
 		}
 	}
-	r.span.SetAttributes(attrs...)
+	r.mu.Lock()
+	r.attrs = append(r.attrs, attrs...)
+	r.mu.Unlock()
 }
 
 // End ends the server span with the status the client got (a stream that broke
@@ -202,20 +219,23 @@ func (r *Request) End(status int, code string) {
 	if code == "" {
 		code = r.errType
 	}
+	attrs := r.attrs
+	r.attrs = nil
 	r.mu.Unlock()
-	if r.span.IsRecording() {
-		r.span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	if attrs != nil {
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
 		if code != "" {
-			r.span.SetAttributes(attrError.String(code))
+			attrs = append(attrs, attrError.String(code))
 		}
 		// A server span is in error for a 5xx only: a 4xx is the client's.
 		if status >= 500 {
 			if code == "" {
 				code = strconv.Itoa(status)
 			}
-			r.span.SetAttributes(semconv.ErrorTypeKey.String(code))
+			attrs = append(attrs, semconv.ErrorTypeKey.String(code))
 			r.span.SetStatus(codes.Error, code)
 		}
+		r.span.SetAttributes(attrs...)
 	}
 	r.span.End()
 }

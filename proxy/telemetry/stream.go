@@ -99,14 +99,13 @@ func (s *streamScan) event(line []byte) {
 }
 
 // attributes are what the stream told.
-func (s *streamScan) attributes(c *Call) []attribute.KeyValue {
+func (s *streamScan) attributes(c *Call, attrs []attribute.KeyValue) []attribute.KeyValue {
 	if s.responses {
 		if len(s.final) == 0 {
-			return nil
+			return attrs
 		}
-		return c.answerAttributes(gjson.ParseBytes(s.final), s.final)
+		return c.answerAttributes(attrs, gjson.ParseBytes(s.final), s.final)
 	}
-	var attrs []attribute.KeyValue
 	if s.id != "" {
 		attrs = append(attrs, semconv.GenAIResponseID(s.id))
 	}
@@ -117,7 +116,7 @@ func (s *streamScan) attributes(c *Call) []attribute.KeyValue {
 		attrs = append(attrs, semconv.GenAIResponseFinishReasons(s.reasons...))
 	}
 	if len(s.usage) > 0 {
-		attrs = appendUsage(attrs, gjson.ParseBytes(s.usage))
+		attrs = appendUsage(attrs, string(s.usage))
 	}
 	if s.content && (len(s.text) > 0 || len(s.reasons) > 0) {
 		reason := ""
