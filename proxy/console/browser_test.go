@@ -15,6 +15,10 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/factgate/factgate/proxy"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // The browser suite: the console's pages in headless Chromium (Debian's
@@ -116,7 +120,8 @@ func TestBrowser(t *testing.T) {
 	if chrome == "" {
 		t.Skip("no Chromium found (set FACTGATE_CHROMIUM or install Debian's chromium): the console's browser tests did not run")
 	}
-	f := newFixture(t, "")
+	// Tracing on: the trace page shows the request's W3C trace.
+	f := newFixture(t, fixtureConfig+"telemetry: {enabled: true}\n", proxy.WithTelemetry(telemetry.WithExporter(tracetest.NewInMemoryExporter())))
 	// Traffic: revised stories from app and accepted short analyses from other,
 	// spread over the experiment's variants by subject.
 	var revised []string
@@ -208,6 +213,11 @@ func TestBrowser(t *testing.T) {
 	b.until("the revised rows", fmt.Sprintf(`document.querySelectorAll("table.requests tbody tr").length === %d`, len(revised)))
 	b.do("opening the trace", chromedp.Click(chromedp.CSS(`table.requests tbody tr:first-child a`)))
 	b.until("the trace page", `location.hash === "#/trace/" + `+js(live)+` && document.querySelector("mark.sev-Contradiction") !== null`)
+	// With tracing on, the factgate trace id is the W3C trace id, shown with the
+	// server span's.
+	if got := eval[string](b, `(document.querySelector("[data-w3c-trace]") || {dataset: {}}).dataset.w3cTrace || ""`); got != live {
+		t.Errorf("the trace page shows W3C trace %q, want the request's %q", got, live)
+	}
 	if got := eval[string](b, `document.querySelector("mark.sev-Contradiction").textContent`); !strings.Contains(got, "AlliedBomberAircraft") && !strings.Contains(got, "AlliedMCV") {
 		t.Errorf("the highlighted claim is %q", got)
 	}
