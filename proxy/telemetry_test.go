@@ -342,3 +342,34 @@ func TestTelemetryOffPassesTheClientsTraceparentThrough(t *testing.T) {
 	_ = hdr
 	_ = http.StatusOK
 }
+
+// Shutdown exports the spans still queued, after the requests finished: a
+// deploy loses none of them.
+func TestTelemetryShutdownExportsTheQueuedSpans(t *testing.T) {
+	t.Parallel()
+	exp := keptSpans{tracetest.NewInMemoryExporter()}
+	h := newHarness(t, "", baseConfig+"telemetry: {enabled: true}\n", WithTelemetry(telemetry.WithExporter(exp),
+		// The schedule alone would export them in an hour.
+		telemetry.WithBatching(telemetry.Batching{QueueSize: 1024, BatchSize: 512, Delay: time.Hour, ExportTimeout: time.Second})))
+	for range 3 {
+		if status, _, body := h.post(t, "/v1/chat/completions", `{"model":"alias","messages":[{"role":"user","content":"hi"}]}`); status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+	}
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Fatalf("%d spans exported before the shutdown", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(byName(exp.GetSpans(), "POST /v1/chat/completions")); n != 3 {
+		t.Errorf("%d server spans exported at shutdown, want 3", n)
+	}
+}
+
+// keptSpans is the in-memory exporter without its Shutdown, which forgets them.
+type keptSpans struct{ *tracetest.InMemoryExporter }
+
+func (keptSpans) Shutdown(context.Context) error { return nil }
