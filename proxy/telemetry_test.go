@@ -373,3 +373,34 @@ func TestTelemetryShutdownExportsTheQueuedSpans(t *testing.T) {
 type keptSpans struct{ *tracetest.InMemoryExporter }
 
 func (keptSpans) Shutdown(context.Context) error { return nil }
+
+// A semantic validator's judge call is a call span of kind judge under the
+// validation that made it.
+func TestTelemetryJudgeCallUnderItsValidation(t *testing.T) {
+	t.Parallel()
+	draft := sceneJSON("combat", "Goblin ambush at the wagon")
+	script := dndScript(answerJSON{Content: draft, Usage: draftUsage},
+		judgeRule("combat", answerJSON{Content: verdict("approved", "Initiative is rolled and attacks are resolved."), Usage: judgeUsage}))
+	h, exp := tracedHarness(t, script, dndRouteConfig("{validators: [combat]}", "", "")+"telemetry: {enabled: true}\n")
+	got := sceneViaGoOpenAI(t, h, ambushChunk, false)
+	spans := spansOf(t, h, exp, got.header.Get("X-Factgate-Trace-Id"))
+	var judge, draftCall tracetest.SpanStub
+	for _, s := range spans {
+		switch attrString(s, "factgate.call.kind") {
+		case "judge":
+			judge = s
+		case "draft":
+			draftCall = s
+		}
+	}
+	if judge.Name == "" || draftCall.Name == "" {
+		t.Fatalf("spans %v: want a draft and a judge call", names(spans))
+	}
+	validate := byName(spans, "factgate.validate")
+	if len(validate) != 1 || judge.Parent.SpanID() != validate[0].SpanContext.SpanID() {
+		t.Errorf("the judge call is not under the draft's validation: %v", names(spans))
+	}
+	if attrString(judge, "gen_ai.request.temperature") == "" || attrString(judge, "gen_ai.output.type") != "json" {
+		t.Errorf("judge call attributes %v", judge.Attributes)
+	}
+}
