@@ -57,7 +57,7 @@ const (
 	targetValidateP99   = 2.0  // validating p99 ≤ this × direct's
 	targetRSSBase       = 64e6 // RSS after the memory check ≤ this + the configured budgets
 	targetRSSFlat       = 0.05 // and grows by at most this share over the second run
-	// Issue 31: tracing on (sampler always on, collector up) lowers the
+	// Tracing on (sampler always on, collector up) lowers the
 	// pass-through ratio proxy/direct by at most this share.
 	targetTracingDrop = 0.10
 )
@@ -92,7 +92,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "rounds, and prints per target the median req/s, p50 and p99 of the rounds with")
 		fmt.Fprintln(stderr, "their min–max, the ratio proxy/direct, and the RSS of the proxy and of the mock.")
 		fmt.Fprintln(stderr, "The validate mode also prints issue 16's targets with PASS or MISS; --rss-requests")
-		fmt.Fprintln(stderr, "adds the memory check. All traffic stays on 127.0.0.1 and is bounded in count and time.")
+		fmt.Fprintln(stderr, "adds the memory check; --tracing a third target, a proxy with OpenTelemetry tracing on.")
+		fmt.Fprintln(stderr, "All traffic stays on 127.0.0.1 and is bounded in count and time.")
 		fmt.Fprintln(stderr, "See docs/performance.md.")
 		fs.PrintDefaults()
 	}
