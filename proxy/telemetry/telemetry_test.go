@@ -310,3 +310,20 @@ func TestStreamScan(t *testing.T) {
 		t.Errorf("output %s", got["gen_ai.output.messages"])
 	}
 }
+
+// Each OTLP protocol the environment may name builds its exporter.
+func TestEveryOTLPProtocolBuilds(t *testing.T) {
+	for _, p := range []string{"http/protobuf", "http/json", "grpc"} {
+		t.Run(p, func(t *testing.T) {
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", p)
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+			tel, err := New(Config{Enabled: true}, prometheus.NewRegistry(), nil)
+			if err != nil || tel == nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = tel.Shutdown(ctx)
+		})
+	}
+}
