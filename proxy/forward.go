@@ -42,6 +42,8 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 	if wc != nil {
 		wc.arm(ctx)
 	}
+	// The caller checked that the cleaned path stays under every target's base.
+	path := cleanPath(rc.Path())
 	sp := &sendPlan{
 		targets: targets,
 		header:  &rc.Request.Header,
@@ -49,7 +51,7 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		maxBody: maxBody,
 		build: func(req *fasthttp.Request, t *target, key string) {
 			req.Header.SetMethodBytes(rc.Method())
-			req.Header.SetRequestURIBytes(t.up.targetURI(make([]byte, 0, 64), rc.Path(), rc.URI().QueryString()))
+			req.Header.SetRequestURIBytes(t.up.targetURI(make([]byte, 0, 64), path, rc.URI().QueryString()))
 			s.copyRequestHeaders(&req.Header, &rc.Request.Header, t.up, key, false, t.foreign)
 			if edit != nil {
 				// A compressed body could not be edited.

@@ -202,6 +202,13 @@ func (s *Server) handlePassthrough(rc *fasthttp.RequestCtx) {
 	if !s.checkRateLimit(rc, client, start) {
 		return
 	}
+	// The upstream gets the provider's key (auth mode keys): a client path must
+	// not reach anything of its host outside the API's base path.
+	if !reachesAll(s.passTargets, cleanPath(rc.Path())) {
+		s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found",
+			"no such endpoint: %s is outside the upstream's API (factgate forwards paths under /v1/)", cleanPath(rc.Path())))
+		return
+	}
 	if s.serveModels(rc, client, start) {
 		return
 	}
