@@ -402,6 +402,7 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		ErrorHandler:       s.handleReadError,
+		ExpectHandler:      s.expectContinue,
 		Name:               "factgate",
 		ReadBufferSize:     int(cfg.Server.MaxHeaderSize),
 		MaxRequestBodySize: int(cfg.Server.MaxRequestBody),
