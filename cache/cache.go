@@ -69,13 +69,41 @@ func SetDurable(ctx context.Context, c Cache, key string, value []byte, ttl time
 	return c.Set(ctx, key, value, ttl)
 }
 
-// Confirmer is implemented by a cache that mirrors a shared tier's sets in memory
-// (Tiered): while the shared tier fails it serves the mirror, which lacks the
-// members other replicas added since it was last read.
+// Confirmer is implemented by a cache that mirrors a shared tier in memory
+// (Tiered): while the shared tier fails it serves the mirror, which lacks what
+// other replicas added, changed or deleted since it was last read.
 type Confirmer interface {
 	// SetMembersConfirmed is SetMembers that also reports whether the shared tier
 	// answered (confirmed): false means the members are this process's mirror.
 	SetMembersConfirmed(ctx context.Context, key string) (members []string, confirmed bool, err error)
+	// GetConfirmed is Get that asks the shared tier first, whatever memory holds,
+	// so that a value another replica deleted or replaced is never served from
+	// memory while the shared tier answers; confirmed reports that it did. A
+	// delete or durable value of this process still waiting to be replayed wins
+	// over what the shared tier holds. The slice must not be modified.
+	GetConfirmed(ctx context.Context, key string) (value []byte, ok, confirmed bool, err error)
+}
+
+// GetConfirmed reads key from the shared tier first when c is a Confirmer (see
+// Confirmer.GetConfirmed); any other cache is one replica's whole truth, and
+// confirmed when Get did not fail.
+func GetConfirmed(ctx context.Context, c Cache, key string) (value []byte, ok, confirmed bool, err error) {
+	if cf, is := c.(Confirmer); is {
+		return cf.GetConfirmed(ctx, key)
+	}
+	value, ok, err = c.Get(ctx, key)
+	return value, ok, err == nil, err
+}
+
+// Flusher is implemented by a cache that keeps the writes its shared tier could
+// not take, to replay them when it answers again (Tiered). At shutdown the
+// process flushes them rather than lose them silently.
+type Flusher interface {
+	// Flush writes the pending writes to the shared tier now, trying again every
+	// probe interval while it fails, until none is left or ctx ends. It returns
+	// how many writes are still unwritten by the namespace of their key (the part
+	// before its first ':': "trace", "experiment", "facts"); nil when none is.
+	Flush(ctx context.Context) map[string]int
 }
 
 // SetMembersConfirmed returns the set's members and whether they are every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -197,6 +198,42 @@ func (p *pendingWrites) addDeltas(key string, deltas map[string]int64, ttl time.
 	h.ttl = ttl
 	p.hashes[key] = h
 	return true
+}
+
+// deleted reports a delete of key waiting to be replayed.
+func (p *pendingWrites) deleted(key string) bool {
+	if p == nil {
+		return false
+	}
+	_, ok := p.deletes[key]
+	return ok
+}
+
+// byNamespace counts the writes by the namespace of their key: the part before
+// its first ':' (the whole key when it has none). A set's members and a hash's
+// fields count one each, as against MaxPendingWrites.
+func (p *pendingWrites) byNamespace(into map[string]int) {
+	if p == nil {
+		return
+	}
+	ns := func(key string) string {
+		if i := strings.IndexByte(key, ':'); i >= 0 {
+			return key[:i]
+		}
+		return key
+	}
+	for key := range p.deletes {
+		into[ns(key)]++
+	}
+	for key := range p.values {
+		into[ns(key)]++
+	}
+	for key, s := range p.sets {
+		into[ns(key)] += len(s.members)
+	}
+	for key, h := range p.hashes {
+		into[ns(key)] += len(h.deltas)
+	}
 }
 
 // value returns the value pending for key.

@@ -251,6 +251,47 @@ func (t *Tiered) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	return value, ok, nil
 }
 
+// GetConfirmed implements Confirmer: it reads key from Redis whatever memory
+// holds (a value read there stays in memory for LocalTTL, a key gone there is
+// dropped from memory), so that a value another replica deleted is not served
+// from memory while Redis answers. A delete of this process waiting to be
+// replayed answers "absent", a durable value waiting to be replayed is returned
+// over Redis's: both are newer than what Redis holds. While Redis fails it
+// returns what memory (or a pending durable value) holds, unconfirmed.
+func (t *Tiered) GetConfirmed(ctx context.Context, key string) ([]byte, bool, bool, error) {
+	t.mu.Lock()
+	gone := t.pending.deleted(key) || t.inflight.deleted(key)
+	waiting, isWaiting := t.pending.value(key)
+	if !isWaiting {
+		waiting, isWaiting = t.inflight.value(key)
+	}
+	t.mu.Unlock()
+	if gone {
+		return nil, false, true, nil
+	}
+	if t.useRemote() {
+		value, ok, err := t.remote.Get(ctx, key)
+		if err == nil {
+			t.succeeded()
+			switch {
+			case isWaiting:
+				return waiting, true, true, nil
+			case ok:
+				_ = t.memory.Set(ctx, key, value, t.cfg.LocalTTL.Std())
+			default:
+				_ = t.memory.Delete(ctx, key)
+			}
+			return value, ok, true, nil
+		}
+		t.failed(ctx, "get", err)
+	}
+	value, ok, err := t.memory.Get(ctx, key)
+	if err == nil && !ok && isWaiting {
+		value, ok = waiting, true
+	}
+	return value, ok, false, err
+}
+
 // Set stores value in memory and in Redis for ttl (zero: the default TTL). While
 // Redis fails the value lives in memory only: a lost cached value is rebuilt.
 func (t *Tiered) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
@@ -682,6 +723,85 @@ func (t *tieredShared) flush() {
 	}
 }
 
+// Flush implements Flusher: it replays the pending writes in the caller's
+// goroutine (after a replay running in the background ended), trying again every
+// ProbeInterval while Redis fails, until none is left or ctx ends; it returns
+// what is left by key namespace, nil when nothing is.
+func (t *tieredShared) Flush(ctx context.Context) map[string]int {
+	for {
+		done, err := t.flushOnce(ctx)
+		switch {
+		case done:
+			return nil
+		case ctx.Err() != nil:
+			return t.unwritten()
+		case err == nil:
+			continue // writes made meanwhile: replay them too
+		}
+		wait := time.NewTimer(t.cfg.ProbeInterval.Std())
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return t.unwritten()
+		case <-wait.C:
+		}
+	}
+}
+
+// flushOnce replays the pending writes once; done reports that none is left.
+func (t *tieredShared) flushOnce(ctx context.Context) (done bool, err error) {
+	var batch *pendingWrites
+	for batch == nil {
+		t.mu.Lock()
+		switch {
+		case !t.flushing && t.pending.empty():
+			t.mu.Unlock()
+			return true, nil
+		case !t.flushing:
+			t.flushing = true
+			batch = t.pending
+			t.inflight, t.pending = batch, newPendingWrites()
+		}
+		t.mu.Unlock()
+		if batch == nil {
+			// A replay runs in the background: let it finish.
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	err = batch.replay(ctx, t.remote, &t.mu)
+	t.mu.Lock()
+	t.flushing, t.inflight = false, nil
+	dropped := t.pending.requeue(batch, t.cfg.limits())
+	done = t.pending.empty()
+	t.mu.Unlock()
+	if dropped > 0 {
+		t.metrics.errors.WithLabelValues("pending_dropped").Add(float64(dropped))
+	}
+	if err != nil {
+		t.failed(ctx, "replay", err)
+		return false, err
+	}
+	t.succeeded()
+	return done, nil
+}
+
+// unwritten counts the pending writes by key namespace; nil when none is.
+func (t *tieredShared) unwritten() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending.empty() && t.inflight.empty() {
+		return nil
+	}
+	out := map[string]int{}
+	t.pending.byNamespace(out)
+	t.inflight.byNamespace(out)
+	return out
+}
+
 // tieredMetrics are the fallback's Prometheus metrics.
 type tieredMetrics struct {
 	errors   *prometheus.CounterVec
@@ -736,4 +856,5 @@ var (
 	_ Cache     = (*Tiered)(nil)
 	_ Durable   = (*Tiered)(nil)
 	_ Confirmer = (*Tiered)(nil)
+	_ Flusher   = (*Tiered)(nil)
 )
