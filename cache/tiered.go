@@ -125,6 +125,13 @@ type Tiered struct {
 	// view is set on a cache made by Separate: it shares its parent's Redis state
 	// and closes only its own memory tier.
 	view bool
+	// owner numbers a view's durable values among the pending writes, and
+	// pendingShare bounds what they may hold there (a quarter of
+	// MaxPendingBytes), so that one kind of entry (traces) never crowds out the
+	// values that cannot be rebuilt (session fact indexes). 0 for the cache
+	// itself.
+	owner        uint8
+	pendingShare int64
 	*tieredShared
 }
 
@@ -151,11 +158,13 @@ type tieredShared struct {
 	inflight *pendingWrites
 	// onRecover are the functions OnRecover registered.
 	onRecover []func(context.Context)
-	probing   bool
-	flushing  bool
-	closed    bool
-	done      chan struct{}
-	wg        sync.WaitGroup
+	// views counts the caches Separate made, to number them.
+	views    uint8
+	probing  bool
+	flushing bool
+	closed   bool
+	done     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // NewTiered puts memory in front of remote. reg receives factgate_cache_errors_total
@@ -202,7 +211,8 @@ func newTiered(memory *Memory, remote remoteBackend, cfg TieredConfig, reg prome
 // Separate returns a cache that keeps its in-process entries in a memory tier of
 // its own, bounded by cfg, in front of the same Redis as c: one kind of entry
 // (traces) then never evicts another's (fact indexes, counters) from memory, while
-// Redis, its health, backoff and pending writes stay shared. For a Memory it is a
+// Redis, its health, backoff and pending writes stay shared. Its durable values
+// may hold at most a quarter of MaxPendingBytes among the pending writes. For a Memory it is a
 // new Memory; any other cache is returned as it is. The second result is the new
 // memory tier (for its metrics; nil when c was returned). Closing the result drops
 // its memory tier only.
@@ -213,7 +223,11 @@ func Separate(c Cache, cfg MemoryConfig) (Cache, *Memory) {
 		return m, m
 	case *Tiered:
 		m := NewMemory(cfg)
-		return &Tiered{memory: m, view: true, tieredShared: c.tieredShared}, m
+		c.mu.Lock()
+		c.views++
+		owner := c.views
+		c.mu.Unlock()
+		return &Tiered{memory: m, view: true, owner: owner, pendingShare: int64(c.cfg.MaxPendingBytes) / 4, tieredShared: c.tieredShared}, m
 	default:
 		return c, nil
 	}
@@ -323,7 +337,9 @@ func (t *Tiered) set(ctx context.Context, key string, value []byte, ttl time.Dur
 		t.failed(ctx, "set", err)
 	}
 	if durable {
-		t.keepPending(func(p *pendingWrites, limit pendingLimits) bool { return p.addValue(key, value, ttl, limit) })
+		t.keepPending(func(p *pendingWrites, limit pendingLimits) bool {
+			return p.addValue(key, value, ttl, limit, t.owner, t.pendingShare)
+		})
 	}
 }
 

@@ -550,8 +550,10 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // connections and waits for in-flight requests to finish. Then it waits for
 // what the answered requests left to write in the background — each stage's
 // (interceptors.Cleaner: A/B counters, fact indexes) and its own (traces) — so
-// that a deploy loses none of it. ctx bounds all three; afterwards upstream
-// connections and registered closers (the cache among them) are closed.
+// that a deploy loses none of it — and what Redis could not take while it
+// failed (the cache's pending writes) is written now (flushPending). ctx
+// bounds all of it; afterwards upstream connections and registered closers (the
+// cache among them) are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	// A second Shutdown (the first one timed out) does not wait the grace again.
 	if grace := s.cfg.Server.DrainGraceDuration(); !s.draining.Swap(true) && grace > 0 {
@@ -577,6 +579,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if err == nil {
 			err = werr
 		}
+	}
+	if ferr := s.flushPending(ctx); ferr != nil && err == nil {
+		err = ferr
 	}
 	for _, up := range s.upstreams {
 		up.closeIdle()
