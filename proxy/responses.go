@@ -31,6 +31,7 @@ func (s *Server) handleResponses(rc *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
+	defer s.settleTokens(rc)
 	model := head.model.Str
 	rt := s.routeFor(model)
 	if rt == nil {

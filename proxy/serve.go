@@ -164,6 +164,7 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
+	defer s.settleTokens(rc)
 	model := head.model.Str
 	rt := s.routeFor(model)
 	if rt == nil {
@@ -247,6 +248,7 @@ func (s *Server) handlePassthrough(rc *fasthttp.RequestCtx) {
 	if !s.checkRateLimit(rc, client, start) {
 		return
 	}
+	defer s.settleTokens(rc)
 	// The upstream gets the provider's key (auth mode keys): a client path must
 	// not reach anything of its host outside the API's base path.
 	if !reachesAll(s.passTargets, cleanPath(rc.Path())) {
