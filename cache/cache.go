@@ -69,13 +69,19 @@ func SetDurable(ctx context.Context, c Cache, key string, value []byte, ttl time
 	return c.Set(ctx, key, value, ttl)
 }
 
-// Confirmer is implemented by a cache that mirrors a shared tier in memory
-// (Tiered): while the shared tier fails it serves the mirror, which lacks what
-// other replicas added, changed or deleted since it was last read.
+// Confirmer is implemented by a cache that mirrors a shared tier's sets in memory
+// (Tiered): while the shared tier fails it serves the mirror, which lacks the
+// members other replicas added since it was last read.
 type Confirmer interface {
 	// SetMembersConfirmed is SetMembers that also reports whether the shared tier
 	// answered (confirmed): false means the members are this process's mirror.
 	SetMembersConfirmed(ctx context.Context, key string) (members []string, confirmed bool, err error)
+}
+
+// ValueConfirmer is implemented by a cache that keeps values read from a shared
+// tier in memory (Tiered), where a value another replica deleted or replaced
+// lives on until its local ttl ends.
+type ValueConfirmer interface {
 	// GetConfirmed is Get that asks the shared tier first, whatever memory holds,
 	// so that a value another replica deleted or replaced is never served from
 	// memory while the shared tier answers; confirmed reports that it did. A
@@ -84,11 +90,11 @@ type Confirmer interface {
 	GetConfirmed(ctx context.Context, key string) (value []byte, ok, confirmed bool, err error)
 }
 
-// GetConfirmed reads key from the shared tier first when c is a Confirmer (see
-// Confirmer.GetConfirmed); any other cache is one replica's whole truth, and
-// confirmed when Get did not fail.
+// GetConfirmed reads key from the shared tier first when c is a ValueConfirmer
+// (see ValueConfirmer.GetConfirmed); any other cache is one replica's whole
+// truth, and confirmed when Get did not fail.
 func GetConfirmed(ctx context.Context, c Cache, key string) (value []byte, ok, confirmed bool, err error) {
-	if cf, is := c.(Confirmer); is {
+	if cf, is := c.(ValueConfirmer); is {
 		return cf.GetConfirmed(ctx, key)
 	}
 	value, ok, err = c.Get(ctx, key)

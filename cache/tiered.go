@@ -265,7 +265,7 @@ func (t *Tiered) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	return value, ok, nil
 }
 
-// GetConfirmed implements Confirmer: it reads key from Redis whatever memory
+// GetConfirmed implements ValueConfirmer: it reads key from Redis whatever memory
 // holds (a value read there stays in memory for LocalTTL, a key gone there is
 // dropped from memory), so that a value another replica deleted is not served
 // from memory while Redis answers. A delete of this process waiting to be
@@ -869,8 +869,9 @@ func unionSorted(a, b []string) []string {
 }
 
 var (
-	_ Cache     = (*Tiered)(nil)
-	_ Durable   = (*Tiered)(nil)
-	_ Confirmer = (*Tiered)(nil)
-	_ Flusher   = (*Tiered)(nil)
+	_ Cache          = (*Tiered)(nil)
+	_ Durable        = (*Tiered)(nil)
+	_ Confirmer      = (*Tiered)(nil)
+	_ ValueConfirmer = (*Tiered)(nil)
+	_ Flusher        = (*Tiered)(nil)
 )
