@@ -172,11 +172,19 @@ func (l *rateLimiter) estimate(client string, body []byte) tokenEstimate {
 		return tokenEstimate{}
 	}
 	e := tokenEstimate{prompt: int64(len(body)+3) / 4}
-	for _, f := range maxTokenFields {
-		if n := gjson.GetBytes(body, f); n.Type == gjson.Number && n.Int() > 0 {
-			e.completion = n.Int()
-			return e
+	// One pass over the top level (the body may be megabytes), the first field
+	// of maxTokenFields' order winning.
+	rank := len(maxTokenFields)
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		for i, f := range maxTokenFields[:rank] {
+			if k.Str == f && v.Type == gjson.Number && v.Int() > 0 {
+				rank, e.completion = i, v.Int()
+			}
 		}
+		return rank > 0
+	})
+	if rank < len(maxTokenFields) {
+		return e
 	}
 	l.mu.Lock()
 	e.completion = int64(l.completion[client] + 0.5)

@@ -115,3 +115,30 @@ func TestConcurrentRequestsReserveTheirTokens(t *testing.T) {
 		t.Logf("%d of 20 admitted after one answer: %d tokens against a limit of 100", admitted, (1+admitted)*60)
 	})
 }
+
+// TestTokenEstimate: the prompt at four bytes a token, the answer's bound the
+// request names (max_completion_tokens before max_tokens), else the client's
+// running average of what its answers used beyond their prompt.
+func TestTokenEstimate(t *testing.T) {
+	t.Parallel()
+	l := &rateLimiter{}
+	for _, tc := range []struct {
+		desc, body string
+		completion int64
+	}{
+		{"max_tokens", `{"max_tokens":50,"messages":[]}`, 50},
+		{"max_completion_tokens wins", `{"max_tokens":50,"max_completion_tokens":70}`, 70},
+		{"a nested max_tokens does not count", `{"metadata":{"max_tokens":9}}`, 0},
+		{"a Responses request", `{"max_output_tokens":30,"input":"q"}`, 30},
+	} {
+		e := l.estimate("c", []byte(tc.body))
+		if e.prompt != int64(len(tc.body)+3)/4 || e.completion != tc.completion {
+			t.Errorf("%s: %+v, want prompt %d completion %d", tc.desc, e, (len(tc.body)+3)/4, tc.completion)
+		}
+	}
+	l.learn("c", 40)
+	l.learn("c", 80)
+	if e := l.estimate("c", []byte(`{"messages":[]}`)); e.completion != 50 {
+		t.Errorf("after answers of 40 and 80 beyond their prompts: completion %d, want 50", e.completion)
+	}
+}
