@@ -15,7 +15,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/factgate/factgate/cache/redistest"
-	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/proxy/mockupstream"
 )
 
@@ -135,35 +134,10 @@ func TestShutdownFlushesWhatRedisMissed(t *testing.T) {
 			}
 			// Another replica, on the same Redis, sees all of it.
 			h := newHarness(t, "", strings.ReplaceAll(config, "server: "+tc.server, "server: {drain_grace: 0s}"))
-			resp, err := http.Get(h.base + abtest.ReportPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			var rep abtest.Report
-			if err := json.Unmarshal(b, &rep); err != nil || len(rep.Experiments) != 1 {
-				t.Fatalf("%s: %d %s", abtest.ReportPath, resp.StatusCode, b)
-			}
-			counted := int64(0)
-			for _, v := range rep.Experiments[0].Variants {
-				counted += v.Requests
-			}
-			if counted != int64(tc.requests) {
+			if counted := reportedRequests(t, h); counted != int64(tc.requests) {
 				t.Errorf("another replica's report counts %d of the %d requests", counted, tc.requests)
 			}
-			readable := 0
-			for _, id := range ids {
-				resp, err := h.getTrace(id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == 200 && gjson.GetBytes(b, "id").Str == id {
-					readable++
-				}
-			}
+			readable := readableTraces(t, h, ids)
 			if readable != tc.requests {
 				t.Errorf("%d of %d traces are readable from another replica", readable, tc.requests)
 			}
