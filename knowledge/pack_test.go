@@ -423,8 +423,8 @@ func TestLoadPackErrorsNameTheFileAndKey(t *testing.T) {
 		edit func(string) string
 		want string
 	}{
-		{"unknown key", "p/pack.yaml", func(s string) string { return s + "colour: red\n" }, `p/pack.yaml: line 22: unknown key "colour"`},
-		{"unknown nested key", "p/pack.yaml", func(s string) string { return strings.Replace(s, "caps:", "capz:", 1) }, `unknown key "capz"`},
+		{"unknown key", "p/pack.yaml", func(s string) string { return s + "colour: red\n" }, "p/pack.yaml:22: colour: unknown key (known keys: name, description"},
+		{"unknown nested key", "p/pack.yaml", func(s string) string { return strings.Replace(s, "caps:", "capz:", 1) }, "p/pack.yaml:17: claims.capz: unknown key (did you mean caps?)"},
 		{"bad regex", "p/pack.yaml", func(s string) string { return strings.Replace(s, `(?P<unit>\d+)$`, `(?P<unit>\d+$`, 1) }, "p/pack.yaml: facts.ops[0].regex: error parsing regexp"},
 		{"missing group", "p/pack.yaml", func(s string) string { return strings.Replace(s, "(?P<value>", "(", 1) }, "context.knowledge_set.regex"},
 		{"unknown op group", "p/pack.yaml", func(s string) string { return strings.Replace(s, "(?P<asset>", "(?P<thing>", 1) }, `unknown group "thing"`},

@@ -1,7 +1,6 @@
 package knowledge
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,7 @@ import (
 	"strings"
 	"text/template"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/factgate/factgate/configs/strictyaml"
 )
 
 // PackFile is the name of a pack's manifest inside its folder.
@@ -64,8 +63,8 @@ func ReadPackManifest(file string) (*Pack, error) {
 		return nil, err
 	}
 	var p Pack
-	if err := decodeStrictYAML(data, &p); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	if err := decodeStrictYAML(data, file, &p); err != nil {
+		return nil, err
 	}
 	p.Dir = filepath.Dir(file)
 	return &p, nil
@@ -132,8 +131,8 @@ func loadPack(fsys fs.FS, dir, display string) (*Pack, error) {
 	if err != nil {
 		return nil, PackErrors{fmt.Errorf("%s: %v", l.file(PackFile), unwrapPathError(err))}
 	}
-	if err := decodeStrictYAML(data, l.p); err != nil {
-		return nil, PackErrors{fmt.Errorf("%s: %v", l.file(PackFile), err)}
+	if err := decodeStrictYAML(data, l.file(PackFile), l.p); err != nil {
+		return nil, PackErrors{err}
 	}
 	p := l.p
 	p.Dir = display
@@ -162,33 +161,14 @@ func loadPack(fsys fs.FS, dir, display string) (*Pack, error) {
 	return p, nil
 }
 
-// decodeStrictYAML decodes one YAML document into v, rejecting unknown keys.
-func decodeStrictYAML(data []byte, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return errors.New("empty document")
-		}
-		return friendlyYAMLError(err)
+// decodeStrictYAML decodes one YAML document of file into v, rejecting unknown
+// keys; the error names the file, the line, the key's path and the key meant.
+func decodeStrictYAML(data []byte, file string, v any) error {
+	err := strictyaml.Decode(data, file, v)
+	if errors.Is(err, strictyaml.ErrEmpty) {
+		return fmt.Errorf("%s: %w", file, err)
 	}
-	return nil
-}
-
-var yamlUnknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
-
-// friendlyYAMLError rewrites yaml's "field x not found in type knowledge.Pack" as
-// `unknown key "x"`.
-func friendlyYAMLError(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err
-	}
-	msgs := make([]string, len(te.Errors))
-	for i, m := range te.Errors {
-		msgs[i] = yamlUnknownField.ReplaceAllString(m, `unknown key "$1"`)
-	}
-	return errors.New(strings.Join(msgs, "; "))
+	return err
 }
 
 func (l *packLoader) assets() {
@@ -222,8 +202,8 @@ func (l *packLoader) messages() {
 	if p.MessagesFile != "" {
 		if text, ok := l.read("messages_file", p.MessagesFile); ok {
 			var more map[string]MessageSpec
-			if err := decodeStrictYAML([]byte(text), &more); err != nil {
-				l.fail(p.MessagesFile, "", "%v", err)
+			if err := decodeStrictYAML([]byte(text), l.file(p.MessagesFile), &more); err != nil {
+				l.errs = append(l.errs, err)
 			}
 			for _, code := range sortedKeys(more) {
 				if _, dup := p.Messages[code]; dup {
