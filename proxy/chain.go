@@ -172,9 +172,9 @@ type stageBuild struct {
 	// file and where place the route's blocks for decode errors: the config file
 	// and the route's YAML path ("routes[0] (ra3-analyst)").
 	file, where string
-	name    string
-	deps    interceptors.Deps
-	implied []string
+	name        string
+	deps        interceptors.Deps
+	implied     []string
 	// built are the route's stages built so far (those inside this one), by name.
 	built map[string]interceptors.Interceptor
 }
