@@ -385,6 +385,7 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	if err := s.newConsole(); err != nil {
 		return nil, err
 	}
+	s.logUpstreamKeys()
 	s.registerMemoryBudget()
 	s.metricsH = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	if cfg.Server.MetricsListen != "" {
