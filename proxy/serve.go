@@ -239,7 +239,11 @@ func (s *Server) handleReady(rc *fasthttp.RequestCtx) {
 // handleAPI serves the factgate API under /factgate/ (auth as for the proxy).
 func (s *Server) handleAPI(rc *fasthttp.RequestCtx) {
 	start := time.Now()
-	if s.console != nil && console.Public(rc.Path()) {
+	if console.Public(rc.Path()) {
+		if s.console == nil {
+			s.consoleOff(rc)
+			return
+		}
 		s.console.ServePublic(rc)
 		return
 	}
