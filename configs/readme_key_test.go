@@ -158,7 +158,7 @@ func readmeSection(t *testing.T, readme, heading string) string {
 	t.Helper()
 	i := strings.Index(readme, "\n"+heading+"\n")
 	if i < 0 {
-		t.Fatalf("README.md has no %q", heading)
+		t.Fatalf("the document has no %q", heading)
 	}
 	rest := readme[i+1+len(heading):]
 	level := heading[:strings.IndexByte(heading, ' ')+1]
