@@ -281,6 +281,41 @@ func TestBrowser(t *testing.T) {
 	}
 	b.screenshot("experiments")
 
+	// Counts read as English does: one request, not "1 requests".
+	plural := func(key string, n int) string {
+		ctx, cancel := context.WithTimeout(b.ctx, b.stepDue)
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`import("/factgate/ui/i18n.js").then((m) => m.t(%s, {n: %d, kept: 7, size: "1 KiB"}))`, js(key), n), chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("translating %s: %v", key, err)
+		}
+		return got
+	}
+	for _, c := range []struct {
+		key  string
+		n    int
+		want string
+	}{
+		{"requests.count", 1, "1 request shown (7 kept on this replica)"},
+		{"requests.count", 2, "2 requests shown (7 kept on this replica)"},
+		{"requests.new", 1, "1 new request"},
+		{"trace.issuesOf", 1, "1 issue"},
+		{"kn.count", 1, "1 entry"},
+		{"trace.lines", 1, "1 line, 1 KiB"},
+	} {
+		if got := plural(c.key, c.n); got != c.want {
+			t.Errorf("%s with n=%d reads %q, want %q", c.key, c.n, got, c.want)
+		}
+	}
+
+	// Knowledge opens on the set of the config's pack (the routes' ra3), not on
+	// the first pack's (dnd).
+	b.do("opening knowledge without a set", chromedp.Navigate(f.base+"/factgate/ui/#/knowledge"))
+	b.until("the set chooser", `document.querySelector("#kn-set") !== null`)
+	if got := eval[string](b, `document.querySelector("#kn-set").value`); got != "ra3" {
+		t.Errorf("the knowledge page opens on set %q, want ra3, the default set of the routes' pack", got)
+	}
+
 	// Knowledge: edit the Allied MCV entry, preview the diff, save; the next
 	// request's injected prompt carries it, and so does the rendered prompt.
 	const fact = "浏览器中的专家修订：展开前必须先移动到开阔地。"
