@@ -118,7 +118,7 @@ func TestChatToResponse(t *testing.T) {
 				if r.Get("output.0.type").Str != "reasoning" || r.Get("output.0.summary.0.text").Str != "think" || r.Get("output.1.content.0.text").Str != "hi" {
 					t.Errorf("output %s", r.Get("output").Raw)
 				}
-				if r.Get("usage").Raw != `{"input_tokens":10,"input_tokens_details":{"cached_tokens":3},"output_tokens":4,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":14}` {
+				if r.Get("usage").Raw != `{"input_tokens":10,"input_tokens_details":{"cached_tokens":3,"cache_write_tokens":0},"output_tokens":4,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":14}` {
 					t.Errorf("usage %s", r.Get("usage").Raw)
 				}
 				if r.Get("x_provider.r").Str != "eu" {
