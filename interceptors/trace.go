@@ -251,6 +251,10 @@ type NoticeIssue struct {
 	Code     string   `json:"code"`
 	Severity Severity `json:"severity"`
 	Path     string   `json:"path"`
+	// Heading is the notice heading the issue is named under (contradiction,
+	// citation, weak or unverified; see knowledge.NoticeHeadings); a claim's
+	// entry stands under the most serious heading of its issues.
+	Heading string `json:"heading"`
 }
 
 // NewTrace starts a trace with a random id. Its Notes, Attempts and
