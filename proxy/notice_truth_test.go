@@ -223,6 +223,27 @@ func TestDnDNoticeFollowsTheScheme(t *testing.T) {
 			t.Errorf("the rejected kind is not under %q:\n%s", dndContradiction, text)
 		}
 	})
+	t.Run("a revision that fixes the kind and adds a Warning beats the draft", func(t *testing.T) {
+		t.Parallel()
+		draft := sceneJSON("narrative", "Goblin ambush")
+		better := `{"kind": "combat", "title": "Goblin ambush", "summary": "What happens in the chunk, in two sentences.", "mood": "tense"}`
+		script := dndScript(answerJSON{Content: draft},
+			judgeRule("narrative", answerJSON{Content: verdict("combat_should_be_added", "Initiative is rolled and a goblin is hit.")}),
+			judgeRule("combat", answerJSON{Content: verdict("approved", "The kind fits.")}),
+			revisionRule(answerJSON{Content: better}))
+		h := newHarness(t, script, dndRouteConfig("{validators: [combat]}", "{max_revisions: 1}", ""))
+		status, hdr, body := h.post(t, "/v1/chat/completions", sceneRequest(ambushChunk))
+		if status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		if got := gjson.GetBytes(body, "choices.0.message.content").Str; got != better {
+			t.Errorf("delivered %q, want the revision (W1 beats C1)", got)
+		}
+		text, _ := url.PathUnescape(hdr.Get("X-Factgate-Notice"))
+		if s := noticeSections(text, dndContradiction, dndUnverified); s[dndContradiction] != "" || !strings.Contains(s[dndUnverified], "mood") {
+			t.Errorf("the notice of the revision with an unknown field: want it under %q only:\n%s", dndUnverified, text)
+		}
+	})
 	t.Run("a check that could not run is not verified", func(t *testing.T) {
 		t.Parallel()
 		draft := sceneJSON("combat", "Goblin ambush")
