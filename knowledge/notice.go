@@ -170,9 +170,20 @@ func (d *NoticeData) AddFinding(f NoticeFinding) {
 // Empty reports a notice with nothing to say.
 func (d *NoticeData) Empty() bool { return len(d.Groups) == 0 }
 
-// group returns the group of heading h (one of NoticeHeadings), adding it.
+// group returns the group of heading h (one of NoticeHeadings; any other is
+// NoticeUnverified), adding it.
 func (d *NoticeData) group(h string) *NoticeGroup {
-	slot := map[string]**NoticeGroup{NoticeContradiction: &d.Contradiction, NoticeCitation: &d.Citation, NoticeWeak: &d.Weak, NoticeUnverified: &d.Unverified}[h]
+	var slot **NoticeGroup
+	switch h {
+	case NoticeContradiction:
+		slot = &d.Contradiction
+	case NoticeCitation:
+		slot = &d.Citation
+	case NoticeWeak:
+		slot = &d.Weak
+	default:
+		slot = &d.Unverified
+	}
 	if *slot == nil {
 		*slot = &NoticeGroup{Heading: h}
 		d.Groups = append(d.Groups, *slot)

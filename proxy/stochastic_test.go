@@ -469,7 +469,8 @@ func attemptRanks(attempts []stochasticAttempt) ([]revise.Rank, int) {
 
 // contradictionKeys returns the keys of an attempt's Contradictions.
 func contradictionKeys(a stochasticAttempt) []string {
-	block := gjson.Parse(claimsJSONOf(a.content))
+	js, _ := claimsJSONOf(a.content)
+	block := gjson.Parse(js)
 	var keys []string
 	for _, is := range a.issues {
 		if is.Severity != interceptors.Contradiction {
@@ -494,19 +495,4 @@ func contradictionKeys(a stochasticAttempt) []string {
 		keys = append(keys, key)
 	}
 	return keys
-}
-
-// claimsJSONOf returns the claims block of an answer the analyst wrote.
-func claimsJSONOf(content string) string {
-	i := strings.LastIndex(content, reviseMarker)
-	if i < 0 {
-		return ""
-	}
-	rest := content[i:]
-	start := strings.Index(rest, "```json\n")
-	end := strings.LastIndex(rest, "```")
-	if start < 0 || end <= start {
-		return ""
-	}
-	return rest[start+len("```json\n") : end]
 }

@@ -661,7 +661,7 @@ func (ru *run) exclusion(a *attempt) string {
 // only part of what can go wrong. Weighed 2, a revision wins on contradictions only
 // when it fixes more than twice as many as it introduces (draft 4: fixing 3 and
 // adding 1 gives 1 + 2 = 3 and wins; fixing 2 and adding 1 gives 4, a tie the
-// draft wins), and it never stops one that fixes everything it kept.
+// draft wins). docs/revision.md, step 6, says the same.
 const NewContradictionWeight = 2
 
 // Rank is where an attempt stands in the order the delivered attempt is chosen
