@@ -16,9 +16,11 @@ import "time"
 //
 // It reports false when none of these exists, or when Matches could not read the
 // item (no evidence declared for the type, another number of parameters). It
-// reads every operation of the kind, so it is for the few items that fail, not
-// for every item. The *Op is the caller's; its strings and Units are shared with
-// the index.
+// reads the operations of the kind within tolerance of the cited time and those
+// naming the cited UnitId (else the cited asset, else the cited power; only an
+// item citing none of them — a move's position — reads every operation of the
+// kind). It is for the few items that fail, not for every item. The *Op is the
+// caller's; its strings and Units are shared with the index.
 func (k Kind) Nearest(e Evidence, tolerance time.Duration) (*Op, bool) {
 	if !k.ok {
 		return nil, false
@@ -28,22 +30,22 @@ func (k Kind) Nearest(e Evidence, tolerance time.Duration) (*Op, bool) {
 	if !kd.hasEvidence || len(e.Params) != len(kd.evidence) {
 		return nil, false
 	}
-	wants := make([]paramWant, 0, len(e.Params))
-	readable := make([]bool, 0, len(e.Params))
+	wants := make([]paramWant, len(e.Params))
+	readable := make([]bool, len(e.Params))
 	unitParam := -1
 	for i, p := range e.Params {
-		w, ok := parseParam(kd.evidence[i], trimParam(p))
-		wants = append(wants, w)
-		readable = append(readable, ok)
-		if ok && unitParam < 0 && (w.field == fieldUnit || w.field == fieldUnits) {
+		wants[i], readable[i] = parseParam(kd.evidence[i], trimParam(p))
+		if readable[i] && unitParam < 0 && (wants[i].field == fieldUnit || wants[i].field == fieldUnits) {
 			unitParam = i
 		}
 	}
 	tolerance = max(tolerance, 0)
-	best, bestClass, bestMatched := int32(-1), 4, 0
-	var bestDiff time.Duration
-	for _, i := range ix.byKind[k.id] {
+	n := nearest{best: -1, bestClass: noClass}
+	score := func(i int32) {
 		r := &ix.recs[i]
+		if int(r.kind) != k.id {
+			return
+		}
 		matched, unitMatched := 0, false
 		for p := range wants {
 			if readable[p] && ix.recMatches(r, wants[p:p+1]) {
@@ -55,7 +57,7 @@ func (k Kind) Nearest(e Evidence, tolerance time.Duration) (*Op, bool) {
 		if diff < 0 {
 			diff = -diff
 		}
-		class := 4
+		class := noClass
 		switch {
 		case matched == len(wants):
 			class = 1
@@ -64,18 +66,75 @@ func (k Kind) Nearest(e Evidence, tolerance time.Duration) (*Op, bool) {
 		case unitMatched:
 			class = 3
 		}
-		if class == 4 {
-			continue
-		}
-		better := class < bestClass ||
-			class == bestClass && class == 2 && matched > bestMatched ||
-			class == bestClass && (class != 2 || matched == bestMatched) && diff < bestDiff
-		if best < 0 || better {
-			best, bestClass, bestMatched, bestDiff = i, class, matched, diff
+		n.offer(i, class, matched, diff)
+	}
+	// Classes 1 and 3 need the cited UnitId (or, without one, every parameter:
+	// the cited asset or power); class 2 is within tolerance of the cited time.
+	list := ix.byKind[k.id]
+	if unitParam >= 0 {
+		list = ix.unitList(wants[unitParam].unit)
+	} else {
+		for p, w := range wants {
+			if !readable[p] {
+				list = nil // class 1 needs every parameter
+				break
+			}
+			if w.field == fieldAsset {
+				list = ix.nameList(ix.byAsset, w.text)
+				break
+			}
+			if w.field == fieldPower {
+				list = ix.nameList(ix.byPower, w.text)
+				break
+			}
 		}
 	}
-	if best < 0 {
+	for _, i := range list {
+		score(i)
+	}
+	all := ix.byKind[k.id]
+	lo, hi := satSub(e.At, tolerance), satAdd(e.At, tolerance)
+	i, j := 0, len(all)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if ix.recs[all[h]].at < lo {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	for ; i < len(all) && ix.recs[all[i]].at <= hi; i++ {
+		score(all[i])
+	}
+	if n.best < 0 {
 		return nil, false
 	}
-	return ix.opPtr(best), true
+	return ix.opPtr(n.best), true
+}
+
+// noClass is an operation Nearest does not offer.
+const noClass = 4
+
+// nearest is the best operation Nearest has seen.
+type nearest struct {
+	best        int32
+	bestClass   int
+	bestMatched int
+	bestDiff    time.Duration
+}
+
+// offer takes operation i when it is better: a lower class; in class 2 more
+// matched parameters; then closer in time; then earlier (ops are indexed in time
+// order), whatever order the lists offer them in.
+func (n *nearest) offer(i int32, class, matched int, diff time.Duration) {
+	if class == noClass || i == n.best {
+		return
+	}
+	same := class == n.bestClass && (class != 2 || matched == n.bestMatched)
+	better := n.best < 0 || class < n.bestClass ||
+		class == n.bestClass && class == 2 && matched > n.bestMatched ||
+		same && (diff < n.bestDiff || diff == n.bestDiff && i < n.best)
+	if better {
+		n.best, n.bestClass, n.bestMatched, n.bestDiff = i, class, matched, diff
+	}
 }
