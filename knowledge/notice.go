@@ -69,9 +69,9 @@ func noticeRank(h string) int {
 	return len(NoticeHeadings) - 1
 }
 
-// MostSerious returns the most serious of the findings' headings
+// mostSerious returns the most serious of the findings' headings
 // (NoticeUnverified when there are none).
-func MostSerious(findings []NoticeFinding) string {
+func mostSerious(findings []NoticeFinding) string {
 	best := len(NoticeHeadings) - 1
 	for _, f := range findings {
 		best = min(best, noticeRank(f.Heading))
@@ -156,7 +156,7 @@ func (d *NoticeData) AddClaim(c NoticeClaim) {
 		return
 	}
 	slices.SortStableFunc(c.Findings, func(a, b NoticeFinding) int { return noticeRank(a.Heading) - noticeRank(b.Heading) })
-	c.Heading = MostSerious(c.Findings)
+	c.Heading = mostSerious(c.Findings)
 	g := d.group(c.Heading)
 	g.Claims = append(g.Claims, c)
 }
