@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/strictyaml"
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/knowledge/rawjson"
 	"github.com/factgate/factgate/proxy/console"
@@ -277,10 +276,8 @@ func LoadConfig(path string) (*Config, error) {
 // the source in errors.
 func ParseConfig(b []byte, file string) (*Config, error) {
 	cfg := &Config{File: file}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
+	if err := strictyaml.Decode(b, file, cfg); err != nil && !errors.Is(err, strictyaml.ErrEmpty) {
+		return nil, err
 	}
 	cfg.applyDefaults()
 	if err := cfg.Validate(); err != nil {

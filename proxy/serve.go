@@ -154,6 +154,13 @@ func isSmallBuffer(err error) bool {
 	return errors.As(err, &sb) || bytes.Contains([]byte(err.Error()), []byte("small read buffer"))
 }
 
+// modelNotFound is the 404 for a chat completion or a Responses request whose
+// model no route serves, on a config without a default route.
+func modelNotFound(model string) *interceptors.Error {
+	return &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
+		Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model)}
+}
+
 // handleChat serves POST /v1/chat/completions.
 func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 	start := time.Now()
@@ -168,8 +175,7 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 	model := head.model.Str
 	rt := s.routeFor(model)
 	if rt == nil {
-		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
-			Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model)})
+		s.fail(rc, s.passMetrics, start, modelNotFound(model))
 		return
 	}
 	if len(rt.chain) == 0 {
@@ -296,7 +302,11 @@ func (s *Server) handleReady(rc *fasthttp.RequestCtx) {
 // (the client key, or the console session's), what and the status.
 func (s *Server) handleAPI(rc *fasthttp.RequestCtx) {
 	start := time.Now()
-	if s.console != nil && console.Public(rc.Path()) {
+	if console.Public(rc.Path()) {
+		if s.console == nil {
+			s.consoleOff(rc)
+			return
+		}
 		s.console.ServePublic(rc)
 		if string(rc.Path()) == console.SessionPath {
 			v, _ := console.ViewerFrom(rc)

@@ -22,6 +22,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/strictyaml"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/knowledge"
@@ -215,7 +216,8 @@ func CheckConfig(path string) (warnings []string, err error) {
 // (cfg.File), then the key.
 func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	defer func() {
-		if err != nil && cfg.File != "" {
+		var located *strictyaml.Error
+		if err != nil && cfg.File != "" && !(errors.As(err, &located) && located.File != "") {
 			err = fmt.Errorf("%s: %w", cfg.File, err)
 		}
 	}()
@@ -383,6 +385,7 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	if err := s.newConsole(); err != nil {
 		return nil, err
 	}
+	s.logUpstreamKeys()
 	s.registerMemoryBudget()
 	s.metricsH = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	if cfg.Server.MetricsListen != "" {
