@@ -147,8 +147,9 @@ const (
 	OutcomeAccepted = "accepted"
 	// OutcomeResolved: a revision or repair left no issue at or above the threshold.
 	OutcomeResolved = "resolved"
-	// OutcomeImproved: the returned revision has fewer severe issues than the draft,
-	// but some remain; its flagged claims were downgraded.
+	// OutcomeImproved: the returned revision is better than the draft by the order
+	// the delivered attempt is chosen by (revise.Rank), but issues remain; its
+	// flagged claims were downgraded.
 	OutcomeImproved = "improved"
 	// OutcomeDowngraded: no attempt beat the draft (or revisions are off); the
 	// draft's flagged claims were downgraded.
@@ -257,6 +258,10 @@ type NoticeIssue struct {
 	Code     string   `json:"code"`
 	Severity Severity `json:"severity"`
 	Path     string   `json:"path"`
+	// Heading is the notice heading the issue is named under (contradiction,
+	// citation, weak or unverified; see knowledge.NoticeHeadings); a claim's
+	// entry stands under the most serious heading of its issues.
+	Heading string `json:"heading"`
 }
 
 // NewTrace starts a trace with a random id. Its Notes, Attempts and

@@ -270,6 +270,7 @@ func appendNoticeIssue(b []byte, is *NoticeIssue) []byte {
 	b = appendKey(b, "severity")
 	b = appendString(b, is.Severity.String()) // its MarshalText
 	b = appendStringMember(b, "path", is.Path)
+	b = appendStringMember(b, "heading", is.Heading)
 	return append(b, '}')
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/strictyaml"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/knowledge"
@@ -228,7 +229,8 @@ func CheckConfig(path string) (warnings []string, err error) {
 // (cfg.File), then the key.
 func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	defer func() {
-		if err != nil && cfg.File != "" {
+		var located *strictyaml.Error
+		if err != nil && cfg.File != "" && !(errors.As(err, &located) && located.File != "") {
 			err = fmt.Errorf("%s: %w", cfg.File, err)
 		}
 	}()
@@ -397,6 +399,7 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	if err := s.newConsole(); err != nil {
 		return nil, err
 	}
+	s.logUpstreamKeys()
 	s.registerMemoryBudget()
 	if s.tel, err = telemetry.New(cfg.Telemetry, s.metrics.reg, s.log, s.telOpts...); err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
@@ -419,6 +422,7 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		ErrorHandler:       s.handleReadError,
+		ExpectHandler:      s.expectContinue,
 		Name:               "factgate",
 		ReadBufferSize:     int(cfg.Server.MaxHeaderSize),
 		MaxRequestBodySize: int(cfg.Server.MaxRequestBody),
@@ -566,8 +570,10 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // connections and waits for in-flight requests to finish. Then it waits for
 // what the answered requests left to write in the background — each stage's
 // (interceptors.Cleaner: A/B counters, fact indexes) and its own (traces) — so
-// that a deploy loses none of it. ctx bounds all three; afterwards upstream
-// connections and registered closers (the cache among them) are closed.
+// that a deploy loses none of it — and what Redis could not take while it
+// failed (the cache's pending writes) is written now (flushPending). ctx
+// bounds all of it; afterwards upstream connections and registered closers (the
+// cache among them) are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	// A second Shutdown (the first one timed out) does not wait the grace again.
 	if grace := s.cfg.Server.DrainGraceDuration(); !s.draining.Swap(true) && grace > 0 {
@@ -593,6 +599,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if err == nil {
 			err = werr
 		}
+	}
+	if ferr := s.flushPending(ctx); ferr != nil && err == nil {
+		err = ferr
 	}
 	// The spans of every request, trace saves included, are ended: export them.
 	if terr := s.tel.Shutdown(ctx); terr != nil {

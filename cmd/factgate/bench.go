@@ -50,8 +50,8 @@ var benchModes = map[string]benchMode{
 	"validate":    {name: "validate", model: "bench-validate"},
 }
 
-// Targets of issue 16 for the validating route, measured against a direct call that
-// carries the same request in the same run.
+// The validating route's performance targets (docs/performance.md "Targets"),
+// measured against a direct call that carries the same request in the same run.
 const (
 	targetValidateRatio = 0.5  // validating req/s ≥ this × direct's
 	targetValidateP99   = 2.0  // validating p99 ≤ this × direct's
@@ -83,7 +83,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	rssRequests := fs.Int("rss-requests", 0, "memory check: after the modes, send N validating requests, record the proxy's RSS, send N more, record again (0: off)")
 	tracing := fs.Bool("tracing", false, "also measure a proxy with OpenTelemetry tracing on (telemetry.enabled, OTEL_TRACES_SAMPLER=always_on) beside the one without, interleaved, exporting to --otlp-endpoint or to an OTLP receiver this process runs")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "with --tracing: the OTLP/HTTP collector the traced proxy exports to, e.g. http://127.0.0.1:4318 (\"\": one in this process that accepts and counts the spans)")
-	clientName := fs.String("client", clientFasthttp, "the load driver's HTTP client: "+clientFasthttp+" (the lightest), or "+clientNetHTTP+" (Go's standard client, which hey — the load generator of issue 16's measurements — uses)")
+	clientName := fs.String("client", clientFasthttp, "the load driver's HTTP client: "+clientFasthttp+" (the lightest), or "+clientNetHTTP+" (Go's standard client, as the load generator hey uses)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: factgate bench [flags]")
 		fmt.Fprintln(stderr, "\nStarts the mock upstream (factgate mock-upstream) and the proxy (factgate serve) as")
@@ -91,7 +91,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "requests at the mock directly and through the proxy, interleaved, for --rounds")
 		fmt.Fprintln(stderr, "rounds, and prints per target the median req/s, p50 and p99 of the rounds with")
 		fmt.Fprintln(stderr, "their min–max, the ratio proxy/direct, and the RSS of the proxy and of the mock.")
-		fmt.Fprintln(stderr, "The validate mode also prints issue 16's targets with PASS or MISS; --rss-requests")
+		fmt.Fprintln(stderr, "The validate mode also prints the performance targets with PASS or MISS; --rss-requests")
 		fmt.Fprintln(stderr, "adds the memory check; --tracing a third target, a proxy with OpenTelemetry tracing on.")
 		fmt.Fprintln(stderr, "All traffic stays on 127.0.0.1 and is bounded in count and time.")
 		fmt.Fprintln(stderr, "See docs/performance.md.")
@@ -337,7 +337,7 @@ func checkValidated(issues []byte) error {
 }
 
 // printMode prints one mode's table: a row per target, the ratio and, for the
-// validating route, the issue's targets.
+// validating route, the performance targets.
 func printMode(w io.Writer, m benchMode, targets []benchTarget, results [][]benchResult) {
 	fmt.Fprintf(w, "%-12s %-10s %s %s %s %7s\n", "mode", "target", padRight("req/s [min–max]", 22),
 		padLeft("p50", 9), padRight("   p99 [min–max]", 30), "errors")
@@ -424,7 +424,7 @@ func printMode(w io.Writer, m benchMode, targets []benchTarget, results [][]benc
 }
 
 // runMemoryCheck sends n validating requests twice and prints the proxy's RSS after
-// each against issue 16's target: ≤ 64 MB + the configured budgets, and flat. It
+// each against its target: ≤ 64 MB + the configured budgets, and flat. It
 // returns how many requests it sent.
 func runMemoryCheck(ctx context.Context, w io.Writer, t benchTarget, body []byte, n, c int, maxTime time.Duration,
 	mem benchMemory, budget soakBudget, haveBudget bool) (sent int) {
