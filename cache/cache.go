@@ -78,6 +78,40 @@ type Confirmer interface {
 	SetMembersConfirmed(ctx context.Context, key string) (members []string, confirmed bool, err error)
 }
 
+// ValueConfirmer is implemented by a cache that keeps values read from a shared
+// tier in memory (Tiered), where a value another replica deleted or replaced
+// lives on until its local ttl ends.
+type ValueConfirmer interface {
+	// GetConfirmed is Get that asks the shared tier first, whatever memory holds,
+	// so that a value another replica deleted or replaced is never served from
+	// memory while the shared tier answers; confirmed reports that it did. A
+	// delete or durable value of this process still waiting to be replayed wins
+	// over what the shared tier holds. The slice must not be modified.
+	GetConfirmed(ctx context.Context, key string) (value []byte, ok, confirmed bool, err error)
+}
+
+// GetConfirmed reads key from the shared tier first when c is a ValueConfirmer
+// (see ValueConfirmer.GetConfirmed); any other cache is one replica's whole
+// truth, and confirmed when Get did not fail.
+func GetConfirmed(ctx context.Context, c Cache, key string) (value []byte, ok, confirmed bool, err error) {
+	if cf, is := c.(ValueConfirmer); is {
+		return cf.GetConfirmed(ctx, key)
+	}
+	value, ok, err = c.Get(ctx, key)
+	return value, ok, err == nil, err
+}
+
+// Flusher is implemented by a cache that keeps the writes its shared tier could
+// not take, to replay them when it answers again (Tiered). At shutdown the
+// process flushes them rather than lose them silently.
+type Flusher interface {
+	// Flush writes the pending writes to the shared tier now, trying again every
+	// probe interval while it fails, until none is left or ctx ends. It returns
+	// how many writes are still unwritten by the namespace of their key (the part
+	// before its first ':': "trace", "experiment", "facts"); nil when none is.
+	Flush(ctx context.Context) map[string]int
+}
+
 // SetMembersConfirmed returns the set's members and whether they are every
 // replica's as far as c can tell: a Confirmer says so itself; any other cache is
 // confirmed when SetMembers did not fail (a memory-only cache is one replica's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,6 +26,9 @@ type pendingWrites struct {
 	// bytes is what they hold, against MaxPendingBytes: keys, members, field names
 	// and values, each with a fixed overhead.
 	bytes int64
+	// ownerBytes is what the values written through each cache made by Separate
+	// hold (by its owner number), against that cache's share (pendingShare).
+	ownerBytes map[uint8]int64
 }
 
 // pendingLimits are the bounds of the pending writes: a count and bytes.
@@ -36,6 +40,9 @@ type pendingLimits struct {
 type pendingValue struct {
 	value []byte
 	ttl   time.Duration
+	// owner is the cache made by Separate the value was written through; 0 for
+	// the cache itself.
+	owner uint8
 }
 
 type pendingSet struct {
@@ -54,10 +61,11 @@ const pendingOverhead = 64
 
 func newPendingWrites() *pendingWrites {
 	return &pendingWrites{
-		deletes: map[string]struct{}{},
-		values:  map[string]pendingValue{},
-		sets:    map[string]*pendingSet{},
-		hashes:  map[string]*pendingHash{},
+		deletes:    map[string]struct{}{},
+		values:     map[string]pendingValue{},
+		ownerBytes: map[uint8]int64{},
+		sets:       map[string]*pendingSet{},
+		hashes:     map[string]*pendingHash{},
 	}
 }
 
@@ -94,6 +102,9 @@ func (p *pendingWrites) forgetValue(key string) {
 	if v, ok := p.values[key]; ok {
 		p.size--
 		p.bytes -= valueCost(key, v.value)
+		if v.owner != 0 {
+			p.ownerBytes[v.owner] -= valueCost(key, v.value)
+		}
 		delete(p.values, key)
 	}
 }
@@ -134,10 +145,12 @@ func (p *pendingWrites) addDelete(key string, limit pendingLimits) bool {
 	return true
 }
 
-// addValue records value under key with its ttl, replacing an older pending value.
-// It reports false when the bounds leave no room (the older value, if any, stays).
-// The slice is kept, not copied: the cache owns values after Set.
-func (p *pendingWrites) addValue(key string, value []byte, ttl time.Duration, limit pendingLimits) bool {
+// addValue records value under key with its ttl, written through the cache
+// numbered owner (0: the cache itself), replacing an older pending value. It
+// reports false when the bounds leave no room, or an owner's values would hold
+// more than ownerCap bytes (0: no cap of its own); the older value, if any,
+// stays. The slice is kept, not copied: the cache owns values after Set.
+func (p *pendingWrites) addValue(key string, value []byte, ttl time.Duration, limit pendingLimits, owner uint8, ownerCap int64) bool {
 	old, had := p.values[key]
 	n, cost := 1, valueCost(key, value)
 	if had {
@@ -146,10 +159,28 @@ func (p *pendingWrites) addValue(key string, value []byte, ttl time.Duration, li
 	if !p.fits(n, cost, limit) {
 		return false
 	}
-	p.values[key] = pendingValue{value: value, ttl: ttl}
+	if owner != 0 && ownerCap > 0 && p.ownerBytes[owner]+valueCost(key, value) > ownerCap+ownedBy(old, had, owner, key) {
+		return false
+	}
+	if had && old.owner != 0 {
+		p.ownerBytes[old.owner] -= valueCost(key, old.value)
+	}
+	p.values[key] = pendingValue{value: value, ttl: ttl, owner: owner}
+	if owner != 0 {
+		p.ownerBytes[owner] += valueCost(key, value)
+	}
 	p.size += n
 	p.bytes += cost
 	return true
+}
+
+// ownedBy is what an older value under key (had) holds of owner's share: the
+// room a replacing value takes back.
+func ownedBy(old pendingValue, had bool, owner uint8, key string) int64 {
+	if had && old.owner == owner {
+		return valueCost(key, old.value)
+	}
+	return 0
 }
 
 // addMember records member of the set under key with the set's latest ttl.
@@ -197,6 +228,42 @@ func (p *pendingWrites) addDeltas(key string, deltas map[string]int64, ttl time.
 	h.ttl = ttl
 	p.hashes[key] = h
 	return true
+}
+
+// deleted reports a delete of key waiting to be replayed.
+func (p *pendingWrites) deleted(key string) bool {
+	if p == nil {
+		return false
+	}
+	_, ok := p.deletes[key]
+	return ok
+}
+
+// byNamespace counts the writes by the namespace of their key: the part before
+// its first ':' (the whole key when it has none). A set's members and a hash's
+// fields count one each, as against MaxPendingWrites.
+func (p *pendingWrites) byNamespace(into map[string]int) {
+	if p == nil {
+		return
+	}
+	ns := func(key string) string {
+		if i := strings.IndexByte(key, ':'); i >= 0 {
+			return key[:i]
+		}
+		return key
+	}
+	for key := range p.deletes {
+		into[ns(key)]++
+	}
+	for key := range p.values {
+		into[ns(key)]++
+	}
+	for key, s := range p.sets {
+		into[ns(key)] += len(s.members)
+	}
+	for key, h := range p.hashes {
+		into[ns(key)] += len(h.deltas)
+	}
 }
 
 // value returns the value pending for key.
@@ -319,7 +386,8 @@ func (p *pendingWrites) requeue(older *pendingWrites, limit pendingLimits) (drop
 		if _, newer := p.values[key]; newer {
 			continue
 		}
-		if !p.addValue(key, v.value, v.ttl, limit) {
+		// Admitted under its owner's share once: only the total bounds it now.
+		if !p.addValue(key, v.value, v.ttl, limit, v.owner, 0) {
 			dropped++
 		}
 	}

@@ -125,6 +125,13 @@ type Tiered struct {
 	// view is set on a cache made by Separate: it shares its parent's Redis state
 	// and closes only its own memory tier.
 	view bool
+	// owner numbers a view's durable values among the pending writes, and
+	// pendingShare bounds what they may hold there (a quarter of
+	// MaxPendingBytes), so that one kind of entry (traces) never crowds out the
+	// values that cannot be rebuilt (session fact indexes). 0 for the cache
+	// itself.
+	owner        uint8
+	pendingShare int64
 	*tieredShared
 }
 
@@ -151,11 +158,13 @@ type tieredShared struct {
 	inflight *pendingWrites
 	// onRecover are the functions OnRecover registered.
 	onRecover []func(context.Context)
-	probing   bool
-	flushing  bool
-	closed    bool
-	done      chan struct{}
-	wg        sync.WaitGroup
+	// views counts the caches Separate made, to number them.
+	views    uint8
+	probing  bool
+	flushing bool
+	closed   bool
+	done     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // NewTiered puts memory in front of remote. reg receives factgate_cache_errors_total
@@ -202,7 +211,8 @@ func newTiered(memory *Memory, remote remoteBackend, cfg TieredConfig, reg prome
 // Separate returns a cache that keeps its in-process entries in a memory tier of
 // its own, bounded by cfg, in front of the same Redis as c: one kind of entry
 // (traces) then never evicts another's (fact indexes, counters) from memory, while
-// Redis, its health, backoff and pending writes stay shared. For a Memory it is a
+// Redis, its health, backoff and pending writes stay shared. Its durable values
+// may hold at most a quarter of MaxPendingBytes among the pending writes. For a Memory it is a
 // new Memory; any other cache is returned as it is. The second result is the new
 // memory tier (for its metrics; nil when c was returned). Closing the result drops
 // its memory tier only.
@@ -213,7 +223,11 @@ func Separate(c Cache, cfg MemoryConfig) (Cache, *Memory) {
 		return m, m
 	case *Tiered:
 		m := NewMemory(cfg)
-		return &Tiered{memory: m, view: true, tieredShared: c.tieredShared}, m
+		c.mu.Lock()
+		c.views++
+		owner := c.views
+		c.mu.Unlock()
+		return &Tiered{memory: m, view: true, owner: owner, pendingShare: int64(c.cfg.MaxPendingBytes) / 4, tieredShared: c.tieredShared}, m
 	default:
 		return c, nil
 	}
@@ -251,6 +265,47 @@ func (t *Tiered) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	return value, ok, nil
 }
 
+// GetConfirmed implements ValueConfirmer: it reads key from Redis whatever memory
+// holds (a value read there stays in memory for LocalTTL, a key gone there is
+// dropped from memory), so that a value another replica deleted is not served
+// from memory while Redis answers. A delete of this process waiting to be
+// replayed answers "absent", a durable value waiting to be replayed is returned
+// over Redis's: both are newer than what Redis holds. While Redis fails it
+// returns what memory (or a pending durable value) holds, unconfirmed.
+func (t *Tiered) GetConfirmed(ctx context.Context, key string) ([]byte, bool, bool, error) {
+	t.mu.Lock()
+	gone := t.pending.deleted(key) || t.inflight.deleted(key)
+	waiting, isWaiting := t.pending.value(key)
+	if !isWaiting {
+		waiting, isWaiting = t.inflight.value(key)
+	}
+	t.mu.Unlock()
+	if gone {
+		return nil, false, true, nil
+	}
+	if t.useRemote() {
+		value, ok, err := t.remote.Get(ctx, key)
+		if err == nil {
+			t.succeeded()
+			switch {
+			case isWaiting:
+				return waiting, true, true, nil
+			case ok:
+				_ = t.memory.Set(ctx, key, value, t.cfg.LocalTTL.Std())
+			default:
+				_ = t.memory.Delete(ctx, key)
+			}
+			return value, ok, true, nil
+		}
+		t.failed(ctx, "get", err)
+	}
+	value, ok, err := t.memory.Get(ctx, key)
+	if err == nil && !ok && isWaiting {
+		value, ok = waiting, true
+	}
+	return value, ok, false, err
+}
+
 // Set stores value in memory and in Redis for ttl (zero: the default TTL). While
 // Redis fails the value lives in memory only: a lost cached value is rebuilt.
 func (t *Tiered) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
@@ -282,7 +337,9 @@ func (t *Tiered) set(ctx context.Context, key string, value []byte, ttl time.Dur
 		t.failed(ctx, "set", err)
 	}
 	if durable {
-		t.keepPending(func(p *pendingWrites, limit pendingLimits) bool { return p.addValue(key, value, ttl, limit) })
+		t.keepPending(func(p *pendingWrites, limit pendingLimits) bool {
+			return p.addValue(key, value, ttl, limit, t.owner, t.pendingShare)
+		})
 	}
 }
 
@@ -682,6 +739,85 @@ func (t *tieredShared) flush() {
 	}
 }
 
+// Flush implements Flusher: it replays the pending writes in the caller's
+// goroutine (after a replay running in the background ended), trying again every
+// ProbeInterval while Redis fails, until none is left or ctx ends; it returns
+// what is left by key namespace, nil when nothing is.
+func (t *tieredShared) Flush(ctx context.Context) map[string]int {
+	for {
+		done, err := t.flushOnce(ctx)
+		switch {
+		case done:
+			return nil
+		case ctx.Err() != nil:
+			return t.unwritten()
+		case err == nil:
+			continue // writes made meanwhile: replay them too
+		}
+		wait := time.NewTimer(t.cfg.ProbeInterval.Std())
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return t.unwritten()
+		case <-wait.C:
+		}
+	}
+}
+
+// flushOnce replays the pending writes once; done reports that none is left.
+func (t *tieredShared) flushOnce(ctx context.Context) (done bool, err error) {
+	var batch *pendingWrites
+	for batch == nil {
+		t.mu.Lock()
+		switch {
+		case !t.flushing && t.pending.empty():
+			t.mu.Unlock()
+			return true, nil
+		case !t.flushing:
+			t.flushing = true
+			batch = t.pending
+			t.inflight, t.pending = batch, newPendingWrites()
+		}
+		t.mu.Unlock()
+		if batch == nil {
+			// A replay runs in the background: let it finish.
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	err = batch.replay(ctx, t.remote, &t.mu)
+	t.mu.Lock()
+	t.flushing, t.inflight = false, nil
+	dropped := t.pending.requeue(batch, t.cfg.limits())
+	done = t.pending.empty()
+	t.mu.Unlock()
+	if dropped > 0 {
+		t.metrics.errors.WithLabelValues("pending_dropped").Add(float64(dropped))
+	}
+	if err != nil {
+		t.failed(ctx, "replay", err)
+		return false, err
+	}
+	t.succeeded()
+	return done, nil
+}
+
+// unwritten counts the pending writes by key namespace; nil when none is.
+func (t *tieredShared) unwritten() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending.empty() && t.inflight.empty() {
+		return nil
+	}
+	out := map[string]int{}
+	t.pending.byNamespace(out)
+	t.inflight.byNamespace(out)
+	return out
+}
+
 // tieredMetrics are the fallback's Prometheus metrics.
 type tieredMetrics struct {
 	errors   *prometheus.CounterVec
@@ -733,7 +869,9 @@ func unionSorted(a, b []string) []string {
 }
 
 var (
-	_ Cache     = (*Tiered)(nil)
-	_ Durable   = (*Tiered)(nil)
-	_ Confirmer = (*Tiered)(nil)
+	_ Cache          = (*Tiered)(nil)
+	_ Durable        = (*Tiered)(nil)
+	_ Confirmer      = (*Tiered)(nil)
+	_ ValueConfirmer = (*Tiered)(nil)
+	_ Flusher        = (*Tiered)(nil)
 )

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +34,16 @@ const kustomizeDir = "deploy/kubernetes"
 func renderKustomization(t *testing.T) []map[string]any {
 	t.Helper()
 	if kubectl, err := exec.LookPath("kubectl"); err == nil {
-		out, err := exec.Command(kubectl, "kustomize", kustomizeDir).Output()
+		kubeconfig, asked := ownAPIServer(t)
+		cmd := exec.Command(kubectl, "kustomize", "--kubeconfig", kubeconfig, kustomizeDir)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		out, err := cmd.Output()
+		for _, r := range asked() {
+			if !strings.HasPrefix(r, "GET /version") {
+				t.Errorf("kubectl kustomize asked the API server %q: rendering should need no cluster", r)
+			}
+		}
+		t.Logf("kubectl's API server calls, all to the test's own listener: %q", asked())
 		if err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
@@ -362,5 +375,38 @@ func TestComposeThreeReplicasBehindTheLoadBalancer(t *testing.T) {
 	}
 	if replicas != 3 {
 		t.Fatalf("compose.yaml runs %d factgate replicas, want 3", replicas)
+	}
+}
+
+// ownAPIServer writes a kubeconfig whose only cluster is a listener this test
+// owns, and returns its path and what kubectl asked that listener. kubectl
+// kustomize asks the API server for its version (GET /version) even to render
+// offline; without a kubeconfig that goes to 127.0.0.1:8080, where a developer's
+// machine may run anything. The listener answers 404, at once.
+func ownAPIServer(t *testing.T) (kubeconfig string, asked func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var calls []string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls = append(calls, r.Method+" "+r.URL.RequestURI())
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(api.Close)
+	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	text := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test-own, cluster: {server: %q}}]
+contexts: [{name: test-own, context: {cluster: test-own}}]
+current-context: test-own
+`, api.URL)
+	if err := os.WriteFile(kubeconfig, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
@@ -281,8 +282,22 @@ func (ex *Exchange) SetHeader(name, value string) {
 // ValidateAnswer runs the registered validators on content: deterministic ones first,
 // then LLM-backed ones, which are skipped when a Fatal issue exists. Errors of
 // individual validators are returned beside the issues; the caller decides what a
-// failed validator means for the request.
+// failed validator means for the request. With tracing on it is the span
+// factgate.validate, and the judge calls of LLM-backed validators are under it.
 func (ex *Exchange) ValidateAnswer(ctx context.Context, content string) ([]Issue, []error) {
+	ctx, span := StartSpan(ctx, "factgate.validate")
+	issues, errs := ex.validateAnswer(ctx, content)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("factgate.issues", CountSeverities(issues).String()))
+		if len(errs) > 0 {
+			span.SetAttributes(attribute.Bool("factgate.validation_incomplete", true))
+		}
+	}
+	span.End()
+	return issues, errs
+}
+
+func (ex *Exchange) validateAnswer(ctx context.Context, content string) ([]Issue, []error) {
 	issues, errs := ex.CheckAnswer(ctx, content)
 	if m, ok := MaxSeverity(issues); ok && m == Fatal {
 		return issues, errs

@@ -15,10 +15,16 @@ import (
 type Trace struct {
 	mu sync.Mutex
 
-	ID      string    `json:"id"`
-	Route   string    `json:"route"`
-	Variant string    `json:"variant,omitempty"`
-	Started time.Time `json:"started"`
+	ID string `json:"id"`
+	// TraceParent is the W3C traceparent of the request's OpenTelemetry server
+	// span ("00-<trace id>-<span id>-<flags>") when tracing is on: the trace and
+	// span an operator's tracing backend shows for this request. Its trace id is
+	// ID, unless the client sent a traceparent of its own (see
+	// proxy/telemetry.Request.Adopt).
+	TraceParent string    `json:"traceparent,omitempty"`
+	Route       string    `json:"route"`
+	Variant     string    `json:"variant,omitempty"`
+	Started     time.Time `json:"started"`
 	// Owner names who may read the trace through the API: "key:<name>" for the
 	// client key that made the request, "credential:<hash>" for a passthrough
 	// client's credential, "" for nobody but an admin key. The proxy sets it.
@@ -141,8 +147,9 @@ const (
 	OutcomeAccepted = "accepted"
 	// OutcomeResolved: a revision or repair left no issue at or above the threshold.
 	OutcomeResolved = "resolved"
-	// OutcomeImproved: the returned revision has fewer severe issues than the draft,
-	// but some remain; its flagged claims were downgraded.
+	// OutcomeImproved: the returned revision is better than the draft by the order
+	// the delivered attempt is chosen by (revise.Rank), but issues remain; its
+	// flagged claims were downgraded.
 	OutcomeImproved = "improved"
 	// OutcomeDowngraded: no attempt beat the draft (or revisions are off); the
 	// draft's flagged claims were downgraded.
@@ -251,6 +258,10 @@ type NoticeIssue struct {
 	Code     string   `json:"code"`
 	Severity Severity `json:"severity"`
 	Path     string   `json:"path"`
+	// Heading is the notice heading the issue is named under (contradiction,
+	// citation, weak or unverified; see knowledge.NoticeHeadings); a claim's
+	// entry stands under the most serious heading of its issues.
+	Heading string `json:"heading"`
 }
 
 // NewTrace starts a trace with a random id. Its Notes, Attempts and

@@ -76,6 +76,7 @@ const (
 func (t *Trace) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, '{')
 	b = appendStringMember(b, "id", t.ID)
+	b = appendOptionalString(b, "traceparent", t.TraceParent)
 	b = appendStringMember(b, "route", t.Route)
 	b = appendOptionalString(b, "variant", t.Variant)
 	b = appendKey(b, "started")
@@ -269,6 +270,7 @@ func appendNoticeIssue(b []byte, is *NoticeIssue) []byte {
 	b = appendKey(b, "severity")
 	b = appendString(b, is.Severity.String()) // its MarshalText
 	b = appendStringMember(b, "path", is.Path)
+	b = appendStringMember(b, "heading", is.Heading)
 	return append(b, '}')
 }
 

@@ -230,6 +230,11 @@ type MessageSpec struct {
 	// what would confirm the claim (a claim-level issue) or the evidence item left
 	// unverified (an item the facts contradict). Empty: the issue's message.
 	Confirm string `yaml:"confirm"`
+	// Notice is the heading the notice lists the code's findings under
+	// (NoticeContradiction, NoticeCitation, NoticeWeak or NoticeUnverified):
+	// what the finding says about the statement it is about. Empty: the default
+	// for the issue's severity (DefaultNoticeHeading).
+	Notice string `yaml:"notice"`
 
 	MessageTmpl        *template.Template `yaml:"-"`
 	RecommendationTmpl *template.Template `yaml:"-"`

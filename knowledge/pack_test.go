@@ -423,8 +423,8 @@ func TestLoadPackErrorsNameTheFileAndKey(t *testing.T) {
 		edit func(string) string
 		want string
 	}{
-		{"unknown key", "p/pack.yaml", func(s string) string { return s + "colour: red\n" }, `p/pack.yaml: line 22: unknown key "colour"`},
-		{"unknown nested key", "p/pack.yaml", func(s string) string { return strings.Replace(s, "caps:", "capz:", 1) }, `unknown key "capz"`},
+		{"unknown key", "p/pack.yaml", func(s string) string { return s + "colour: red\n" }, "p/pack.yaml:22: colour: unknown key (known keys: name, description"},
+		{"unknown nested key", "p/pack.yaml", func(s string) string { return strings.Replace(s, "caps:", "capz:", 1) }, "p/pack.yaml:17: claims.capz: unknown key (did you mean caps?)"},
 		{"bad regex", "p/pack.yaml", func(s string) string { return strings.Replace(s, `(?P<unit>\d+)$`, `(?P<unit>\d+$`, 1) }, "p/pack.yaml: facts.ops[0].regex: error parsing regexp"},
 		{"missing group", "p/pack.yaml", func(s string) string { return strings.Replace(s, "(?P<value>", "(", 1) }, "context.knowledge_set.regex"},
 		{"unknown op group", "p/pack.yaml", func(s string) string { return strings.Replace(s, "(?P<asset>", "(?P<thing>", 1) }, `unknown group "thing"`},
@@ -569,12 +569,14 @@ func TestLoadPackNoticeTemplate(t *testing.T) {
 		}
 		return fsys
 	}
-	p, err := LoadPack(withNotice("{{range .Contradicted}}{{.Claim}}: {{range .Findings}}{{.Message}}{{end}}{{end}}{{range .Other}}{{.Message}}{{end}}"), "p")
+	p, err := LoadPack(withNotice("{{range .Groups}}{{.Heading}}:{{range .Claims}} {{.Claim}}: {{range .Findings}}{{.Message}}{{end}}{{end}}{{range .Findings}} {{.Message}}{{end}}\n{{end}}"), "p")
 	if err != nil {
 		t.Fatalf("a pack with a notice template does not load: %v", err)
 	}
-	got, err := p.RenderNotice(NoticeData{Contradicted: []NoticeClaim{{Claim: "A", Findings: []NoticeFinding{{Message: "not so"}}}}})
-	if err != nil || got != "A: not so" {
+	var data NoticeData
+	data.AddClaim(NoticeClaim{Claim: "A", Findings: []NoticeFinding{{Message: "not so", Heading: NoticeCitation}}})
+	got, err := p.RenderNotice(data)
+	if err != nil || got != "citation: A: not so" {
 		t.Fatalf("RenderNotice = %q, %v", got, err)
 	}
 	if p, err := LoadPack(minimalPack(), "p"); err != nil || p.Revision.NoticeTmpl != nil {
@@ -586,14 +588,27 @@ func TestLoadPackNoticeTemplate(t *testing.T) {
 		want string
 	}{
 		{"missing file", withNotice(""), `p/pack.yaml: revision.notice_template: reading "notice.tmpl"`},
-		{"syntax", withNotice("{{range .Contradicted}"), "p/notice.tmpl: template:"},
+		{"syntax", withNotice("{{range .Groups}"), "p/notice.tmpl: template:"},
 		{"unknown field", withNotice("{{.Claims}}"), "p/notice.tmpl: template:"},
+		{"the fields before the headings", withNotice("{{range .Contradicted}}{{.Claim}}{{end}}"), "p/notice.tmpl: template:"},
 		{"renders nothing for surviving problems", withNotice("{{/* nothing */}}  \n"), "p/notice.tmpl: the notice renders empty"},
+		{"renders nothing for a heading", withNotice("{{with .Contradiction}}{{range .Claims}}{{.Claim}}{{end}}{{range .Findings}}{{.Message}}{{end}}{{end}}{{with .Unverified}}{{range .Findings}}{{.Message}}{{end}}{{end}}"),
+			"p/notice.tmpl: the notice renders empty for a claim under the citation heading"},
 		{"confirm text syntax", func() fstest.MapFS {
 			fsys := minimalPack()
 			fsys["p/messages.yaml"] = &fstest.MapFile{Data: []byte("x.y:\n  message: m\n  confirm: '{{.Args.unit'\n")}
 			return fsys
 		}(), "p/messages.yaml: x.y.confirm: template:"},
+		{"an unknown notice heading", func() fstest.MapFS {
+			fsys := minimalPack()
+			fsys["p/messages.yaml"] = &fstest.MapFile{Data: []byte("x.y:\n  message: m\n  notice: citations\n")}
+			return fsys
+		}(), `p/messages.yaml: x.y.notice: unknown heading "citations" (want contradiction, citation, weak, unverified)`},
+		{"a heading alone is fine, a recommendation without a message is not", func() fstest.MapFS {
+			fsys := minimalPack()
+			fsys["p/messages.yaml"] = &fstest.MapFile{Data: []byte("x.y:\n  notice: weak\nx.z:\n  notice: weak\n  recommendation: r\n")}
+			return fsys
+		}(), "p/messages.yaml: x.z.message: empty message"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -602,7 +617,63 @@ func TestLoadPackNoticeTemplate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error = %v\nwant it to contain %q", err, tc.want)
 			}
+			if strings.Contains(err.Error(), "x.y.message") {
+				t.Errorf("an entry declaring only its heading is refused: %v", err)
+			}
 		})
+	}
+}
+
+func TestNoticeHeadingOfACode(t *testing.T) {
+	t.Parallel()
+	fsys := minimalPack()
+	fsys["p/messages.yaml"] = &fstest.MapFile{Data: []byte("a.cite:\n  message: m\n  notice: citation\nb.plain:\n  message: m\nc.only:\n  notice: weak\n")}
+	p, err := LoadPack(fsys, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ code, severity, want string }{
+		{"a.cite", "Contradiction", NoticeCitation}, // declared: the severity does not decide
+		{"c.only", "Warning", NoticeWeak},
+		{"b.plain", "Contradiction", NoticeContradiction}, // no declaration: by severity
+		{"b.plain", "WeakEvidence", NoticeWeak},
+		{"b.plain", "Warning", NoticeUnverified},
+		{"b.plain", "Fatal", NoticeUnverified},
+		{"unknown.code", "Contradiction", NoticeContradiction},
+	} {
+		if got := p.NoticeHeading(tc.code, tc.severity); got != tc.want {
+			t.Errorf("NoticeHeading(%s, %s) = %q, want %q", tc.code, tc.severity, got, tc.want)
+		}
+	}
+	if _, ok, _ := p.FormatIssue("c.only", MessageData{}); ok {
+		t.Error("a code declaring only its heading has a message")
+	}
+}
+
+func TestNoticeDataGroupsClaimsUnderTheirMostSeriousHeading(t *testing.T) {
+	t.Parallel()
+	var d NoticeData
+	d.AddFinding(NoticeFinding{Message: "outside", Heading: NoticeUnverified})
+	d.AddClaim(NoticeClaim{Claim: "weak and cited", Findings: []NoticeFinding{{Message: "weak", Heading: NoticeWeak}, {Message: "cite", Heading: NoticeCitation}}})
+	d.AddClaim(NoticeClaim{Claim: "false and cited", Findings: []NoticeFinding{{Message: "cite", Heading: NoticeCitation}, {Message: "false", Heading: NoticeContradiction}}})
+	d.AddClaim(NoticeClaim{Claim: "nothing"})
+	d.AddFinding(NoticeFinding{Message: "odd", Heading: "no such heading"})
+	var headings []string
+	for _, g := range d.Groups {
+		headings = append(headings, g.Heading)
+	}
+	if strings.Join(headings, ",") != "contradiction,citation,unverified" {
+		t.Fatalf("groups %v, want contradiction, citation, unverified in that order", headings)
+	}
+	if d.Contradiction == nil || len(d.Contradiction.Claims) != 1 || d.Contradiction.Claims[0].Claim != "false and cited" ||
+		d.Contradiction.Claims[0].Findings[0].Message != "false" || d.Contradiction.Claims[0].Heading != NoticeContradiction {
+		t.Errorf("contradiction group %+v", d.Contradiction)
+	}
+	if d.Citation == nil || len(d.Citation.Claims) != 1 || d.Citation.Claims[0].Findings[0].Message != "cite" || d.Weak != nil {
+		t.Errorf("citation group %+v, weak %+v: a claim stands once, under its most serious heading", d.Citation, d.Weak)
+	}
+	if d.Unverified == nil || len(d.Unverified.Findings) != 2 {
+		t.Errorf("unverified group %+v, want both findings outside the claims (an unknown heading is unverified)", d.Unverified)
 	}
 }
 
@@ -612,20 +683,23 @@ func TestBuiltinNoticesNameWhatSurvived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := NoticeData{
-		Contradicted: []NoticeClaim{{Path: "unitClaims[0]", Kind: "unit", Unit: "733", Player: "PlayerA", Claim: "AlliedBomberAircraft", Level: "highly likely",
-			Findings: []NoticeFinding{{Code: "timeline.before_production", Severity: "Contradiction", Message: "UnitId 733 在 6:02.00 就已出现，早于 PlayerA 第一次生产 AlliedBomberAircraft 的时间 9:10.00。"}}}},
-		Unverified: []NoticeClaim{{Path: "unitClaims[1]", Kind: "unit", Unit: "587", Claim: "AlliedMCV", Level: "confirmed", LevelName: "确认", NewLevel: "possible", NewLevelName: "可能",
-			Alternatives: []string{"AlliedMiner"}, Findings: []NoticeFinding{{Code: "evidence.ambiguous", Severity: "WeakEvidence", Message: "证据不足。"}}}},
-		Other: []NoticeFinding{{Code: "semantic.failed", Severity: "Warning", Message: "The combat check could not run."}},
-	}
+	var data NoticeData
+	data.AddClaim(NoticeClaim{Path: "unitClaims[0]", Kind: "unit", Unit: "733", Player: "PlayerA", Claim: "AlliedBomberAircraft", Level: "highly likely",
+		Findings: []NoticeFinding{{Code: "timeline.before_production", Severity: "Contradiction", Heading: NoticeContradiction, Message: "UnitId 733 在 6:02.00 就已出现，早于 PlayerA 第一次生产 AlliedBomberAircraft 的时间 9:10.00。"}}})
+	data.AddClaim(NoticeClaim{Path: "unitClaims[1]", Kind: "unit", Unit: "310", Player: "PlayerA", Claim: "AlliedBarracks", Level: "confirmed", LevelName: "确认", NewLevel: "uncertain", NewLevelName: "不确定",
+		Findings: []NoticeFinding{{Code: "evidence.not_in_replay", Severity: "Contradiction", Heading: NoticeCitation, Message: "证据“produce|0:41.50|X|310”在回放中找不到对应的操作。"}}})
+	data.AddClaim(NoticeClaim{Path: "unitClaims[2]", Kind: "unit", Unit: "587", Claim: "AlliedMCV", Level: "confirmed", LevelName: "确认", NewLevel: "possible", NewLevelName: "可能",
+		Alternatives: []string{"AlliedMiner"}, Findings: []NoticeFinding{{Code: "evidence.ambiguous", Severity: "WeakEvidence", Heading: NoticeWeak, Message: "证据不足。"}}})
+	data.AddFinding(NoticeFinding{Code: "semantic.failed", Severity: "Warning", Heading: NoticeUnverified, Message: "The combat check could not run."})
 	for _, tc := range []struct {
 		pack string
 		want []string
 	}{
-		{"ra3", []string{"⚠ 以下判断与录像不符，未能修正：\n- “UnitId 733 是 AlliedBomberAircraft”：UnitId 733 在 6:02.00", "9:10.00",
+		{"ra3", []string{"⚠ 以下判断与录像不符，未能修正：\n- “PlayerA 的 UnitId 733 是 AlliedBomberAircraft”：UnitId 733 在 6:02.00", "9:10.00",
+			"⚠ 以下判断引用的证据在录像中找不到（判断本身未必有误）：\n- “PlayerA 的 UnitId 310 是 AlliedBarracks”（确认 → 不确定）：证据“produce|0:41.50|X|310”",
 			"⚠ 以下判断证据不足，不能当作定论：\n- “UnitId 587 是 AlliedMCV”（确认 → 可能；也可能是 AlliedMiner）：证据不足。", "⚠ 未能核实：\n- The combat check could not run."}},
-		{"dnd", []string{"Not consistent with the transcript:", "Not verified:\n- The combat check could not run."}},
+		{"dnd", []string{"Not consistent with the transcript:\n- AlliedBomberAircraft: UnitId 733", "Cited evidence not found in the transcript (the statement itself may be right):\n- AlliedBarracks:",
+			"Not well supported:\n- AlliedMCV: 证据不足。", "Not verified:\n- The combat check could not run."}},
 	} {
 		got, err := reg.Pack(tc.pack).RenderNotice(data)
 		if err != nil {
@@ -636,8 +710,39 @@ func TestBuiltinNoticesNameWhatSurvived(t *testing.T) {
 				t.Errorf("%s notice lacks %q:\n%s", tc.pack, w, got)
 			}
 		}
+		if strings.Contains(got, "\n\n\n") || !strings.Contains(got, "\n\n") {
+			t.Errorf("%s: the sections are not separated by one blank line:\n%s", tc.pack, got)
+		}
 		if got, err := reg.Pack(tc.pack).RenderNotice(NoticeData{}); err != nil || got != "" {
 			t.Errorf("%s: with nothing surviving the notice is %q (%v), want empty", tc.pack, got, err)
+		}
+	}
+}
+
+// TestBuiltinPacksDeclareTheHeadingOfEveryCode: a built-in pack's messages say,
+// for every code they have a text for, which heading the notice lists it under.
+func TestBuiltinPacksDeclareTheHeadingOfEveryCode(t *testing.T) {
+	t.Parallel()
+	reg, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ra3", "dnd"} {
+		p := reg.Pack(name)
+		for code, m := range p.Messages {
+			if !IsNoticeHeading(m.Notice) {
+				t.Errorf("%s: %s declares no notice heading", name, code)
+			}
+		}
+	}
+	ra3 := reg.Pack("ra3")
+	for code, want := range map[string]string{
+		"evidence.not_in_replay": NoticeCitation, "evidence.out_of_range": NoticeCitation, "power.not_used": NoticeCitation,
+		"player.mismatch": NoticeContradiction, "timeline.before_production": NoticeContradiction, "asset.power_mismatch": NoticeContradiction,
+		"claim.no_evidence": NoticeWeak, "evidence.ambiguous": NoticeWeak, "builder.not_observed": NoticeWeak,
+	} {
+		if got := ra3.Messages[code].Notice; got != want {
+			t.Errorf("ra3: %s is under %q, want %q", code, got, want)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package knowledge
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,7 @@ import (
 	"strings"
 	"text/template"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/factgate/factgate/configs/strictyaml"
 )
 
 // PackFile is the name of a pack's manifest inside its folder.
@@ -64,8 +63,8 @@ func ReadPackManifest(file string) (*Pack, error) {
 		return nil, err
 	}
 	var p Pack
-	if err := decodeStrictYAML(data, &p); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	if err := decodeStrictYAML(data, file, &p); err != nil {
+		return nil, err
 	}
 	p.Dir = filepath.Dir(file)
 	return &p, nil
@@ -132,8 +131,8 @@ func loadPack(fsys fs.FS, dir, display string) (*Pack, error) {
 	if err != nil {
 		return nil, PackErrors{fmt.Errorf("%s: %v", l.file(PackFile), unwrapPathError(err))}
 	}
-	if err := decodeStrictYAML(data, l.p); err != nil {
-		return nil, PackErrors{fmt.Errorf("%s: %v", l.file(PackFile), err)}
+	if err := decodeStrictYAML(data, l.file(PackFile), l.p); err != nil {
+		return nil, PackErrors{err}
 	}
 	p := l.p
 	p.Dir = display
@@ -162,33 +161,14 @@ func loadPack(fsys fs.FS, dir, display string) (*Pack, error) {
 	return p, nil
 }
 
-// decodeStrictYAML decodes one YAML document into v, rejecting unknown keys.
-func decodeStrictYAML(data []byte, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return errors.New("empty document")
-		}
-		return friendlyYAMLError(err)
+// decodeStrictYAML decodes one YAML document of file into v, rejecting unknown
+// keys; the error names the file, the line, the key's path and the key meant.
+func decodeStrictYAML(data []byte, file string, v any) error {
+	err := strictyaml.Decode(data, file, v)
+	if errors.Is(err, strictyaml.ErrEmpty) {
+		return fmt.Errorf("%s: %w", file, err)
 	}
-	return nil
-}
-
-var yamlUnknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
-
-// friendlyYAMLError rewrites yaml's "field x not found in type knowledge.Pack" as
-// `unknown key "x"`.
-func friendlyYAMLError(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err
-	}
-	msgs := make([]string, len(te.Errors))
-	for i, m := range te.Errors {
-		msgs[i] = yamlUnknownField.ReplaceAllString(m, `unknown key "$1"`)
-	}
-	return errors.New(strings.Join(msgs, "; "))
+	return err
 }
 
 func (l *packLoader) assets() {
@@ -222,8 +202,8 @@ func (l *packLoader) messages() {
 	if p.MessagesFile != "" {
 		if text, ok := l.read("messages_file", p.MessagesFile); ok {
 			var more map[string]MessageSpec
-			if err := decodeStrictYAML([]byte(text), &more); err != nil {
-				l.fail(p.MessagesFile, "", "%v", err)
+			if err := decodeStrictYAML([]byte(text), l.file(p.MessagesFile), &more); err != nil {
+				l.errs = append(l.errs, err)
 			}
 			for _, code := range sortedKeys(more) {
 				if _, dup := p.Messages[code]; dup {
@@ -241,10 +221,17 @@ func (l *packLoader) messages() {
 	sample := MessageData{Code: "sample", Path: "unitClaims[0]", Args: map[string]string{}}
 	for _, code := range sortedKeys(p.Messages) {
 		m := p.Messages[code]
-		if strings.TrimSpace(m.Message) == "" {
+		if m.Notice != "" && !IsNoticeHeading(m.Notice) {
+			l.fail(file, code+".notice", "unknown heading %q (want %s)", m.Notice, strings.Join(NoticeHeadings, ", "))
+		}
+		switch {
+		case strings.TrimSpace(m.Message) != "":
+			m.MessageTmpl = l.template(file, code+".message", m.Message, sample)
+		case m.Notice == "" || m.Recommendation != "" || m.Confirm != "":
+			// An entry may declare only the code's notice heading (the validator's own
+			// text is kept); anything else needs the message.
 			l.fail(file, code+".message", "empty message")
 		}
-		m.MessageTmpl = l.template(file, code+".message", m.Message, sample)
 		if m.Recommendation != "" {
 			m.RecommendationTmpl = l.template(file, code+".recommendation", m.Recommendation, sample)
 		}
@@ -566,73 +553,18 @@ func (l *packLoader) revision() {
 			r.NoticeTemplateText = text
 			if t := l.template(r.NoticeTemplate, "", text, SampleNoticeData()); t != nil {
 				// A notice that says nothing for problems that survived would hide them.
-				var b strings.Builder
-				if err := t.Execute(&b, SampleNoticeData()); err == nil && strings.TrimSpace(b.String()) == "" {
-					l.fail(r.NoticeTemplate, "", "the notice renders empty for a sample answer with a contradicted claim, a weak claim and a finding outside the claims")
+				problem := checkNoticeTemplate(func(d NoticeData) (string, error) {
+					var b strings.Builder
+					err := t.Execute(&b, d)
+					return b.String(), err
+				})
+				if problem != "" {
+					l.fail(r.NoticeTemplate, "", "%s", problem)
 				} else {
 					r.NoticeTmpl = t
 				}
 			}
 		}
-	}
-}
-
-// NoticeData is what a pack's notice template executes over: the problems that
-// survived in one answer. A claim is in Contradicted when one of its findings is a
-// Contradiction or worse, else in Unverified.
-type NoticeData struct {
-	// Contradicted are claims the facts contradict that the answer's text still
-	// states (the hidden revision did not fix them).
-	Contradicted []NoticeClaim
-	// Unverified are claims the facts do not support well enough (weak or missing
-	// evidence, an unknown unit or asset), lowered in the claims block.
-	Unverified []NoticeClaim
-	// Other are findings outside any claim (a missing claims block, a semantic
-	// check that rejected or could not judge the answer).
-	Other []NoticeFinding
-}
-
-// NoticeClaim is one claim a notice names.
-type NoticeClaim struct {
-	// Path is the claim ("unitClaims[0]").
-	Path string
-	// Kind is "unit", "event" or "timeline".
-	Kind string
-	// Unit and Player are a unit claim's UnitId and player (as the answer states
-	// them); Claim is the claimed asset, or an event or timeline claim's text.
-	Unit, Player, Claim string
-	// Level is the evidence level the answer states, LevelName its spelling in the
-	// pack's language (the first of the pack's claims.levels spellings, else the
-	// English name).
-	Level, LevelName string
-	// NewLevel and NewLevelName are the level in the claims block after the
-	// downgrade; empty when it did not change.
-	NewLevel, NewLevelName string
-	// Alternatives are the candidates the claim lists after the downgrade.
-	Alternatives []string
-	// Removed are the evidence items removed because the facts contradict them.
-	Removed []string
-	// Findings say what the facts say, most severe first.
-	Findings []NoticeFinding
-}
-
-// NoticeFinding is one issue as a notice names it.
-type NoticeFinding struct {
-	Code     string
-	Severity string
-	// Message is the issue's message in the pack's language.
-	Message string
-}
-
-// SampleNoticeData is the data a notice template is checked with at load.
-func SampleNoticeData() NoticeData {
-	f := []NoticeFinding{{Code: "sample", Severity: "Contradiction", Message: "m"}}
-	return NoticeData{
-		Contradicted: []NoticeClaim{{Path: "unitClaims[0]", Kind: "unit", Unit: "1", Player: "P", Claim: "A", Level: "confirmed", LevelName: "confirmed",
-			NewLevel: "ruled out", NewLevelName: "ruled out", Alternatives: []string{"B"}, Removed: []string{"e"}, Findings: f}},
-		Unverified: []NoticeClaim{{Path: "eventClaims[0]", Kind: "event", Claim: "c", Level: "confirmed", LevelName: "confirmed",
-			NewLevel: "possible", NewLevelName: "possible", Findings: f}},
-		Other: f,
 	}
 }
 

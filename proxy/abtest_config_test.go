@@ -35,7 +35,7 @@ routes:
 		want   []string
 	}{
 		{name: "an unknown key", config: route("      name: e\n      control: baseline\n" + variants + "        - {name: strict, weight: 1, temprature: 0.2}\n"),
-			want: []string{"experiment.yaml", "field temprature not found in type abtest.VariantConfig"}},
+			want: []string{"experiment.yaml", "experiment.variants[1] (strict).temprature: unknown key (did you mean temperature?)"}},
 		{name: "a zero weight", config: route("      name: e\n      control: baseline\n" + variants + "        - {name: strict, weight: 0}\n"),
 			want: []string{"experiment.yaml", "routes[0] (ra3).experiment: variants[1] (strict).weight: 0 must be a number greater than 0"}},
 		{name: "a missing prompt file, relative to the config", config: route("      name: e\n      control: baseline\n" + variants + "        - {name: strict, weight: 1, additional_rules_file: rules/strict.md}\n"),

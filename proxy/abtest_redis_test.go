@@ -19,7 +19,7 @@ func abRedis(t *testing.T) (url, prefix string, client *redis.Client) {
 	t.Helper()
 	url = os.Getenv("FACTGATE_TEST_REDIS_URL")
 	if url == "" {
-		t.Skip("FACTGATE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0); skipping the experiment counters across replicas")
+		t.Skipf("FACTGATE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0): %s, which needs a shared Redis, did not run", t.Name())
 	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {

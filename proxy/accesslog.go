@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -21,6 +22,7 @@ func (s *Server) logAccess(route string, rc *fasthttp.RequestCtx, status int, to
 		slog.Int("status", status),
 		slog.Float64("duration_ms", ms(total)),
 		slog.Float64("upstream_ms", ms(upstream)),
+		remoteAttr(rc),
 	}
 	if client != "" {
 		attrs = append(attrs, slog.String("client", client))
@@ -29,6 +31,23 @@ func (s *Server) logAccess(route string, rc *fasthttp.RequestCtx, status int, to
 		attrs = append(attrs, slog.String("error", errCode))
 	}
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
+}
+
+// remoteAttr is the client's address in the access log.
+func remoteAttr(rc *fasthttp.RequestCtx) slog.Attr {
+	return slog.String("remote", rc.RemoteIP().String())
+}
+
+// logAPI logs a factgate API call: the client key (or console session) that
+// made it, what it asked and the status, with the error code of a failure. A
+// stream (the console's live feed) is logged when it starts.
+func (s *Server) logAPI(rc *fasthttp.RequestCtx, start time.Time, client string) {
+	status, code := rc.Response.StatusCode(), ""
+	if status >= 400 {
+		// Errors are bodies, never streams: reading one consumes nothing.
+		code = gjson.GetBytes(rc.Response.Body(), "error.code").Str
+	}
+	s.logAccess("api", rc, status, time.Since(start), 0, client, code)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -14,9 +14,12 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/facts"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // benchUpstream is a minimal fasthttp upstream answering a fixed completion, so
@@ -274,4 +277,42 @@ func headerValue(hs [][2]string, name string) string {
 		}
 	}
 	return ""
+}
+
+// BenchmarkPassthroughChatTraced is BenchmarkPassthroughChat with tracing on
+// (every request sampled): the server span, the call's, their attributes and the
+// W3C traceparent to the upstream, exported over OTLP/HTTP to a receiver on
+// loopback that reads and drops each export (factgate bench --tracing measures
+// the same against the proxy binary).
+func BenchmarkPassthroughChatTraced(b *testing.B) {
+	up := benchUpstream(b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sink := &fasthttp.Server{Handler: func(rc *fasthttp.RequestCtx) { rc.SetContentType("application/x-protobuf") }}
+	go sink.Serve(ln)
+	b.Cleanup(func() { sink.Shutdown() })
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL("http://"+ln.Addr().String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(`
+log: {access: false}
+upstreams: {u: {base_url: "`+up+`"}}
+routes: [{name: r, default: true, upstream: u}]
+telemetry: {enabled: true}
+`), "bench.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)), WithTelemetry(telemetry.WithExporter(exp),
+		telemetry.WithSampler(sdktrace.AlwaysSample()),
+		telemetry.WithBatching(telemetry.Batching{QueueSize: 2048, BatchSize: 512, Delay: 100 * time.Millisecond, ExportTimeout: 5 * time.Second})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.tel.Shutdown(context.Background()) })
+	body := []byte(`{"model":"m","temperature":0.35,"messages":[{"role":"user","content":"` + strings.Repeat("0:02.10 PlayerA 开始建造建筑 AlliedPowerPlant [UnitId]246(建造者)\\n", 28) + `"}]}`)
+	benchChat(b, s, body, func(rc *fasthttp.RequestCtx) bool { return rc.Response.StatusCode() == 200 })
 }

@@ -29,7 +29,7 @@ type blockInline struct {
 }
 
 // TestBlocksDecodeStrictly: a stage's block is decoded as strictly as the rest of
-// the file — an unknown key anywhere in it is named with its line and type —
+// the file — an unknown key anywhere in it is named with its line and path —
 // and a block written as null is no block.
 func TestBlocksDecodeStrictly(t *testing.T) {
 	t.Parallel()
@@ -39,14 +39,14 @@ func TestBlocksDecodeStrictly(t *testing.T) {
 		want []string
 	}{
 		{name: "every key known", yaml: "name: a\n      timeout: 2s\n      extra: x\n      items: [{weight: 1}]\n      by_name: {b: {weight: 2}}\n      any: {whatever: {deep: 1}}"},
-		{name: "a key of the block", yaml: "nam: a", want: []string{"line 8: field nam not found in type proxy.blockConfig"}},
-		{name: "a key of a list item", yaml: "items:\n        - {weight: 1}\n        - {wieght: 2}", want: []string{"line 10: field wieght not found in type proxy.blockItem"}},
-		{name: "a key of a map value", yaml: "by_name: {b: {wait: 1}}", want: []string{"line 8: field wait not found in type proxy.blockItem"}},
-		{name: "a key tagged out of YAML", yaml: "skipped: true", want: []string{"field skipped not found"}},
-		{name: "a key reached through an alias", yaml: "items: [&w {weight: 1, heavy: true}, *w, *w]", want: []string{"line 8: field heavy not found in type proxy.blockItem"}},
-		{name: "a key merged in", yaml: "<<: {nam: a}", want: []string{"field nam not found in type proxy.blockConfig"}},
-		{name: "an unknown key and a bad value", yaml: "nam: a\n      timeout: 3", want: []string{"field nam not found", `line 9: bad duration "3"`}},
-		{name: "a type error", yaml: "items: 3", want: []string{"cannot unmarshal !!int `3` into []proxy.blockItem"}},
+		{name: "a key of the block", yaml: "nam: a", want: []string{"line 8: stage.nam: unknown key (did you mean name?)"}},
+		{name: "a key of a list item", yaml: "items:\n        - {weight: 1}\n        - {wieght: 2}", want: []string{"line 10: stage.items[1].wieght: unknown key (did you mean weight?)"}},
+		{name: "a key of a map value", yaml: "by_name: {b: {wait: 1}}", want: []string{"line 8: stage.by_name.b.wait: unknown key (known keys: weight)"}},
+		{name: "a key tagged out of YAML", yaml: "skipped: true", want: []string{"stage.skipped: unknown key"}},
+		{name: "a key reached through an alias", yaml: "items: [&w {weight: 1, heavy: true}, *w, *w]", want: []string{"line 8: stage.items[0].heavy: unknown key"}},
+		{name: "a key merged in", yaml: "<<: {nam: a}", want: []string{"stage.nam: unknown key (did you mean name?)"}},
+		{name: "an unknown key and a bad value", yaml: "nam: a\n      timeout: 3", want: []string{"line 8: stage.nam: unknown key", `line 9: stage.timeout: bad duration "3"`}},
+		{name: "a type error", yaml: "items: 3", want: []string{"line 8: stage.items: want a list, got `3`"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/factgate/factgate/configs/strictyaml"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/interceptors/facts"
@@ -105,7 +106,7 @@ func stageNames(stages []interceptors.Stage) []string {
 // implying it; and it checks every key of the route names a stage and every
 // stage on has what it requires. Errors name the route, the blocks and the
 // line.
-func routeStagesOn(where string, rc *RouteConfig, stages []interceptors.Stage) (map[string][]string, error) {
+func routeStagesOn(file, where string, rc *RouteConfig, stages []interceptors.Stage) (map[string][]string, error) {
 	byName := map[string]*interceptors.Stage{}
 	for i := range stages {
 		byName[stages[i].Name] = &stages[i]
@@ -115,8 +116,17 @@ func routeStagesOn(where string, rc *RouteConfig, stages []interceptors.Stage) (
 	for _, k := range keys {
 		if byName[k] == nil {
 			n := rc.Blocks[k]
-			errs = append(errs, fmt.Errorf("%s: line %d: unknown key %q: a route has %s and the stage blocks %s", where, n.Line, k, strings.Join(routeKeys, ", "), strings.Join(stageNames(stages), ", ")))
+			known := append(slices.Clone(routeKeys), stageNames(stages)...)
+			p := strictyaml.Problem{Line: n.Line, Path: where + "." + k, Message: "unknown key (did you mean " + strictyaml.Nearest(k, known) + "?)"}
+			if strictyaml.Nearest(k, known) == "" {
+				p.Message = fmt.Sprintf("unknown key: a route has %s and the stage blocks %s", strings.Join(routeKeys, ", "), strings.Join(stageNames(stages), ", "))
+			}
+			errs = append(errs, &strictyaml.Error{File: file, Problems: []strictyaml.Problem{p}})
 		}
+	}
+	if len(errs) > 0 {
+		// What the route needs follows from its keys: a mistyped one says it all.
+		return nil, errors.Join(errs...)
 	}
 	on := map[string][]string{}
 	var turnOn func(name, by string)
@@ -158,10 +168,13 @@ func routeStagesOn(where string, rc *RouteConfig, stages []interceptors.Stage) (
 
 // stageBuild is the interceptors.BuildContext of one stage of one route.
 type stageBuild struct {
-	rc      *RouteConfig
-	name    string
-	deps    interceptors.Deps
-	implied []string
+	rc *RouteConfig
+	// file and where place the route's blocks for decode errors: the config file
+	// and the route's YAML path ("routes[0] (ra3-analyst)").
+	file, where string
+	name        string
+	deps        interceptors.Deps
+	implied     []string
 	// built are the route's stages built so far (those inside this one), by name.
 	built map[string]interceptors.Interceptor
 }
@@ -174,7 +187,7 @@ func (b *stageBuild) Stage(name string) interceptors.Interceptor {
 }
 
 func (b *stageBuild) Decode(v any) error {
-	_, err := b.rc.DecodeBlock(b.name, v)
+	_, err := b.rc.decodeBlockAt(b.file, b.where+"."+b.name, b.name, v)
 	return err
 }
 
@@ -189,7 +202,7 @@ func (s *Server) buildChains() error {
 		rc := &s.cfg.Routes[i]
 		rt := s.routeByName[rc.Name]
 		where := fmt.Sprintf("routes[%d] (%s)", i, rc.Name)
-		on, err := routeStagesOn(where, rc, s.stages)
+		on, err := routeStagesOn(s.cfg.File, where, rc, s.stages)
 		if err != nil {
 			return err
 		}
@@ -204,8 +217,12 @@ func (s *Server) buildChains() error {
 		chain := make([]interceptors.Interceptor, len(s.stages))
 		for j := len(s.stages) - 1; j >= 0; j-- {
 			st := &s.stages[j]
-			ic, err := st.Build(&stageBuild{rc: rc, name: st.Name, deps: deps, implied: on[st.Name], built: built})
+			ic, err := st.Build(&stageBuild{rc: rc, file: s.cfg.File, where: where, name: st.Name, deps: deps, implied: on[st.Name], built: built})
 			if err != nil {
+				var located *strictyaml.Error
+				if errors.As(err, &located) {
+					return err // it names the file, the line and the key's whole path
+				}
 				return fmt.Errorf("%s.%s: %w", where, st.Name, err)
 			}
 			if ic == nil {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
@@ -21,8 +22,9 @@ import (
 // {"issues":[{"code","severity","path","message","recommendation"}...]}. Errors use
 // the OpenAI envelope: 405 for another method, 400 for malformed JSON or a missing
 // or mistyped field, 413 when the facts exceed validate.DefaultMaxFactsBytes (or
-// the whole body exceeds server.max_request_body, which fasthttp refuses before
-// the handler runs).
+// the whole body exceeds server.max_check_body, or server.max_request_body, which
+// fasthttp refuses before the handler runs); 429 when the caller's requests per
+// minute are spent (a check counts as a request).
 func (s *Server) checkHandler() fasthttp.RequestHandler {
 	off, err := validate.NewOffline(s.library.Registry().Packs(), s.library.Set, validate.OfflineOptions{})
 	if err != nil {
@@ -36,6 +38,18 @@ func (s *Server) checkHandler() fasthttp.RequestHandler {
 			writeError(rc, interceptors.Errorf(405, "invalid_request_error", "method_not_allowed", "use POST /factgate/v1/check"))
 			return
 		}
+		// A check costs CPU and no upstream tokens: it counts against the
+		// caller's requests per minute like any request, and its body has a bound
+		// of its own (server.max_check_body).
+		client, _ := rc.UserValue(clientKeyValue).(string)
+		if !s.checkRateLimit(rc, client, time.Now()) {
+			return
+		}
+		if limit, key := s.bodyLimit(rc); int64(len(rc.PostBody())) > limit {
+			writeError(rc, tooLarge(limit, key))
+			return
+		}
+		s.setRateLimitHeaders(rc)
 		req, e := parseCheckRequest(rc.PostBody(), s.cfg.Server.MaxJSONDepth)
 		if e != nil {
 			writeError(rc, e)

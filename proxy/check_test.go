@@ -18,10 +18,11 @@ import (
 )
 
 // validationConfig has one validating RA3 route; %MOCK% is the mock's URL and
-// %BODY% the server's max_request_body.
+// %BODY% the server's max_request_body, which bounds checks too.
 const validationConfig = `
 server:
   max_request_body: %BODY%
+  max_check_body: %BODY%
 upstreams:
   mock:
     base_url: "%MOCK%"

@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,9 +13,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/strictyaml"
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/knowledge/rawjson"
 	"github.com/factgate/factgate/proxy/console"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // Config is factgate's whole configuration, decoded strictly from YAML: an unknown
@@ -35,6 +35,7 @@ type Config struct {
 	Knowledge KnowledgeConfig           `yaml:"knowledge"`
 	Traces    TracesConfig              `yaml:"traces"`
 	Console   console.Config            `yaml:"console"`
+	Telemetry telemetry.Config          `yaml:"telemetry"`
 
 	// File is the path the config was loaded from ("" when built in code). Relative
 	// paths in the config (overlays, prompt files) resolve against its directory.
@@ -51,6 +52,10 @@ type ServerConfig struct {
 	MetricsListen string `yaml:"metrics_listen"`
 	// MaxRequestBody bounds a request body; larger requests get 413. Default 16MiB.
 	MaxRequestBody units.ByteSize `yaml:"max_request_body"`
+	// MaxCheckBody bounds the body of POST /factgate/v1/check (facts and answer):
+	// a check is CPU the caller does not pay upstream tokens for, so it has a
+	// bound of its own below MaxRequestBody; larger bodies get 413. Default 4MiB.
+	MaxCheckBody units.ByteSize `yaml:"max_check_body"`
 	// MaxHeaderSize bounds the request line and headers; larger get 431. Default 16KiB.
 	MaxHeaderSize units.ByteSize `yaml:"max_header_size"`
 	// MaxJSONDepth bounds the nesting of objects and arrays in the JSON the proxy
@@ -274,10 +279,8 @@ func LoadConfig(path string) (*Config, error) {
 // the source in errors.
 func ParseConfig(b []byte, file string) (*Config, error) {
 	cfg := &Config{File: file}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
+	if err := strictyaml.Decode(b, file, cfg); err != nil && !errors.Is(err, strictyaml.ErrEmpty) {
+		return nil, err
 	}
 	cfg.applyDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -302,6 +305,9 @@ func (c *Config) applyDefaults() {
 	}
 	if s.MaxRequestBody == 0 {
 		s.MaxRequestBody = 16 << 20
+	}
+	if s.MaxCheckBody == 0 {
+		s.MaxCheckBody = DefaultMaxCheckBody
 	}
 	if s.MaxHeaderSize == 0 {
 		s.MaxHeaderSize = 16 << 10
@@ -393,6 +399,11 @@ func (c *Config) applyDefaults() {
 	}
 }
 
+// DefaultMaxCheckBody is server.max_check_body's default: about five times the
+// largest operation log of the fixtures (862 KB), a check of it costs tens of
+// milliseconds of CPU.
+const DefaultMaxCheckBody = 4 << 20
+
 // maxJSONDepthLimit caps server.max_json_depth: encoding/json refuses deeper
 // input, and the recursive readers behind the check (gjson) use stack in
 // proportion to it.
@@ -444,6 +455,9 @@ func (c *Config) Validate() error {
 	}
 	if m := c.Server.MetricsListen; m != "" && m == c.Server.Listen && !anyPort(m) {
 		add("server.metrics_listen: %q is server.listen: set another address, or leave it empty to serve /metrics on the main listener", c.Server.MetricsListen)
+	}
+	if c.Server.MaxCheckBody < 0 {
+		add("server.max_check_body: %s is negative", c.Server.MaxCheckBody)
 	}
 	if d := c.Server.MaxJSONDepth; d < 1 || d > maxJSONDepthLimit {
 		add("server.max_json_depth: %d is not between 1 and %d", d, maxJSONDepthLimit)
@@ -520,7 +534,19 @@ func (c *Config) Validate() error {
 	if err := c.Console.Validate(c.Auth.Mode); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Telemetry.Validate(c.upstreamNames()); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// upstreamNames are the configured upstreams' names.
+func (c *Config) upstreamNames() map[string]bool {
+	names := make(map[string]bool, len(c.Upstreams))
+	for name := range c.Upstreams {
+		names[name] = true
+	}
+	return names
 }
 
 // DrainGraceDuration is DrainGrace, zero when unset.

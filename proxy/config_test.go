@@ -11,8 +11,8 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown key", "upstreams: {u: {base_url: 'http://x/v1', retries: 3}}\nroutes: [{name: r, default: true, upstream: u}]", `field retries not found`},
-		{"unknown top-level key", "upstream: {}\n", `field upstream not found`},
+		{"unknown key", "upstreams: {u: {base_url: 'http://x/v1', retries: 3}}\nroutes: [{name: r, default: true, upstream: u}]", "bad.yaml:1: upstreams.u.retries: unknown key (did you mean retry?)"},
+		{"unknown top-level key", "upstream: {}\n", "bad.yaml:1: upstream: unknown key (did you mean upstreams?)"},
 		{"bad duration", "server: {read_timeout: 3 parsecs}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `3 parsecs`},
 		{"bad size", "server: {max_request_body: lots}\nupstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: u}]", `lots`},
 		{"missing upstream", "upstreams: {u: {base_url: 'http://x/v1'}}\nroutes: [{name: r, default: true, upstream: nope}]", `routes[0] (r).upstream: no upstream named "nope"`},

@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
+	"html"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -112,4 +115,38 @@ func (s *Server) recordRequest(ex *interceptors.Exchange, status int, errCode st
 	if s.console != nil {
 		s.console.Record(console.Summarize(ex, status, errCode, total))
 	}
+}
+
+// consoleOff answers the console's paths when the console is off: why, and the
+// key that turns it on — a small page for a browser opening /factgate/ui/, the
+// OpenAI error envelope (404 console_disabled) for everything else.
+func (s *Server) consoleOff(rc *fasthttp.RequestCtx) {
+	why := s.consoleOffReason()
+	if bytes.HasPrefix(rc.Path(), []byte(console.UIPath)) || string(rc.Path()) == strings.TrimSuffix(console.UIPath, "/") {
+		if bytes.Contains(rc.Request.Header.Peek("Accept"), []byte("text/html")) {
+			rc.Response.Reset()
+			rc.SetStatusCode(fasthttp.StatusNotFound)
+			rc.SetContentType("text/html; charset=utf-8")
+			rc.Response.Header.Set("Cache-Control", "no-store")
+			fmt.Fprintf(rc, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>factgate console: off</title></head>\n"+
+				"<body style=\"font-family: sans-serif; max-width: 42em; margin: 3em auto\"><h1>The factgate console is off</h1>\n<p>%s</p>\n"+
+				"<p>See the README's Console section.</p></body></html>\n", html.EscapeString(why))
+			return
+		}
+	}
+	writeError(rc, interceptors.Errorf(404, "invalid_request_error", "console_disabled", "%s", why))
+}
+
+// consoleOffReason says why the console is off and how to turn it on.
+func (s *Server) consoleOffReason() string {
+	file := s.cfg.File
+	if file == "" {
+		file = "the config"
+	}
+	if s.cfg.Auth.Mode == "keys" {
+		return fmt.Sprintf("The console is off: console.enabled is false in %s. Remove that line (with auth.mode: keys it is on by default) or set it to true, and restart.", file)
+	}
+	return fmt.Sprintf("The console is off: auth.mode is passthrough in %s, so the proxy has no keys to log in with. "+
+		"To turn it on, use auth.mode: keys with a key per client (configs/keys.yaml ships one), or set console.enabled: true — "+
+		"then anyone who reaches this listener reads every request and trace, without a key — and restart.", file)
 }

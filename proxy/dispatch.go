@@ -15,6 +15,7 @@ import (
 
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // One upstream call, with its retries and fallbacks (issue 15). Every call the
@@ -63,6 +64,10 @@ type sendPlan struct {
 	maxBody int
 	// trace, when set, records every attempt.
 	trace *interceptors.Trace
+	// kind is the call's factgate.call.kind ("": the one the context names, else
+	// draft); call is its span, with tracing on (send starts it).
+	kind string
+	call *telemetry.Call
 }
 
 // sendResult is how a call ended: a live answer (cl and resp, as up.do returns
@@ -73,11 +78,15 @@ type sendResult struct {
 	err  error
 	// served is the index of the target that answered, or failed last.
 	served int
+	// call is the span of a call whose answer is streamed: close ends it.
+	call *telemetry.Call
 }
 
 // close ends the call (complete: the body was read to its end) and releases
 // the response.
 func (r *sendResult) close(complete bool) {
+	r.call.EndStream(complete, "")
+	r.call = nil
 	if r.cl != nil {
 		r.cl.Close(complete)
 		r.cl = nil
@@ -99,7 +108,33 @@ var errNoUpstream = errors.New("no upstream to call")
 // until one gives an answer to relay. When all are exhausted it returns the last
 // answer an upstream gave (a 429, a 503 — upstream errors pass through unchanged),
 // else the last error. The caller closes the result.
+//
+// With tracing on the call is a span (telemetry.Call), each try a span under it.
 func (s *Server) send(ctx context.Context, sp *sendPlan) sendResult {
+	if s.tel == nil {
+		return s.sendAll(ctx, sp)
+	}
+	kind := sp.kind
+	if kind == "" {
+		if kind = interceptors.CallKind(ctx); kind == "" {
+			kind = interceptors.CallKindDraft
+		}
+	}
+	sp.call = s.tel.StartCall(ctx, kind, sp.path, sp.body)
+	r := s.sendAll(ctx, sp)
+	switch {
+	case r.err != nil:
+		sp.call.Fail(r.err)
+	case r.cl != nil && r.cl.stream:
+		r.call = sp.call // the answer is still to be read
+	default:
+		sp.call.Answer(r.resp.StatusCode(), r.resp.Body())
+	}
+	return r
+}
+
+// sendAll is send, without its span.
+func (s *Server) sendAll(ctx context.Context, sp *sendPlan) sendResult {
 	last := sendResult{err: errNoUpstream}
 	n := len(sp.targets)
 	for i := 0; i < n; i++ {
@@ -185,6 +220,7 @@ func (s *Server) sendTo(ctx context.Context, sp *sendPlan, idx int) (sendResult,
 		} else {
 			sp.caller.buildPost(req, t, keyValue, sp.path, sp.body)
 		}
+		try := sp.call.StartTry(req, up.name, keyName, idx != sp.first, waited)
 		resp := fasthttp.AcquireResponse()
 		start := time.Now()
 		cl, err := up.do(ctx, req, resp, sp.stream, sp.maxBody)
@@ -195,6 +231,7 @@ func (s *Server) sendTo(ctx context.Context, sp *sendPlan, idx int) (sendResult,
 			status = resp.StatusCode()
 		}
 		class := classifyAttempt(ctx, err, status)
+		try.End(status, class.outcome, err)
 		up.breaker.record(probe, class.verdict, time.Now())
 		s.noteAttempt(sp, up, keyName, status, class.outcome, err, waited, took)
 		waited = 0
@@ -351,6 +388,9 @@ func (s *Server) noteAttempt(sp *sendPlan, up *upstream, key string, status int,
 	}
 	if sp.trace != nil {
 		sp.trace.AddUpstreamAttempt(a)
+	}
+	if outcome == outcomeCircuitOpen || outcome == outcomeKeysCooling {
+		sp.call.Skip(up.name, outcome)
 	}
 	if outcome != outcomeOK && outcome != outcomeClientError {
 		s.log.LogAttrs(context.Background(), slog.LevelDebug, "upstream attempt failed",

@@ -15,6 +15,7 @@ import (
 
 // fail answers with a factgate error and records it.
 func (s *Server) fail(rc *fasthttp.RequestCtx, rm *routeMetrics, start time.Time, e *interceptors.Error) {
+	s.telemetryOf(rc).Fail(e.Code)
 	writeError(rc, e)
 	rm.error(e.Code)
 	total := time.Since(start)
@@ -22,8 +23,8 @@ func (s *Server) fail(rc *fasthttp.RequestCtx, rm *routeMetrics, start time.Time
 	rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(total))
 	if s.accessLog {
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
-			slog.String("route", rm.name), slog.Int("status", e.Status), slog.String("error", e.Code),
-			slog.String("path", string(rc.Path())), slog.Float64("duration_ms", ms(total)))
+			slog.String("route", rm.name), slog.String("method", string(rc.Method())), slog.String("path", string(rc.Path())),
+			slog.Int("status", e.Status), slog.String("error", e.Code), slog.Float64("duration_ms", ms(total)), remoteAttr(rc))
 	}
 }
 

@@ -32,7 +32,7 @@ func factsRedisURL(t *testing.T) string {
 	t.Helper()
 	url := os.Getenv("FACTGATE_TEST_REDIS_URL")
 	if url == "" {
-		t.Skip("FACTGATE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0); skipping the Redis integration test")
+		t.Skipf("FACTGATE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0): %s, which needs a shared Redis, did not run", t.Name())
 	}
 	return url
 }

@@ -230,7 +230,7 @@ func TestFactsStageWiring(t *testing.T) {
 		{name: "facts block without a pack", route: "facts: {}", wantErr: "routes[0] (r).facts: the route names no pack"},
 		{name: "facts block for a pack without fact rules", route: "pack: dnd\n    facts: {}", wantErr: `routes[0] (r).facts: pack "dnd" has no fact rules`},
 		{name: "bad facts setting", route: "pack: ra3\n    facts: {max_session_segments: -1}", wantErr: "routes[0] (r).facts: max_session_segments: -1 is negative"},
-		{name: "unknown facts key", route: "pack: ra3\n    facts: {memory: 1MiB}", wantErr: "field memory not found"},
+		{name: "unknown facts key", route: "pack: ra3\n    facts: {memory: 1MiB}", wantErr: "facts.yaml:9: routes[0] (r).facts.memory: unknown key (did you mean memory_bytes?)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // isStreamed decides whether an upstream response is relayed while it arrives:
@@ -37,10 +39,24 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		streamed = func(h *fasthttp.ResponseHeader) bool { return isEventStream(h.ContentType()) }
 		maxBody = int(s.cfg.Server.MaxResponseBody)
 	}
-	ctx := newRequestCtx()
+	tel := s.telemetryOf(rc)
+	var ctx *requestCtx
+	if tel != nil {
+		ctx = newRequestCtxIn(tel.Context())
+	} else {
+		ctx = newRequestCtx()
+	}
 	wc, _ := rc.Conn().(*watchConn)
 	if wc != nil {
 		wc.arm(ctx)
+	}
+	// The caller checked that the cleaned path stays under every target's base.
+	path := cleanPath(rc.Path())
+	// A client with a token limit is counted on every stream: the upstream is
+	// asked for the usage the client did not ask for, and it is stripped again.
+	strip := false
+	if edit == nil && s.countsTokens(rc) {
+		body, strip = askUsage(rc.Path(), body)
 	}
 	sp := &sendPlan{
 		targets: targets,
@@ -49,7 +65,7 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		maxBody: maxBody,
 		build: func(req *fasthttp.Request, t *target, key string) {
 			req.Header.SetMethodBytes(rc.Method())
-			req.Header.SetRequestURIBytes(t.up.targetURI(make([]byte, 0, 64), rc.Path(), rc.URI().QueryString()))
+			req.Header.SetRequestURIBytes(t.up.targetURI(make([]byte, 0, 64), path, rc.URI().QueryString()))
 			s.copyRequestHeaders(&req.Header, &rc.Request.Header, t.up, key, false, t.foreign)
 			if edit != nil {
 				// A compressed body could not be edited.
@@ -57,6 +73,10 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 			}
 			req.SetBodyRaw(models.bodyFor(t, body))
 		},
+		kind: telemetry.KindRelay,
+	}
+	if tel != nil {
+		sp.path, sp.body = string(rc.Path()), body
 	}
 	upStart := time.Now()
 	res := s.send(ctx, sp)
@@ -71,6 +91,7 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		}
 		ctx.cancel(nil)
 		e := upstreamError(served.name, err)
+		tel.Fail(e.Code)
 		rm.error(e.Code)
 		total := time.Since(start)
 		rm.observe(e.Status, total, time.Since(upStart))
@@ -111,8 +132,9 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 	rc.Response.Header.Set("X-Factgate-Overhead", formatOverhead(overhead))
 	status := rc.Response.StatusCode()
 	var usage *usageScanner
+	window := rateWindowOf(rc)
 	if s.countsTokens(rc) {
-		usage = &usageScanner{spend: func(n int) { s.spendTokens(rc, n) }}
+		usage = &usageScanner{spend: window.spend}
 	}
 	var events io.Reader = cl.body()
 	if rm != s.passMetrics && isEventStream(resp.Header.ContentType()) {
@@ -122,15 +144,25 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 	}
 	// fasthttp reads the body from relayBody on the connection's goroutine and writes
 	// each read as one flushed chunk, so events reach the client as they arrive.
-	rc.Response.SetBodyStream(&relayBody{cl: cl, r: events, usage: usage, done: func(complete, clientGone bool) {
-		res.close(complete)
-		if wc != nil {
-			wc.disarm()
+	rb := &relayBody{cl: cl, r: events, usage: usage, call: res.call}
+	if strip && isEventStream(resp.Header.ContentType()) {
+		rb.client = newUsageStripper(readerFunc(rb.readUpstream))
+	}
+	rb.done = func(complete, clientGone bool) {
+		if usage != nil && !usage.done {
+			window.spend(0) // no usage seen: the reservation ends
 		}
 		// A client that hangs up right after the last byte can be seen by the
 		// disconnect probe before fasthttp reports the body written: it got it all.
 		if !complete && context.Cause(ctx) == errClientGone {
 			clientGone = true
+		}
+		if clientGone {
+			res.call.EndStream(complete, "cancelled")
+		}
+		res.close(complete)
+		if wc != nil {
+			wc.disarm()
 		}
 		ctx.cancel(nil)
 		total := time.Since(start)
@@ -151,7 +183,9 @@ func (s *Server) forwardEdited(rc *fasthttp.RequestCtx, targets []target, models
 		}
 		rm.observe(st, total, total-overhead)
 		s.logAccess(rm.name, rc, st, total, total-overhead, client, code)
-	}}, -1)
+		tel.End(st, code)
+	}
+	rc.Response.SetBodyStream(rb, -1)
 }
 
 // HeaderUpstream names, on every proxied answer, the upstream that served it (or
@@ -191,9 +225,13 @@ func (m *modelSwap) bodyFor(t *target, body []byte) []byte {
 // fasthttp closes the client connection without the final chunk, so the client
 // sees a truncated stream rather than a clean end.
 type relayBody struct {
-	cl     *call
-	r      io.Reader
-	usage  *usageScanner // reads the usage of the answer's events; nil: not counted
+	cl    *call
+	r     io.Reader
+	usage *usageScanner   // reads the usage of the answer's events; nil: not counted
+	call  *telemetry.Call // reads the answer for the call's span; nil: tracing off
+	// client, when set, is what the client reads: the upstream's bytes
+	// (readUpstream) with the usage the proxy asked for stripped.
+	client io.Reader
 	eof    bool
 	broken bool // the upstream read failed
 	closed bool
@@ -201,10 +239,19 @@ type relayBody struct {
 }
 
 func (b *relayBody) Read(p []byte) (int, error) {
+	if b.client != nil {
+		return b.client.Read(p)
+	}
+	return b.readUpstream(p)
+}
+
+// readUpstream reads the upstream's body, scanning it for the usage.
+func (b *relayBody) readUpstream(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if b.usage != nil {
 		b.usage.scan(p[:n])
 	}
+	b.call.Stream(p[:n])
 	if err == io.EOF {
 		b.eof = true
 	} else if err != nil {
@@ -212,6 +259,11 @@ func (b *relayBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// readerFunc is a function as an io.Reader.
+type readerFunc func(p []byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // CloseWithError is called by fasthttp once the body is written or writing failed
 // (werr: the client went away).

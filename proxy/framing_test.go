@@ -20,16 +20,16 @@ import (
 // newline, as OpenAI's API and Go's json.Encoder write it — on every route kind,
 // both upstream dialects, stream and not.
 
-// sseEvent is one event of a stream read by readStrictSSE.
-type sseEvent struct{ Name, Data string }
+// strictEvent is one event of a stream read by readStrictSSE.
+type strictEvent struct{ Name, Data string }
 
 // readStrictSSE reads an event stream as the strictest client does (go-openai
 // reads a line at a time): every "data:" line must carry a complete JSON value
 // (or [DONE]) by itself, an event has at most one data line, comments and blank
 // lines are all else there may be, and the stream ends between events. It
 // returns the events and the comment lines.
-func readStrictSSE(raw string) (events []sseEvent, comments []string, err error) {
-	var ev sseEvent
+func readStrictSSE(raw string) (events []strictEvent, comments []string, err error) {
+	var ev strictEvent
 	open, hasData := false, false
 	lines := strings.Split(raw, "\n")
 	if lines[len(lines)-1] == "" {
@@ -42,7 +42,7 @@ func readStrictSSE(raw string) (events []sseEvent, comments []string, err error)
 			if hasData {
 				events = append(events, ev)
 			}
-			ev, open, hasData = sseEvent{}, false, false
+			ev, open, hasData = strictEvent{}, false, false
 		case strings.HasPrefix(line, ":"):
 			comments = append(comments, line)
 		case strings.HasPrefix(line, "event:"):

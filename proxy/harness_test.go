@@ -67,6 +67,8 @@ func newHarness(t *testing.T, script, config string, opts ...Option) *harness {
 	if config == "" {
 		config = baseConfig
 	}
+	// %MOCKROOT% is the mock's origin, without the API's base path.
+	config = strings.ReplaceAll(config, "%MOCKROOT%", strings.TrimSuffix(mock.URL(), "/v1"))
 	cfg, err := ParseConfig([]byte(strings.ReplaceAll(config, "%MOCK%", mock.URL())), "test.yaml")
 	if err != nil {
 		t.Fatalf("config: %v", err)

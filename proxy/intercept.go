@@ -21,6 +21,7 @@ import (
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/reqcontext"
 	"github.com/factgate/factgate/knowledge/rawjson"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // routeCaller is the Exchange's Upstream: it sends chat completions to the route's
@@ -310,10 +311,12 @@ type interception struct {
 	wc     *watchConn // nil when the connection is not watched
 	// traceSaved: the trace is stored (saveTrace runs once).
 	traceSaved bool
-	calls      requestCalls
-	caller     routeCaller
-	header     fasthttp.RequestHeader // the client's headers, copied
-	ex         interceptors.Exchange
+	// tel is the request's OpenTelemetry server span; nil when tracing is off.
+	tel    *telemetry.Request
+	calls  requestCalls
+	caller routeCaller
+	header fasthttp.RequestHeader // the client's headers, copied
+	ex     interceptors.Exchange
 }
 
 // upstreamNamed is the exchange's UpstreamNamed: a caller for another configured
@@ -368,6 +371,10 @@ func (st *interception) finish(status int, errCode string, delivered bool) {
 	s.logAccess(rt.name, rc, status, total, caller.waited(), st.client, errCode)
 	s.recordRequest(ex, status, errCode, total)
 	st.saveTrace()
+	if st.tel != nil {
+		st.tel.Finish(ex, rt.pack, caller.upstreamName())
+		st.tel.End(status, errCode)
+	}
 	// The chain is done and the answer written: the exchange's buffers and the
 	// upstream answers it read in place go back to their pools.
 	ex.Release()
@@ -383,7 +390,11 @@ func (st *interception) finish(status int, errCode string, delivered bool) {
 func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head requestHead, client string, start time.Time, rx *responsesExchange) {
 	model, stream, includeUsage := head.model.Str, head.stream, head.includeUsage
 	st := &interception{s: s, rc: rc, rt: rt, model: model, client: client, start: start}
-	st.ctx.init()
+	if st.tel = s.telemetryOf(rc); st.tel != nil {
+		st.ctx.initIn(st.tel.Context())
+	} else {
+		st.ctx.init()
+	}
 	wc, _ := rc.Conn().(*watchConn)
 	st.wc = wc
 	if wc != nil {
@@ -400,6 +411,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head
 	}
 	rc.Request.Header.CopyTo(caller.header)
 	trace := s.newTrace(rc, rt.name, client)
+	st.tel.Adopt(trace)
 	caller.trace = trace
 	ex := &st.ex
 	*ex = interceptors.Exchange{

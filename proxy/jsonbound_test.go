@@ -31,11 +31,12 @@ import (
 const deepJSONProcessEnv = "FACTGATE_TEST_DEEP_JSON_PROXY"
 
 // deepJSONProxyConfig serves a pass-through route and the check API; bodies up to
-// 64 MiB are read, so that the 16 MiB attacks reach the JSON check rather than the
-// body limit. The upstream is never called: every body is refused first.
+// 64 MiB are read (checks too), so that the 16 MiB attacks reach the JSON check
+// rather than the body limits. The upstream is never called: every body is refused first.
 const deepJSONProxyConfig = `
 server:
   max_request_body: 64MiB
+  max_check_body: 64MiB
 log: {access: false, level: error}
 upstreams: {u: {base_url: "http://127.0.0.1:9/v1"}}
 routes:

@@ -24,6 +24,9 @@ type metrics struct {
 	circuitOpen  *prometheus.GaugeVec   // upstream: 1 while its circuit breaker is open
 	keyCooldowns *prometheus.CounterVec // upstream, key (the env var): pool keys left out
 	rateLimited  *prometheus.CounterVec // client, limit (requests, tokens): requests refused
+	// shutdownUnwritten: kind (counters, traces, fact_indexes, sessions): writes
+	// Redis did not take before the shutdown deadline.
+	shutdownUnwritten *prometheus.CounterVec
 }
 
 // latencyBuckets span sub-millisecond proxy overhead to minute-long completions.
@@ -63,9 +66,12 @@ func newMetrics() *metrics {
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factgate_rate_limited_total", Help: "Requests refused with 429 by a client key's rate limit, by client and limit (requests, tokens).",
 		}, []string{"client", "limit"}),
+		shutdownUnwritten: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factgate_shutdown_unwritten_total", Help: "Writes kept while Redis failed that the shutdown could not write before its deadline, by kind (counters, traces, fact_indexes, sessions); each is also in the shutdown's WARN line.",
+		}, []string{"kind"}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.upstream, m.overhead, m.inFlight, m.errors,
-		m.attempts, m.circuitOpen, m.keyCooldowns, m.rateLimited,
+		m.attempts, m.circuitOpen, m.keyCooldowns, m.rateLimited, m.shutdownUnwritten,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -65,9 +65,11 @@ default:
 	}
 }
 
+// TestOtherPathsPassThroughWithMethodQueryHeadersAndBody: with a base URL
+// without a path, a path outside /v1 (the mock's /echo) is forwarded as it is.
 func TestOtherPathsPassThroughWithMethodQueryHeadersAndBody(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, "", "")
+	h := newHarness(t, "", strings.Replace(baseConfig, `base_url: "%MOCK%"`, `base_url: "%MOCKROOT%"`, 1))
 	req, _ := http.NewRequest("PUT", h.base+"/echo/files?purpose=fine-tune&x=1", strings.NewReader("raw body \x00 bytes"))
 	req.Header.Set("X-Custom", "kept")
 	req.Header.Set("Connection", "keep-alive, X-Hop")

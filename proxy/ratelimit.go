@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -39,6 +40,12 @@ type rateLimiter struct {
 	now     func() time.Time
 	metrics *metrics
 	log     *slog.Logger
+
+	mu sync.Mutex
+	// completion is each limited client's running average of the tokens its
+	// answers used beyond their prompt's estimate, on this replica: what a
+	// request without max_tokens reserves for its answer.
+	completion map[string]float64
 }
 
 // clientLimit is one key's limits; 0 means none.
@@ -51,9 +58,20 @@ type rateWindow struct {
 	key      string // the window's counter hash
 	limit    clientLimit
 	requests int64 // counted in the window, this request included
-	tokens   int64 // spent in the window before this request
+	tokens   int64 // spent (or reserved) in the window before this request
 	reset    time.Duration
+	// est is the request's token estimate, reserved in the window when it was
+	// admitted; prompt is its prompt's part.
+	est    tokenEstimate
+	settle sync.Once
 }
+
+// tokenEstimate is what a request is expected to spend: its prompt (its body at
+// four bytes a token) and its answer (max_tokens when it says, else the
+// client's running average).
+type tokenEstimate struct{ prompt, completion int64 }
+
+func (e tokenEstimate) total() int64 { return e.prompt + e.completion }
 
 // rateWindowValue is the request's user value holding its *rateWindow.
 const rateWindowValue = "factgate.rate_window"
@@ -90,8 +108,11 @@ func newRateLimiter(cfg *Config, c cache.Cache, m *metrics, log *slog.Logger, no
 }
 
 // admit counts a request of client and returns its window, or the 429 when the
-// window is spent. A client without limits gets neither.
-func (l *rateLimiter) admit(client string) (*rateWindow, *interceptors.Error) {
+// window is spent. A client without limits gets neither. With a token limit the
+// request's estimate is reserved in the same atomic step, so that concurrent
+// requests see each other's before any answer is counted; spend settles it.
+// body is the request's (nil when it has none).
+func (l *rateLimiter) admit(client string, body []byte) (*rateWindow, *interceptors.Error) {
 	if l == nil {
 		return nil, nil
 	}
@@ -106,24 +127,34 @@ func (l *rateLimiter) admit(client string) (*rateWindow, *interceptors.Error) {
 		key:   "ratelimit:" + cache.HashTag(client) + ":" + strconv.FormatInt(start.Unix(), 10),
 		reset: start.Add(rateLimitWindow).Sub(now),
 	}
+	deltas := map[string]int64{windowRequests: 1}
+	if lim.tokens > 0 {
+		w.est = l.estimate(client, body)
+		if w.est.total() > 0 {
+			deltas[windowTokens] = w.est.total()
+		}
+	}
 	// The Redis client's own timeouts (cache.redis.read_timeout) bound the call;
 	// once Redis fails, the cache answers from memory without asking it.
-	counters, err := l.cache.HashIncrGetAll(context.Background(), w.key, map[string]int64{windowRequests: 1}, windowTTL)
+	counters, err := l.cache.HashIncrGetAll(context.Background(), w.key, deltas, windowTTL)
 	if err != nil {
 		// Failing open: the request is not counted rather than refused.
 		l.log.Warn("rate limit: counting the request failed; admitting it", "client", client, "error", err)
+		w.est = tokenEstimate{}
 		return w, nil
 	}
-	w.requests, w.tokens = counters[windowRequests], counters[windowTokens]
+	w.requests, w.tokens = counters[windowRequests], counters[windowTokens]-w.est.total()
 	wait := (w.reset + time.Millisecond - 1).Truncate(time.Millisecond)
 	switch {
 	case lim.requests > 0 && w.requests > lim.requests:
 		l.metrics.rateLimited.WithLabelValues(client, "requests").Inc()
+		w.spend(0) // a refused request spends nothing: its reservation goes
 		return w, &interceptors.Error{Status: fasthttp.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
 			Message: fmt.Sprintf("Rate limit reached for client %s on requests per min (RPM): Limit %d, Used %d, Requested 1. Please try again in %s.",
 				client, lim.requests, lim.requests, wait)}
 	case lim.tokens > 0 && w.tokens >= lim.tokens:
 		l.metrics.rateLimited.WithLabelValues(client, "tokens").Inc()
+		w.spend(0)
 		return w, &interceptors.Error{Status: fasthttp.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded",
 			Message: fmt.Sprintf("Rate limit reached for client %s on tokens per min (TPM): Limit %d, Used %d. Please try again in %s.",
 				client, lim.tokens, w.tokens, wait)}
@@ -131,14 +162,72 @@ func (l *rateLimiter) admit(client string) (*rateWindow, *interceptors.Error) {
 	return w, nil
 }
 
-// spend adds the tokens an answer used to its window.
-func (w *rateWindow) spend(tokens int) {
-	if w == nil || w.limit.tokens == 0 || tokens <= 0 {
+// maxTokenFields name the answer's bound in a chat completion, a legacy
+// completion and a Responses request.
+var maxTokenFields = [...]string{"max_completion_tokens", "max_tokens", "max_output_tokens"}
+
+// estimate is what a request of client is expected to spend (tokenEstimate).
+func (l *rateLimiter) estimate(client string, body []byte) tokenEstimate {
+	if len(body) == 0 {
+		return tokenEstimate{}
+	}
+	e := tokenEstimate{prompt: int64(len(body)+3) / 4}
+	// One pass over the top level (the body may be megabytes), the first field
+	// of maxTokenFields' order winning.
+	rank := len(maxTokenFields)
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		for i, f := range maxTokenFields[:rank] {
+			if k.Str == f && v.Type == gjson.Number && v.Int() > 0 {
+				rank, e.completion = i, v.Int()
+			}
+		}
+		return rank > 0
+	})
+	if rank < len(maxTokenFields) {
+		return e
+	}
+	l.mu.Lock()
+	e.completion = int64(l.completion[client] + 0.5)
+	l.mu.Unlock()
+	return e
+}
+
+// learn folds an answer's tokens beyond its prompt's estimate into client's
+// running average (a quarter of the weight to the newest answer).
+func (l *rateLimiter) learn(client string, beyondPrompt int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.completion == nil {
+		l.completion = map[string]float64{}
+	}
+	avg, seen := l.completion[client]
+	if !seen {
+		l.completion[client] = float64(beyondPrompt)
 		return
 	}
-	if err := w.l.cache.HashIncr(context.Background(), w.key, map[string]int64{windowTokens: int64(tokens)}, windowTTL); err != nil {
-		w.l.log.Warn("rate limit: counting an answer's tokens failed", "client", w.client, "tokens", tokens, "error", err)
+	l.completion[client] = avg + (float64(beyondPrompt)-avg)/4
+}
+
+// spend settles the request's reservation with the tokens its answer used (0
+// when it used none, failed, or its usage is unknown): the window gets the
+// difference. Only the first call counts; every request is settled once —
+// by its answer's usage, or at its end (settleTokens).
+func (w *rateWindow) spend(tokens int) {
+	if w == nil || w.limit.tokens == 0 {
+		return
 	}
+	w.settle.Do(func() {
+		if tokens > 0 && w.est.prompt > 0 {
+			w.l.learn(w.client, max(int64(tokens)-w.est.prompt, 0))
+		}
+		delta := int64(max(tokens, 0)) - w.est.total()
+		if delta == 0 {
+			return
+		}
+		if err := w.l.cache.HashIncr(context.Background(), w.key, map[string]int64{windowTokens: delta}, windowTTL); err != nil {
+			w.l.log.Warn("rate limit: counting an answer's tokens failed", "client", w.client, "tokens", tokens, "error", err)
+		}
+	})
 }
 
 // rateLimitHeaders are the provider's rate limit headers; with a client limit
@@ -188,7 +277,11 @@ func formatReset(d time.Duration) string {
 // window for the answer's headers and tokens. It reports false when the request
 // was refused (the 429 is written).
 func (s *Server) checkRateLimit(rc *fasthttp.RequestCtx, client string, start time.Time) bool {
-	w, e := s.limiter.admit(client)
+	var body []byte
+	if string(rc.Path()) != checkPath {
+		body = rc.PostBody() // a check spends no tokens
+	}
+	w, e := s.limiter.admit(client, body)
 	if w == nil {
 		return true
 	}
@@ -224,6 +317,15 @@ func (s *Server) countsTokens(rc *fasthttp.RequestCtx) bool {
 // spendTokens adds an answer's tokens to its client's window.
 func (s *Server) spendTokens(rc *fasthttp.RequestCtx, tokens int) {
 	rateWindowOf(rc).spend(tokens)
+}
+
+// settleTokens ends a request's reservation when the handler returns without
+// an answer that spends it (an error before or at the upstream); an answer
+// still being written (a stream) settles at its end instead.
+func (s *Server) settleTokens(rc *fasthttp.RequestCtx) {
+	if !rc.Response.IsBodyStream() {
+		rateWindowOf(rc).spend(0)
+	}
 }
 
 // answerTokens reads usage.total_tokens of an answer read whole (uncompressing

@@ -184,7 +184,7 @@ func BenchmarkRateLimitAdmit(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if w, e := s.limiter.admit("app"); w == nil || e != nil {
+		if w, e := s.limiter.admit("app", nil); w == nil || e != nil {
 			b.Fatal(e)
 		}
 	}

@@ -113,6 +113,8 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 		// Read past [DONE] to the body's end, so the connection can be reused.
 		n, derr := io.Copy(io.Discard, io.LimitReader(stream, 64<<10+1))
 		complete = derr == nil && n <= 64<<10
+		out.Body = asm.completion()
+		res.call.Answer(out.Status, out.Body)
 	}
 	res.close(complete)
 	out.Duration = c.end(start)
@@ -122,7 +124,6 @@ func (c *routeCaller) completeForwardingReasoning(ctx context.Context, body []by
 		}
 		return nil, fmt.Errorf("reading the upstream's event stream: %w", err)
 	}
-	out.Body = asm.completion()
 	out.Header = append(out.Header, [2]string{"Content-Type", "application/json"})
 	return out, nil
 }

@@ -125,16 +125,11 @@ func (c *responsesCaller) canStreamLive(ex *interceptors.Exchange) bool {
 }
 
 // streamLive implements liveStreamer for a chat completion: the chain's request
-// as it is (stream true), asking for the usage when the client did not (the
-// usage chunk and the "usage":null members that asking adds are taken out again).
+// as it is (stream true), asking for the usage when the client did not (askUsage;
+// the usage chunk and the "usage":null members that asking adds are taken out
+// again, as usageStripper does, by editData).
 func (c *routeCaller) streamLive(ctx context.Context, ex *interceptors.Exchange) (*liveRelay, *interceptors.Response, error) {
-	body := ex.Body
-	strip := false
-	if !gjson.GetBytes(body, "stream_options.include_usage").Bool() {
-		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil {
-			body, strip = b, true
-		}
-	}
+	body, strip := askUsage([]byte(chatPath), ex.Body)
 	lr, whole, err := c.streamAt(ctx, chatPath, body)
 	if lr != nil {
 		lr.stripUsage, lr.alias = strip, c.model
@@ -179,6 +174,8 @@ func (c *routeCaller) streamAt(ctx context.Context, path string, body []byte) (*
 				return nil, nil, fmt.Errorf("reading the upstream's %d answer: %w", status, errors.Join(err, errStreamTooLarge))
 			}
 			res.resp.SetBody(b)
+			res.call.Answer(status, b)
+			res.call = nil
 			res.cl.Close(true)
 			res.cl = nil
 		}
@@ -253,6 +250,7 @@ func (lr *liveRelay) abandon() bool {
 	if !lr.owner.CompareAndSwap(0, 2) {
 		return false
 	}
+	lr.res.call.EndStream(false, "cancelled")
 	lr.res.close(false)
 	lr.caller.end(lr.start)
 	return true
@@ -269,6 +267,9 @@ func (lr *liveRelay) attach(done <-chan outcome, saveTrace func(), finish func(s
 func (lr *liveRelay) end(complete, clientGone bool) {
 	if !lr.signaled {
 		lr.signaled = true
+		if clientGone {
+			lr.res.call.EndStream(complete, "cancelled")
+		}
 		lr.res.close(complete)
 		took := lr.caller.end(lr.start)
 		if !complete && !clientGone {
@@ -306,6 +307,7 @@ func (lr *liveRelay) Read(p []byte) (int, error) {
 		}
 		n, err := lr.body.Read(lr.readBuf)
 		if n > 0 {
+			lr.res.call.Stream(lr.readBuf[:n]) // the call's span, with tracing on
 			if perr := lr.feed(lr.readBuf[:n]); perr != nil {
 				err = perr
 			}

@@ -169,7 +169,7 @@ func TestResilienceConfigErrorsNameTheKey(t *testing.T) {
 		{"route upstream_model with upstreams", up + "routes: [{name: r, default: true, upstream_model: m, upstreams: [a, b]}]", "set upstream_model on each entry"},
 		{"unknown upstream in the list", up + "routes: [{name: r, default: true, upstreams: [a, c]}]", `upstreams[1]: no upstream named "c"`},
 		{"an upstream listed twice", up + "routes: [{name: r, default: true, upstreams: [a, a]}]", `"a" is listed twice`},
-		{"unknown key in an entry", up + "routes: [{name: r, default: true, upstreams: [{name: a, model: m}]}]", `unknown key "model"`},
+		{"unknown key in an entry", up + "routes: [{name: r, default: true, upstreams: [{name: a, model: m}]}]", "routes[0] (r).upstreams[0] (a).model: unknown key (did you mean upstream_model?)"},
 		{"an entry that is a list", up + "routes: [{name: r, default: true, upstreams: [[a]]}]", "a route's upstream is an upstream name or {name, upstream_model}"},
 		{"api_key_env and api_key_envs", "upstreams: {a: {base_url: 'http://x/v1', api_key_env: FACTGATE_A, api_key_envs: [FACTGATE_B]}}\nroutes: [{name: r, default: true, upstream: a}]", "not both"},
 		{"a pool key outside FACTGATE_", "upstreams: {a: {base_url: 'http://x/v1', api_key_envs: [{env: OPENAI_KEY, weight: 2}]}}\nroutes: [{name: r, default: true, upstream: a}]", "api_key_envs[0]"},

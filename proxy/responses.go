@@ -15,8 +15,8 @@ import (
 // chat completions are (aliases, upstream_model, auth, limits, A/B variants,
 // metrics, traces):
 //
-//   - a model no route serves, with no default route, passes through to the
-//     pass-through upstream as it came (as every path the proxy does not route);
+//   - a model no route serves, with no default route, is a 404 model_not_found,
+//     as for a chat completion;
 //   - a route without interceptors on an upstream that serves /v1/responses (api:
 //     responses) forwards the request with only the model mapped, streaming as
 //     it arrives;
@@ -33,14 +33,11 @@ func (s *Server) handleResponses(rc *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
+	defer s.settleTokens(rc)
 	model := head.model.Str
 	rt := s.routeFor(model)
 	if rt == nil {
-		if s.passUp == nil {
-			s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found", "no upstream for %s", rc.Path()))
-			return
-		}
-		s.forward(rc, s.passTargets, nil, s.passMetrics, body, start, client)
+		s.fail(rc, s.passMetrics, start, modelNotFound(model))
 		return
 	}
 	if len(rt.chain) == 0 && rt.up.responsesAPI {

@@ -110,7 +110,7 @@ func appendChatResponse(dst, chat, request, outgoing []byte) []byte {
 	b = append(b, `,"tool_choice":`...)
 	b = append(b, req("tool_choice")...)
 	b = append(b, `,"tools":`...)
-	b = append(b, req("tools")...)
+	b = appendEchoedTools(b, req("tools"))
 	b = append(b, `,"top_p":`...)
 	b = append(b, req("top_p")...)
 	b = append(b, `,"truncation":"disabled","usage":`...)
@@ -215,8 +215,8 @@ func appendOutputItems(b []byte, id string, msg gjson.Result, status string) []b
 }
 
 // appendResponseUsage appends a chat usage object as Responses usage: input and
-// output tokens with their details (cached and reasoning tokens, 0 when the
-// upstream does not say).
+// output tokens with their details (cached, cache-write and reasoning tokens, 0
+// when the upstream does not say).
 func appendResponseUsage(b []byte, u gjson.Result) []byte {
 	if !u.IsObject() {
 		return append(b, "null"...)
@@ -234,6 +234,8 @@ func appendResponseUsage(b []byte, u gjson.Result) []byte {
 	b = strconv.AppendInt(b, in, 10)
 	b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
 	b = strconv.AppendInt(b, cached, 10)
+	b = append(b, `,"cache_write_tokens":`...)
+	b = strconv.AppendInt(b, u.Get("prompt_tokens_details.cache_write_tokens").Int(), 10)
 	b = append(b, `},"output_tokens":`...)
 	b = strconv.AppendInt(b, out, 10)
 	b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
@@ -241,6 +243,55 @@ func appendResponseUsage(b []byte, u gjson.Result) []byte {
 	b = append(b, `},"total_tokens":`...)
 	b = strconv.AppendInt(b, total, 10)
 	return append(b, '}')
+}
+
+// appendEchoedTools appends the request's tools as a response echoes them: a
+// function tool with every member the Responses API's FunctionTool requires —
+// "strict" (false when the request left it out: the chat tool it became asks
+// the upstream for no strict mode) and "parameters" (null when left out) — the
+// request's own members first, as they came. Anything else is echoed unchanged.
+func appendEchoedTools(b []byte, tools string) []byte {
+	arr := gjson.Parse(tools)
+	if !arr.IsArray() {
+		return append(b, tools...)
+	}
+	b = append(b, '[')
+	n := 0
+	arr.ForEach(func(_, tool gjson.Result) bool {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		if !tool.IsObject() || tool.Get("type").Str != "function" {
+			b = append(b, tool.Raw...)
+			return true
+		}
+		strict, params := tool.Get("strict"), tool.Get("parameters")
+		b = append(b, '{')
+		m := 0
+		tool.ForEach(func(k, v gjson.Result) bool {
+			if k.Str == "strict" && v.Type == gjson.Null {
+				return true // said below
+			}
+			if m > 0 {
+				b = append(b, ',')
+			}
+			m++
+			b = append(b, k.Raw...)
+			b = append(b, ':')
+			b = append(b, v.Raw...)
+			return true
+		})
+		if !params.Exists() {
+			b = append(b, `,"parameters":null`...)
+		}
+		if strict.Type != gjson.True && strict.Type != gjson.False {
+			b = append(b, `,"strict":false`...)
+		}
+		b = append(b, '}')
+		return true
+	})
+	return append(b, ']')
 }
 
 // responseToChat renders a Responses object (an api: responses upstream's answer)

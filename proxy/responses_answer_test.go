@@ -118,7 +118,7 @@ func TestChatToResponse(t *testing.T) {
 				if r.Get("output.0.type").Str != "reasoning" || r.Get("output.0.summary.0.text").Str != "think" || r.Get("output.1.content.0.text").Str != "hi" {
 					t.Errorf("output %s", r.Get("output").Raw)
 				}
-				if r.Get("usage").Raw != `{"input_tokens":10,"input_tokens_details":{"cached_tokens":3},"output_tokens":4,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":14}` {
+				if r.Get("usage").Raw != `{"input_tokens":10,"input_tokens_details":{"cached_tokens":3,"cache_write_tokens":0},"output_tokens":4,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":14}` {
 					t.Errorf("usage %s", r.Get("usage").Raw)
 				}
 				if r.Get("x_provider.r").Str != "eu" {
@@ -287,5 +287,45 @@ func TestWriteResponsesStreamError(t *testing.T) {
 	d := gjson.Parse(strings.TrimPrefix(ev, "event: error\ndata: "))
 	if d.Get("type").Str != "error" || d.Get("message").Str != "boom" || d.Get("code").Str != "x" || d.Get("error.message").Str != "boom" || !d.Get("sequence_number").Exists() {
 		t.Errorf("%s", d.Raw)
+	}
+}
+
+// TestAResponseEchoesFunctionToolsAndUsageAsTheSpecRequires: the two places the
+// OpenAI spec's Response was broken on a chat upstream — a function tool echoed
+// without "strict" (FunctionTool requires it, and "parameters"), and
+// usage.input_tokens_details without "cache_write_tokens" — while "user": null
+// stays as the live API sends it. (TestSynthesizedObjectsConformToTheOpenAISpec
+// checks every object against the spec itself.)
+func TestAResponseEchoesFunctionToolsAndUsageAsTheSpecRequires(t *testing.T) {
+	t.Parallel()
+	chat := `{"id":"c1","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],
+		"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9,"prompt_tokens_details":{"cached_tokens":3,"cache_write_tokens":4}}}`
+	request := `{"model":"m","input":"x","tools":[
+		{"type":"function","name":"a","parameters":{"type":"object"}},
+		{"type":"function","name":"b","description":"d","strict":true,"parameters":{"type":"object","properties":{},"additionalProperties":false}},
+		{"type":"function","name":"c","strict":null},
+		{"type":"web_search"}]}`
+	got := chatToResponse([]byte(chat), []byte(request), []byte(`{}`))
+	if !gjson.ValidBytes(got) {
+		t.Fatalf("not JSON: %s", got)
+	}
+	for _, c := range []struct{ path, want string }{
+		{"tools.0", `{"type":"function","name":"a","parameters":{"type":"object"},"strict":false}`},
+		{"tools.1", `{"type":"function","name":"b","description":"d","strict":true,"parameters":{"type":"object","properties":{},"additionalProperties":false}}`},
+		{"tools.2", `{"type":"function","name":"c","parameters":null,"strict":false}`},
+		{"tools.3", `{"type":"web_search"}`},
+		{"usage.input_tokens_details", `{"cached_tokens":3,"cache_write_tokens":4}`},
+		{"user", `null`},
+	} {
+		if r := gjson.GetBytes(got, c.path).Raw; r != c.want {
+			t.Errorf("%s = %s, want %s", c.path, r, c.want)
+		}
+	}
+	noDetails := chatToResponse([]byte(`{"id":"c2","choices":[{"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`), []byte(`{"input":"x","user":"u1"}`), nil)
+	if r := gjson.GetBytes(noDetails, "usage.input_tokens_details").Raw; r != `{"cached_tokens":0,"cache_write_tokens":0}` {
+		t.Errorf("usage.input_tokens_details without the upstream's details = %s", r)
+	}
+	if r := gjson.GetBytes(noDetails, "user").Raw; r != `"u1"` {
+		t.Errorf("user = %s, want the request's", r)
 	}
 }

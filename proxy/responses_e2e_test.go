@@ -154,7 +154,6 @@ func TestResponsesRoutingAndAliasMapping(t *testing.T) {
 		{"a route without interceptors on a chat upstream translates", "plain-c", "/v1/chat/completions", "mock-c"},
 		{"a validating route on a Responses upstream", "ra3-r", "/v1/responses", "gpt-5"},
 		{"a validating route on a chat upstream", "ra3-c", "/v1/chat/completions", "deepseek-chat"},
-		{"a model no route serves passes through as sent", "not-routed", "/v1/responses", "not-routed"},
 	}
 	for _, tc := range tests {
 		h.mock.Reset()
@@ -197,6 +196,18 @@ func TestResponsesRoutingAndAliasMapping(t *testing.T) {
 				t.Errorf("%s: usage %+v", tc.desc, r.Usage)
 			}
 		}
+	}
+	// A model no route serves, on a config without a default route, is routed as a
+	// chat completion is: 404 model_not_found, and no upstream is asked.
+	h.mock.Reset()
+	for _, path := range []string{"/v1/responses", "/v1/chat/completions"} {
+		status, _, body := h.post(t, path, `{"model":"not-routed","input":"hello","messages":[{"role":"user","content":"hello"}]}`)
+		if status != 404 || gjson.GetBytes(body, "error.code").Str != "model_not_found" || gjson.GetBytes(body, "error.param").Str != "model" {
+			t.Errorf("%s for a model no route serves: %d %s, want 404 model_not_found", path, status, body)
+		}
+	}
+	if n := len(h.mock.Requests()); n != 0 {
+		t.Errorf("the upstream was asked %d times for a model no route serves", n)
 	}
 }
 

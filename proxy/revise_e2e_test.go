@@ -177,21 +177,29 @@ func checkDowngradedDraft(t *testing.T, content string) {
 // claimsBlock parses the fenced JSON after the marker.
 func claimsBlock(t *testing.T, content string) gjson.Result {
 	t.Helper()
+	js, ok := claimsJSONOf(content)
+	if !ok {
+		t.Fatalf("no fenced claims block in:\n%s", content)
+	}
+	if !gjson.Valid(js) {
+		t.Fatalf("invalid claims JSON:\n%s", js)
+	}
+	return gjson.Parse(js)
+}
+
+// claimsJSONOf returns the fenced JSON after the last marker of content.
+func claimsJSONOf(content string) (string, bool) {
 	i := strings.LastIndex(content, reviseMarker)
 	if i < 0 {
-		t.Fatalf("no claims block in:\n%s", content)
+		return "", false
 	}
 	rest := content[i:]
 	start := strings.Index(rest, "```json\n")
 	end := strings.LastIndex(rest, "```")
 	if start < 0 || end <= start {
-		t.Fatalf("no fenced block in:\n%s", content)
+		return "", false
 	}
-	js := rest[start+len("```json\n") : end]
-	if !gjson.Valid(js) {
-		t.Fatalf("invalid claims JSON:\n%s", js)
-	}
-	return gjson.Parse(js)
+	return rest[start+len("```json\n") : end], true
 }
 
 func TestReviseRevisionRequestIsBuiltFromTheOriginal(t *testing.T) {

@@ -23,7 +23,7 @@ func TestSemanticConfigErrorsSurfaceAtStartUp(t *testing.T) {
 		{"a pack without semantic validators", "pack: ra3\n    validate: {}\n    semantic: {validators: [combat]}",
 			"routes[0] (scenes).semantic: pack ra3 declares no semantic validators"},
 		{"an unknown key", "pack: dnd\n    validate: {}\n    semantic: {validators: [combat], retry: 3}",
-			"field retry not found"},
+			"routes[0] (scenes).semantic.retry: unknown key (did you mean retries?)"},
 		{"an unknown failure policy", "pack: dnd\n    validate: {}\n    semantic: {validators: [combat], failure_policy: sometimes}",
 			`unknown policy "sometimes"`},
 	}

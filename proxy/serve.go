@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
@@ -14,10 +16,16 @@ import (
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/knowledge/rawjson"
 	"github.com/factgate/factgate/proxy/console"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // handle is the fasthttp handler: every request starts here.
 func (s *Server) handle(rc *fasthttp.RequestCtx) {
+	if s.tel != nil {
+		if rq := s.startRequest(rc); rq != nil {
+			defer endRequest(rc, rq) // after the recovery below wrote its error
+		}
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic serving request", "path", string(rc.Path()), "panic", fmt.Sprint(p))
@@ -66,6 +74,43 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	s.handlePassthrough(rc)
 }
 
+// startRequest starts the OpenTelemetry server span of a proxied request (not of
+// the probes, /metrics or the factgate API) and keeps it on rc, where
+// telemetryOf finds it.
+func (s *Server) startRequest(rc *fasthttp.RequestCtx) *telemetry.Request {
+	switch path := rc.Path(); {
+	case bytes.HasPrefix(path, []byte("/factgate/")):
+		return nil
+	default:
+		switch string(path) {
+		case "/healthz", "/readyz", "/metrics":
+			return nil
+		}
+	}
+	rq := s.tel.StartRequest(rc, time.Now())
+	rc.SetUserValue(telemetry.Key, rq)
+	return rq
+}
+
+// endRequest ends the server span of a request answered by the handler; a
+// streamed answer ends it when the stream ends (intercept's finish, forward's
+// relay).
+func endRequest(rc *fasthttp.RequestCtx, rq *telemetry.Request) {
+	if rc.Response.IsBodyStream() {
+		return
+	}
+	rq.End(rc.Response.StatusCode(), "")
+}
+
+// telemetryOf is the server span of rc's request; nil when tracing is off.
+func (s *Server) telemetryOf(rc *fasthttp.RequestCtx) *telemetry.Request {
+	if s.tel == nil {
+		return nil
+	}
+	rq, _ := rc.UserValue(telemetry.Key).(*telemetry.Request)
+	return rq
+}
+
 // servedWhileDraining: once Shutdown began, only the probes and metrics are
 // answered; /readyz says "draining".
 func (s *Server) servedWhileDraining(path []byte) bool {
@@ -77,13 +122,13 @@ func (s *Server) servedWhileDraining(path []byte) bool {
 }
 
 // handleReadError answers requests fasthttp could not read (too large, bad
-// headers, timeouts) with the OpenAI error envelope.
+// headers, timeouts) with the OpenAI error envelope, and logs them like any
+// other answer.
 func (s *Server) handleReadError(rc *fasthttp.RequestCtx, err error) {
 	var e *interceptors.Error
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		e = interceptors.Errorf(413, "invalid_request_error", "request_too_large",
-			"request body exceeds the limit of %d bytes (server.max_request_body)", int64(s.cfg.Server.MaxRequestBody))
+		e = tooLarge(int64(s.cfg.Server.MaxRequestBody), "server.max_request_body")
 		// The client may still be sending the body fasthttp refused to read.
 		if wc, ok := rc.Conn().(*watchConn); ok {
 			wc.discardRequestOnClose()
@@ -102,11 +147,61 @@ func (s *Server) handleReadError(rc *fasthttp.RequestCtx, err error) {
 	s.passMetrics.error(e.Code)
 	s.passMetrics.observe(e.Status, 0, 0)
 	writeError(rc, e)
+	if s.accessLog {
+		// fasthttp has reset the request it could not read: its method and path
+		// are not known.
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
+			slog.String("route", s.passMetrics.name), slog.Int("status", e.Status), slog.String("error", e.Code), remoteAttr(rc))
+	}
+}
+
+// tooLarge is the 413 for a body over limit bytes, naming the key that sets it.
+func tooLarge(limit int64, key string) *interceptors.Error {
+	return interceptors.Errorf(413, "invalid_request_error", "request_too_large",
+		"request body exceeds the limit of %d bytes (%s)", limit, key)
+}
+
+// checkPath is the offline check's endpoint, whose body has a bound of its own.
+const checkPath = "/factgate/v1/check"
+
+// bodyLimit returns the bound on the body of the request in rc and the key that
+// sets it: server.max_check_body for a check, when it is the lower one, else
+// server.max_request_body (which fasthttp enforces for every request).
+func (s *Server) bodyLimit(rc *fasthttp.RequestCtx) (int64, string) {
+	limit := int64(s.cfg.Server.MaxRequestBody)
+	if check := int64(s.cfg.Server.MaxCheckBody); check > 0 && check < limit && string(rc.Path()) == checkPath {
+		return check, "server.max_check_body"
+	}
+	return limit, "server.max_request_body"
+}
+
+// expectContinue answers a request that sent Expect: 100-continue: a body whose
+// Content-Length is already over its bound gets the 413 at once (and the
+// connection closes), instead of a 100 Continue that invites the client to send
+// what is going to be refused.
+func (s *Server) expectContinue(rc *fasthttp.RequestCtx) int {
+	limit, key := s.bodyLimit(rc)
+	if cl := rc.Request.Header.ContentLength(); cl > 0 && int64(cl) > limit {
+		if wc, ok := rc.Conn().(*watchConn); ok {
+			// A client that did not wait for the answer is sending the body.
+			wc.discardRequestOnClose()
+		}
+		s.fail(rc, s.passMetrics, time.Now(), tooLarge(limit, key))
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
 }
 
 func isSmallBuffer(err error) bool {
 	var sb *fasthttp.ErrSmallBuffer
 	return errors.As(err, &sb) || bytes.Contains([]byte(err.Error()), []byte("small read buffer"))
+}
+
+// modelNotFound is the 404 for a chat completion or a Responses request whose
+// model no route serves, on a config without a default route.
+func modelNotFound(model string) *interceptors.Error {
+	return &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
+		Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model)}
 }
 
 // handleChat serves POST /v1/chat/completions.
@@ -119,11 +214,11 @@ func (s *Server) handleChat(rc *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
+	defer s.settleTokens(rc)
 	model := head.model.Str
 	rt := s.routeFor(model)
 	if rt == nil {
-		s.fail(rc, s.passMetrics, start, &interceptors.Error{Status: 404, Type: "invalid_request_error", Code: "model_not_found",
-			Param: "model", Message: fmt.Sprintf("no route serves model %q and there is no default route", model)})
+		s.fail(rc, s.passMetrics, start, modelNotFound(model))
 		return
 	}
 	if len(rt.chain) == 0 {
@@ -202,6 +297,14 @@ func (s *Server) handlePassthrough(rc *fasthttp.RequestCtx) {
 	if !s.checkRateLimit(rc, client, start) {
 		return
 	}
+	defer s.settleTokens(rc)
+	// The upstream gets the provider's key (auth mode keys): a client path must
+	// not reach anything of its host outside the API's base path.
+	if !reachesAll(s.passTargets, cleanPath(rc.Path())) {
+		s.fail(rc, s.passMetrics, start, interceptors.Errorf(404, "invalid_request_error", "not_found",
+			"no such endpoint: %s is outside the upstream's API (factgate forwards paths under /v1/)", cleanPath(rc.Path())))
+		return
+	}
 	if s.serveModels(rc, client, start) {
 		return
 	}
@@ -242,10 +345,21 @@ func (s *Server) handleReady(rc *fasthttp.RequestCtx) {
 }
 
 // handleAPI serves the factgate API under /factgate/ (auth as for the proxy).
+//
+// Every call but the console's static pages leaves an access log line: who
+// (the client key, or the console session's), what and the status.
 func (s *Server) handleAPI(rc *fasthttp.RequestCtx) {
 	start := time.Now()
-	if s.console != nil && console.Public(rc.Path()) {
+	if console.Public(rc.Path()) {
+		if s.console == nil {
+			s.consoleOff(rc)
+			return
+		}
 		s.console.ServePublic(rc)
+		if string(rc.Path()) == console.SessionPath {
+			v, _ := console.ViewerFrom(rc)
+			s.logAPI(rc, start, v.Name)
+		}
 		return
 	}
 	client, aerr := s.authenticateAPI(rc)
@@ -254,6 +368,7 @@ func (s *Server) handleAPI(rc *fasthttp.RequestCtx) {
 		return
 	}
 	rc.SetUserValue(clientKeyValue, client)
+	defer s.logAPI(rc, start, client)
 	p := string(rc.Path())
 	if h, ok := s.api[p]; ok {
 		h(rc)

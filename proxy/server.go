@@ -22,10 +22,12 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/factgate/factgate/cache"
+	"github.com/factgate/factgate/configs/strictyaml"
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/knowledge"
 	"github.com/factgate/factgate/proxy/console"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // Server is the factgate proxy. Create it with New, run it with Serve or
@@ -87,6 +89,10 @@ type Server struct {
 	// metricsSrv serves /metrics on server.metrics_listen; nil when /metrics is
 	// served on the main listener.
 	metricsSrv *fasthttp.Server
+
+	// tel exports OpenTelemetry traces; nil when tracing is off (telemetry).
+	tel     *telemetry.Telemetry
+	telOpts []telemetry.Option
 }
 
 // ReadinessCheck reports one dependency's state for /readyz. A check that is not ok
@@ -118,6 +124,7 @@ type route struct {
 	streamReason  bool
 	responseAlias bool // response_model: alias
 	metrics       *routeMetrics
+	pack          string // the route's pack ("" for none)
 }
 
 // Option configures a Server.
@@ -183,6 +190,12 @@ func WithCache(c cache.Cache) Option {
 	return func(s *Server) error { s.cache = c; return nil }
 }
 
+// WithTelemetry passes options to the OpenTelemetry tracer the telemetry block
+// turns on (an exporter of its own, the batching, the sampler).
+func WithTelemetry(opts ...telemetry.Option) Option {
+	return func(s *Server) error { s.telOpts = append(s.telOpts, opts...); return nil }
+}
+
 // WithTraceStore keeps traces of intercepted requests.
 func WithTraceStore(t TraceStore) Option {
 	return func(s *Server) error { s.traces = t; return nil }
@@ -207,6 +220,7 @@ func CheckConfig(path string) (warnings []string, err error) {
 	for _, c := range s.closers {
 		_ = c()
 	}
+	_ = s.tel.Shutdown(context.Background()) // nothing was traced
 	return s.warnings, nil
 }
 
@@ -215,7 +229,8 @@ func CheckConfig(path string) (warnings []string, err error) {
 // (cfg.File), then the key.
 func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	defer func() {
-		if err != nil && cfg.File != "" {
+		var located *strictyaml.Error
+		if err != nil && cfg.File != "" && !(errors.As(err, &located) && located.File != "") {
 			err = fmt.Errorf("%s: %w", cfg.File, err)
 		}
 	}()
@@ -301,6 +316,7 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 			streamReason:  rc.StreamReasoning,
 			responseAlias: rc.ResponseModel == ResponseModelAlias,
 			metrics:       s.metrics.forRoute(rc.Name),
+			pack:          rc.Pack,
 		}
 		s.routeByName[rc.Name] = rt
 		for _, m := range rc.Models {
@@ -383,7 +399,11 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	if err := s.newConsole(); err != nil {
 		return nil, err
 	}
+	s.logUpstreamKeys()
 	s.registerMemoryBudget()
+	if s.tel, err = telemetry.New(cfg.Telemetry, s.metrics.reg, s.log, s.telOpts...); err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
 	s.metricsH = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	if cfg.Server.MetricsListen != "" {
 		s.metricsSrv = &fasthttp.Server{
@@ -402,6 +422,7 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		ErrorHandler:       s.handleReadError,
+		ExpectHandler:      s.expectContinue,
 		Name:               "factgate",
 		ReadBufferSize:     int(cfg.Server.MaxHeaderSize),
 		MaxRequestBodySize: int(cfg.Server.MaxRequestBody),
@@ -549,8 +570,10 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // connections and waits for in-flight requests to finish. Then it waits for
 // what the answered requests left to write in the background — each stage's
 // (interceptors.Cleaner: A/B counters, fact indexes) and its own (traces) — so
-// that a deploy loses none of it. ctx bounds all three; afterwards upstream
-// connections and registered closers (the cache among them) are closed.
+// that a deploy loses none of it — and what Redis could not take while it
+// failed (the cache's pending writes) is written now (flushPending). ctx
+// bounds all of it; afterwards upstream connections and registered closers (the
+// cache among them) are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	// A second Shutdown (the first one timed out) does not wait the grace again.
 	if grace := s.cfg.Server.DrainGraceDuration(); !s.draining.Swap(true) && grace > 0 {
@@ -575,6 +598,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.log.Warn("trace saves did not finish before the shutdown deadline; some traces are lost", "error", werr)
 		if err == nil {
 			err = werr
+		}
+	}
+	if ferr := s.flushPending(ctx); ferr != nil && err == nil {
+		err = ferr
+	}
+	// The spans of every request, trace saves included, are ended: export them.
+	if terr := s.tel.Shutdown(ctx); terr != nil {
+		s.log.Warn("some OpenTelemetry spans were not exported before the shutdown deadline", "error", terr)
+		if err == nil {
+			err = terr
 		}
 	}
 	for _, up := range s.upstreams {

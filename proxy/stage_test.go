@@ -128,15 +128,15 @@ func TestAStageBlockIsCheckedLikeEveryOther(t *testing.T) {
 		want       []string
 	}{
 		{name: "an unknown key", blocks: "    validate: {}\n    stamp: {valeu: hi}",
-			want: []string{"stamp.yaml: routes[0] (stamped).stamp: line 10: field valeu not found in type proxy.stampConfig"}},
+			want: []string{"stamp.yaml:10: routes[0] (stamped).stamp.valeu: unknown key (did you mean value?)"}},
 		{name: "a value its Build refuses", blocks: "    validate: {}\n    stamp: {header: X-S}",
 			want: []string{"stamp.yaml: routes[0] (stamped).stamp: value: missing"}},
 		{name: "its requirement missing", blocks: "    stamp: {value: hi}",
 			want: []string{"stamp.yaml: routes[0] (stamped).stamp: a stamp block needs the route's validate block"}},
 		{name: "a block no stage owns", blocks: "    validate: {}\n    stmap: {value: hi}",
-			want: []string{`stamp.yaml: routes[0] (stamped): line 10: unknown key "stmap"`, "stage blocks experiment, context, facts, inject, revise, semantic, stamp, validate"}},
+			want: []string{"stamp.yaml:10: routes[0] (stamped).stmap: unknown key (did you mean stamp?)"}},
 		{name: "not registered", blocks: "    stamp: {value: hi}", unregister: true,
-			want: []string{`unknown key "stamp"`, "stage blocks experiment, context, facts, inject, revise, semantic, validate"}},
+			want: []string{"routes[0] (stamped).stamp: unknown key: a route has", "stage blocks experiment, context, facts, inject, revise, semantic, validate"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

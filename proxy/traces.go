@@ -70,7 +70,10 @@ func (t cacheTraces) SaveTrace(ctx context.Context, tr *interceptors.Trace) erro
 			return err
 		}
 	}
-	return t.c.Set(ctx, traceKey(tr.ID), b, t.ttl)
+	// Durable: a trace saved while Redis fails is replayed when it is back (and
+	// flushed at shutdown), so that the other replicas can serve it; traces may
+	// hold a quarter of cache.tiered.max_pending_bytes among the pending writes.
+	return cache.SetDurable(ctx, t.c, traceKey(tr.ID), b, t.ttl)
 }
 
 // shrinkTrace cuts the texts of tr — its answers and the client's messages the

@@ -30,15 +30,22 @@ type requestCtx struct {
 }
 
 // newRequestCtx returns the context of a request.
-func newRequestCtx() *requestCtx {
+func newRequestCtx() *requestCtx { return newRequestCtxIn(context.Background()) }
+
+// newRequestCtxIn returns the context of a request under parent (the one that
+// carries its OpenTelemetry span).
+func newRequestCtxIn(parent context.Context) *requestCtx {
 	r := &requestCtx{}
-	r.init()
+	r.initIn(parent)
 	return r
 }
 
 // init readies a zero requestCtx.
-func (r *requestCtx) init() {
-	r.Context, r.cancelCause = context.WithCancelCause(context.Background())
+func (r *requestCtx) init() { r.initIn(context.Background()) }
+
+// initIn readies a zero requestCtx under parent.
+func (r *requestCtx) initIn(parent context.Context) {
+	r.Context, r.cancelCause = context.WithCancelCause(parent)
 }
 
 // cancel cancels the context with cause (nil: context.Canceled), then closes the

@@ -51,14 +51,20 @@ var benchModes = map[string]benchMode{
 	"ttft":        {name: "ttft", model: "bench-validate", stream: true},
 }
 
-// Targets of issue 16 for the validating route, measured against a direct call that
-// carries the same request in the same run.
+// The validating route's performance targets (docs/performance.md "Targets"),
+// measured against a direct call that carries the same request in the same run.
 const (
 	targetValidateRatio = 0.5  // validating req/s ≥ this × direct's
 	targetValidateP99   = 2.0  // validating p99 ≤ this × direct's
 	targetRSSBase       = 64e6 // RSS after the memory check ≤ this + the configured budgets
 	targetRSSFlat       = 0.05 // and grows by at most this share over the second run
+	// Tracing on (sampler always on, collector up) lowers the
+	// pass-through ratio proxy/direct by at most this share.
+	targetTracingDrop = 0.10
 )
+
+// targetTraced names the proxy with tracing on in the tables.
+const targetTraced = "proxy+otel"
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -76,7 +82,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cpuProfile := fs.String("cpu-profile", "", "write the proxy child's pprof CPU profile to `FILE` (passed to factgate serve)")
 	memProfile := fs.String("mem-profile", "", "write the proxy child's pprof heap/alloc profile to `FILE` when it stops")
 	rssRequests := fs.Int("rss-requests", 0, "memory check: after the modes, send N validating requests, record the proxy's RSS, send N more, record again (0: off)")
-	clientName := fs.String("client", clientFasthttp, "the load driver's HTTP client: "+clientFasthttp+" (the lightest), or "+clientNetHTTP+" (Go's standard client, which hey — the load generator of issue 16's measurements — uses)")
+	tracing := fs.Bool("tracing", false, "also measure a proxy with OpenTelemetry tracing on (telemetry.enabled, OTEL_TRACES_SAMPLER=always_on) beside the one without, interleaved, exporting to --otlp-endpoint or to an OTLP receiver this process runs")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "with --tracing: the OTLP/HTTP collector the traced proxy exports to, e.g. http://127.0.0.1:4318 (\"\": one in this process that accepts and counts the spans)")
+	clientName := fs.String("client", clientFasthttp, "the load driver's HTTP client: "+clientFasthttp+" (the lightest), or "+clientNetHTTP+" (Go's standard client, as the load generator hey uses)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: factgate bench [flags]")
 		fmt.Fprintln(stderr, "\nStarts the mock upstream (factgate mock-upstream) and the proxy (factgate serve) as")
@@ -84,9 +92,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "requests at the mock directly and through the proxy, interleaved, for --rounds")
 		fmt.Fprintln(stderr, "rounds, and prints per target the median req/s, p50 and p99 of the rounds with")
 		fmt.Fprintln(stderr, "their min–max, the ratio proxy/direct, and the RSS of the proxy and of the mock.")
-		fmt.Fprintln(stderr, "The validate mode also prints issue 16's targets with PASS or MISS; the ttft mode the")
-		fmt.Fprintln(stderr, "time to first token of a streamed greeting on the validating route; --rss-requests")
-		fmt.Fprintln(stderr, "adds the memory check. All traffic stays on 127.0.0.1 and is bounded in count and time.")
+		fmt.Fprintln(stderr, "The validate mode also prints the performance targets with PASS or MISS; the ttft mode")
+		fmt.Fprintln(stderr, "the time to first token of a streamed greeting on the validating route; --rss-requests")
+		fmt.Fprintln(stderr, "adds the memory check; --tracing a third target, a proxy with OpenTelemetry tracing on.")
+		fmt.Fprintln(stderr, "All traffic stays on 127.0.0.1 and is bounded in count and time.")
 		fmt.Fprintln(stderr, "See docs/performance.md.")
 		fs.PrintDefaults()
 	}
@@ -117,8 +126,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "factgate bench: nothing to measure: no --modes and no --rss-requests")
 		return 2
 	}
-	if *inProcess && (*cpuProfile != "" || *memProfile != "" || *proxyBin != "") {
-		fmt.Fprintln(stderr, "factgate bench: --cpu-profile, --mem-profile and --proxy-bin need the proxy child (not --in-process)")
+	if *inProcess && (*cpuProfile != "" || *memProfile != "" || *proxyBin != "" || *tracing) {
+		fmt.Fprintln(stderr, "factgate bench: --cpu-profile, --mem-profile, --proxy-bin and --tracing need the proxy child (not --in-process)")
+		return 2
+	}
+	if *otlpEndpoint != "" && !*tracing {
+		fmt.Fprintln(stderr, "factgate bench: --otlp-endpoint is for --tracing")
 		return 2
 	}
 	exe, err := os.Executable()
@@ -187,6 +200,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		proxyPid = child.cmd.Process.Pid
 	}
 	mem := benchMemory{proxyPid: proxyPid, mockPid: mock.cmd.Process.Pid}
+	// With --tracing, a second proxy child traces every request.
+	var traced *tracedProxy
+	if *tracing {
+		bin := *proxyBin
+		if bin == "" {
+			bin = exe
+		}
+		tp, err := startTracedProxy(ctx, bin, mockURL, *accessLog, *otlpEndpoint)
+		if err != nil {
+			fmt.Fprintln(stderr, "factgate bench:", err)
+			return 1
+		}
+		defer tp.stop()
+		traced = tp
+	}
 
 	if len(selected) > 0 {
 		fmt.Fprintf(stdout, "factgate bench: %d requests x %d rounds per target, concurrency %d, body %d bytes\n",
@@ -199,6 +227,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, ", proxy %s (pid %d)\n", proxyAddr, proxyPid)
 	} else {
 		fmt.Fprintf(stdout, ", proxy %s (in the load driver's process)\n", proxyAddr)
+	}
+	if traced != nil {
+		fmt.Fprintf(stdout, "traced proxy %s (pid %d): telemetry on, sampler always_on, exporting to %s\n", traced.addr, traced.child.cmd.Process.Pid, traced.endpoint)
 	}
 	budget, haveBudget := scrapeMemoryBudget(proxyAddr)
 	if haveBudget {
@@ -217,8 +248,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			break
 		}
 		body := benchBody(m, *bodySize)
-		direct := benchTarget{name: "direct", addr: mockAddr, client: *clientName}
-		proxied := benchTarget{name: "proxy", addr: proxyAddr, client: *clientName}
+		direct := benchTarget{name: "direct", addr: mockAddr, client: *clientName, pid: proxyPid}
+		proxied := benchTarget{name: "proxy", addr: proxyAddr, client: *clientName, pid: proxyPid}
 		if m.name == "ttft" {
 			proxyServed += runTTFT(ctx, stdout, [2]benchTarget{direct, proxied}, *requests, *concurrency, *rounds, *maxTime)
 			fmt.Fprintf(stdout, "%-12s RSS after the mode: %s\n\n", m.name, mem.line())
@@ -227,7 +258,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if m.name == "validate" {
 			proxied.check = checkValidated
 		}
-		targets := [2]benchTarget{direct, proxied}
+		targets := []benchTarget{direct, proxied}
+		if traced != nil {
+			otel := proxied
+			otel.name, otel.addr, otel.pid = targetTraced, traced.addr, traced.child.cmd.Process.Pid
+			targets = append(targets, otel)
+		}
 		// Warm both paths (connections, pools, the fact index) unmeasured.
 		if n := min(*warmup, *requests); n > 0 {
 			for _, t := range targets {
@@ -237,16 +273,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				}
 			}
 		}
-		var results [2][]benchResult
+		results := make([][]benchResult, len(targets))
 		for r := 0; r < *rounds && ctx.Err() == nil; r++ {
-			order := [2]int{0, 1}
-			if r%2 == 1 {
-				order = [2]int{1, 0}
-			}
-			for _, i := range order {
-				before := mem.cpu()
+			// Each round starts with another target: drift over a run falls on
+			// each alike.
+			for k := range targets {
+				i := (k + r) % len(targets)
+				pm := mem
+				pm.proxyPid = targets[i].pid
+				before := pm.cpu()
 				r := drive(ctx, targets[i], body, *requests, *concurrency, *maxTime)
-				r.cpu = mem.cpu().since(before)
+				r.cpu = pm.cpu().since(before)
 				results[i] = append(results[i], r)
 				if i == 1 {
 					proxyServed += r.n
@@ -254,6 +291,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}
 		printMode(stdout, m, targets, results)
+		if traced != nil {
+			traced.report(stdout, m.name)
+		}
 		fmt.Fprintf(stdout, "%-12s RSS after the mode: %s\n\n", m.name, mem.line())
 	}
 
@@ -280,6 +320,8 @@ type benchTarget struct {
 	// check, when set, judges a 200 response by its X-Factgate-Issues header; an
 	// error counts the request as failed.
 	check func(issues []byte) error
+	// pid is the proxy process whose CPU time the measurement reads.
+	pid int
 }
 
 // The load driver's HTTP clients. The ratio proxy/direct depends on the driver:
@@ -302,11 +344,11 @@ func checkValidated(issues []byte) error {
 }
 
 // printMode prints one mode's table: a row per target, the ratio and, for the
-// validating route, the issue's targets.
-func printMode(w io.Writer, m benchMode, targets [2]benchTarget, results [2][]benchResult) {
-	fmt.Fprintf(w, "%-12s %-7s %s %s %s %7s\n", "mode", "target", padRight("req/s [min–max]", 22),
+// validating route, the performance targets.
+func printMode(w io.Writer, m benchMode, targets []benchTarget, results [][]benchResult) {
+	fmt.Fprintf(w, "%-12s %-10s %s %s %s %7s\n", "mode", "target", padRight("req/s [min–max]", 22),
 		padLeft("p50", 9), padRight("   p99 [min–max]", 30), "errors")
-	var rps, p99 [2][]float64
+	rps, p99 := make([][]float64, len(targets)), make([][]float64, len(targets))
 	for i, t := range targets {
 		var p50 []float64
 		errs, n := 0, 0
@@ -326,7 +368,7 @@ func printMode(w io.Writer, m benchMode, targets [2]benchTarget, results [2][]be
 		}
 		lo, hi := minMax(rps[i])
 		p99lo, p99hi := minMax(p99[i])
-		fmt.Fprintf(w, "%-12s %-7s %s %s %s %7d\n", m.name, t.name,
+		fmt.Fprintf(w, "%-12s %-10s %s %s %s %7d\n", m.name, t.name,
 			padRight(fmt.Sprintf("%.0f [%.0f–%.0f]", median(rps[i]), lo, hi), 22),
 			padLeft(fmtLatency(time.Duration(median(p50))), 9),
 			padRight(fmt.Sprintf("%9s [%s–%s]", fmtLatency(time.Duration(median(p99[i]))), fmtLatency(time.Duration(p99lo)), fmtLatency(time.Duration(p99hi))), 30),
@@ -341,24 +383,47 @@ func printMode(w io.Writer, m benchMode, targets [2]benchTarget, results [2][]be
 			fmt.Fprintf(w, "%-12s CPU per request: %s\n", "", line)
 		}
 	}
-	// Per-round ratios: the two targets of a round ran back to back, so drift
-	// between rounds cancels out of each ratio.
-	var ratio, p99Ratio []float64
-	for r := range min(len(rps[0]), len(rps[1])) {
-		if rps[0][r] > 0 {
-			ratio = append(ratio, rps[1][r]/rps[0][r])
+	// Per-round ratios: the targets of a round ran back to back, so drift between
+	// rounds cancels out of each ratio.
+	ratios := func(a, b int) (ratio, p99Ratio []float64) {
+		for r := range min(len(rps[a]), len(rps[b])) {
+			if rps[b][r] > 0 {
+				ratio = append(ratio, rps[a][r]/rps[b][r])
+			}
+			if p99[b][r] > 0 {
+				p99Ratio = append(p99Ratio, p99[a][r]/p99[b][r])
+			}
 		}
-		if p99[0][r] > 0 {
-			p99Ratio = append(p99Ratio, p99[1][r]/p99[0][r])
-		}
+		return ratio, p99Ratio
 	}
+	line := func(label string, ratio, p99Ratio []float64) {
+		lo, hi := minMax(ratio)
+		plo, phi := minMax(p99Ratio)
+		fmt.Fprintf(w, "%-12s ratio %s: req/s %.2fx [%.2f–%.2f], p99 %.2fx [%.2f–%.2f]\n",
+			m.name, label, median(ratio), lo, hi, median(p99Ratio), plo, phi)
+	}
+	ratio, p99Ratio := ratios(1, 0)
 	if len(ratio) == 0 {
 		return
 	}
-	lo, hi := minMax(ratio)
-	plo, phi := minMax(p99Ratio)
-	fmt.Fprintf(w, "%-12s ratio proxy/direct: req/s %.2fx [%.2f–%.2f], p99 %.2fx [%.2f–%.2f]\n",
-		m.name, median(ratio), lo, hi, median(p99Ratio), plo, phi)
+	line("proxy/direct", ratio, p99Ratio)
+	if len(targets) > 2 && targets[2].name == targetTraced {
+		tr, tp := ratios(2, 0)
+		if len(tr) > 0 {
+			line(targetTraced+"/direct", tr, tp)
+			// What tracing costs: the ratio to direct with it against without it,
+			// round by round.
+			var drop []float64
+			for r := range min(len(tr), len(ratio)) {
+				drop = append(drop, 1-tr[r]/ratio[r])
+			}
+			lo, hi := minMax(drop)
+			fmt.Fprintf(w, "%-12s tracing lowers the ratio to direct by %.1f%% [%.1f–%.1f%%]\n", m.name, 100*median(drop), 100*lo, 100*hi)
+			if m.name == "passthrough" {
+				fmt.Fprintf(w, "%-12s target: tracing lowers the pass-through ratio by at most %.0f%%: %s\n", m.name, 100*targetTracingDrop, passMiss(median(drop) <= targetTracingDrop))
+			}
+		}
+	}
 	if m.name == "validate" {
 		fmt.Fprintf(w, "%-12s target req/s ≥ %.1fx direct: %.3fx %s\n", m.name, targetValidateRatio, median(ratio), passMiss(median(ratio) >= targetValidateRatio))
 		fmt.Fprintf(w, "%-12s target p99 ≤ %.1fx direct's: %.3fx %s\n", m.name, targetValidateP99, median(p99Ratio), passMiss(median(p99Ratio) <= targetValidateP99))
@@ -366,7 +431,7 @@ func printMode(w io.Writer, m benchMode, targets [2]benchTarget, results [2][]be
 }
 
 // runMemoryCheck sends n validating requests twice and prints the proxy's RSS after
-// each against issue 16's target: ≤ 64 MB + the configured budgets, and flat. It
+// each against its target: ≤ 64 MB + the configured budgets, and flat. It
 // returns how many requests it sent.
 func runMemoryCheck(ctx context.Context, w io.Writer, t benchTarget, body []byte, n, c int, maxTime time.Duration,
 	mem benchMemory, budget soakBudget, haveBudget bool) (sent int) {
@@ -826,6 +891,12 @@ func startBenchProxy(ctx context.Context, exe, mockURL string, accessLog bool, s
 // startChildProxy writes cfg (listening on addr) and starts "exe serve" on it with
 // the extra serve flags.
 func startChildProxy(ctx context.Context, exe, addr, cfg string, serveArgs ...string) (*benchChild, error) {
+	return startChildProxyEnv(ctx, exe, addr, cfg, nil, serveArgs...)
+}
+
+// startChildProxyEnv is startChildProxy with env added to the child's
+// environment.
+func startChildProxyEnv(ctx context.Context, exe, addr, cfg string, env []string, serveArgs ...string) (*benchChild, error) {
 	dir, err := os.MkdirTemp("", "factgate-bench-")
 	if err != nil {
 		return nil, err
@@ -835,6 +906,9 @@ func startChildProxy(ctx context.Context, exe, addr, cfg string, serveArgs ...st
 		return nil, err
 	}
 	cmd := exec.Command(exe, append([]string{"serve", "--config", path}, serveArgs...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var logs bytes.Buffer
 	cmd.Stdout = &logs
 	cmd.Stderr = &logs

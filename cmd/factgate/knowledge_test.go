@@ -55,7 +55,7 @@ func TestKnowledgeLint(t *testing.T) {
 		{"an overlay of a built-in set", []string{"--set", "ra3", overlay}, 0, []string{overlay + ": ok"}, nil, "."},
 		{"a bad overlay", []string{"--set", "ra3", badOverlay}, 1, nil, []string{`entry "NoSuchUnit": disabled: disables an entry that scope factions/盟军 does not have`}, ""},
 		{"an unknown set", []string{"--set", "ra4", overlay}, 2, nil, []string{`unknown knowledge set "ra4"`}, ""},
-		{"a broken pack.yaml", []string{brokenPack}, 1, nil, []string{`pack.yaml: line 5: unknown key "flavour"`}, ""},
+		{"a broken pack.yaml", []string{brokenPack}, 1, nil, []string{"pack.yaml:5: flavour: unknown key (known keys: name, description"}, ""},
 		{"the built-in packs", []string{"../../knowledge/packs/ra3/pack.yaml", "../../knowledge/packs/dnd/pack.yaml", "../../knowledge/packs/dnd/sets/dnd.json"}, 0,
 			[]string{"ra3/pack.yaml: ok", "dnd/pack.yaml: ok", "dnd/sets/dnd.json: ok"}, nil, "."},
 		{"no files", nil, 2, nil, []string{"Usage: factgate knowledge lint"}, ""},

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/configs/units"
@@ -181,10 +183,17 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 	// long log again to find them.
 	var msgs foundMessages
 	msgs.list, msgs.found, msgs.known = reqcontext.ScannedMessages(ex, body)
+	// With tracing on, resolving is the span factgate.facts, under the request's.
+	_, span := interceptors.StartSpan(ctx, "factgate.facts")
+	var request oteltrace.Span // the request's span, when the index's records
+	if span.IsRecording() {
+		request = oteltrace.SpanFromContext(ctx)
+	}
 	ex.Hold()
 	f.jobs.Add(1)
 	go func() {
 		defer f.jobs.Done()
+		defer span.End()
 		defer p.done.Done()
 		defer p.finished.Store(true) // before Done: a waiter that sees it unset waits
 		defer ex.Release()           // ends the hold: touches nothing else of ex
@@ -197,11 +206,31 @@ func (f *Interceptor) OnRequest(ctx context.Context, ex *interceptors.Exchange) 
 		p.ix, p.info, p.err = f.resolve(ctx, body, msgs, session, trace)
 		p.info.Duration = time.Since(start)
 		trace.Time("facts", p.info.Duration)
+		if span.IsRecording() {
+			p.info.annotate(span, request, p.ix.Len())
+		}
 		st := f.store.memory.Stats()
 		f.memory.Set(float64(st.Bytes))
 		f.entries.Set(float64(st.Entries))
 	}()
 	return nil
+}
+
+// annotate sets the attributes of the index's span (factgate.facts), and on the
+// request's span whether the fact index was a cache hit.
+func (info *Info) annotate(span, request oteltrace.Span, operations int) {
+	span.SetAttributes(attribute.Int("factgate.facts.operations", operations))
+	if info.Source != "" {
+		hit := attribute.Bool("factgate.facts.cache_hit", info.Source != SourceBuilt)
+		span.SetAttributes(attribute.String("factgate.facts.source", info.Source), hit)
+		request.SetAttributes(hit)
+	}
+	if info.Source == SourceBuilt {
+		span.SetAttributes(attribute.Float64("factgate.facts.build_ms", float64(info.BuildTime)/float64(time.Millisecond)))
+	}
+	if info.Segments > 0 {
+		span.SetAttributes(attribute.Int("factgate.facts.session_segments", info.Segments))
+	}
 }
 
 // FromExchange waits for the fact index the facts stage resolves for ex and

@@ -196,12 +196,15 @@ func changesMeaning(d interceptors.Downgrade) bool {
 }
 
 // notice builds the note to the reader for one choice: every claim whose problem
-// survived into the text the reader sees — a claim the downgrade changed the
-// meaning of or removed (its prose still says what the claims block no longer
-// does), or one the delivered answer still has an issue above Info on — with what
-// the facts say, and every issue above Info outside a claim. Claims are named by
-// their paths in the returned attempt (gone maps the delivered answer's paths to
-// them). It reports false when nothing survived.
+// reaches the text the reader sees — a claim of the returned attempt with an issue
+// above Info (its prose states it, whatever the downgrade did to the claims
+// block), a claim the downgrade changed the meaning of or removed, and a claim the
+// delivered answer still has an issue above Info on — each with its own findings
+// (what the facts say), under the heading its findings' codes declare; and every
+// issue above Info outside a claim. A claim's findings are its own: claims that
+// share an evidence string, a code or a message are each named with theirs.
+// Claims are named by their paths in the returned attempt (gone maps the
+// delivered answer's paths to them). It reports false when nothing survived.
 func (ru *run) notice(best *attempt, delivered []interceptors.Issue, deliveredContent string, edits []interceptors.Downgrade, gone removals) (knowledge.NoticeData, []interceptors.NoticeIssue, bool) {
 	r := ru.r
 	if len(gone) > 0 {
@@ -229,6 +232,11 @@ func (ru *run) notice(best *attempt, delivered []interceptors.Issue, deliveredCo
 			add(d.Path)
 		}
 	}
+	for _, is := range best.issues {
+		if p := claims.ClaimPath(is.Path); p != "" && is.Severity > interceptors.Info {
+			add(p)
+		}
+	}
 	var other []interceptors.Issue
 	for _, is := range delivered {
 		if is.Severity <= interceptors.Info {
@@ -243,6 +251,7 @@ func (ru *run) notice(best *attempt, delivered []interceptors.Issue, deliveredCo
 	if len(order) == 0 && len(other) == 0 {
 		return data, nil, false
 	}
+	slices.SortStableFunc(order, compareClaimPaths)
 	stated := r.describeClaims(best.content)
 	now := r.describeClaims(deliveredContent)
 	if len(gone) > 0 {
@@ -252,16 +261,20 @@ func (ru *run) notice(best *attempt, delivered []interceptors.Issue, deliveredCo
 		}
 		now = moved
 	}
-	seen := map[string]bool{}
-	finding := func(is interceptors.Issue) (knowledge.NoticeFinding, bool) {
+	// finding returns is as the notice names it, once per seen (a claim's own
+	// findings, or those outside the claims): the returned attempt's issue and the
+	// delivered answer's are one finding.
+	finding := func(is interceptors.Issue, seen map[string]bool) (knowledge.NoticeFinding, bool) {
 		msg, _ := r.issueText(is)
 		key := is.Code + "\x00" + msg
 		if seen[key] {
 			return knowledge.NoticeFinding{}, false
 		}
 		seen[key] = true
-		named = append(named, interceptors.NoticeIssue{Code: is.Code, Severity: is.Severity, Path: is.Path})
-		return knowledge.NoticeFinding{Code: is.Code, Severity: is.Severity.String(), Message: msg}, true
+		sev := is.Severity.String()
+		heading := r.pack.NoticeHeading(is.Code, sev)
+		named = append(named, interceptors.NoticeIssue{Code: is.Code, Severity: is.Severity, Path: is.Path, Heading: heading})
+		return knowledge.NoticeFinding{Code: is.Code, Severity: sev, Heading: heading, Message: msg}, true
 	}
 	for _, p := range order {
 		nc, ok := stated[p]
@@ -277,7 +290,7 @@ func (ru *run) notice(best *attempt, delivered []interceptors.Issue, deliveredCo
 			}
 		}
 		nc.Alternatives = now[p].Alternatives
-		contradicted := false
+		seen := map[string]bool{}
 		// Most severe first, the returned attempt's issues (what its prose states)
 		// before those the delivered answer still has.
 		for s := interceptors.Fatal; s > interceptors.Info; s-- {
@@ -286,36 +299,54 @@ func (ru *run) notice(best *attempt, delivered []interceptors.Issue, deliveredCo
 					if is.Severity != s || claims.ClaimPath(is.Path) != p {
 						continue
 					}
-					if f, ok := finding(is); ok {
+					if f, ok := finding(is, seen); ok {
 						nc.Findings = append(nc.Findings, f)
-						contradicted = contradicted || s >= interceptors.Contradiction
 					}
 				}
 			}
 		}
-		if len(nc.Findings) == 0 {
-			continue
-		}
-		if contradicted {
-			data.Contradicted = append(data.Contradicted, nc)
-		} else {
-			data.Unverified = append(data.Unverified, nc)
-		}
+		data.AddClaim(nc)
 	}
+	seen := map[string]bool{}
 	for s := interceptors.Fatal; s > interceptors.Info; s-- {
 		for _, is := range other {
 			if is.Severity != s {
 				continue
 			}
-			if f, ok := finding(is); ok {
-				data.Other = append(data.Other, f)
+			if f, ok := finding(is, seen); ok {
+				data.AddFinding(f)
 			}
 		}
 	}
-	if len(data.Contradicted)+len(data.Unverified)+len(data.Other) == 0 {
+	if data.Empty() {
 		return data, nil, false
 	}
 	return data, named, true
+}
+
+// claimLists orders the claim arrays as the contract lists them.
+var claimLists = map[string]int{"unitClaims": 0, "eventClaims": 1, "timelineClaims": 2}
+
+// compareClaimPaths orders claim paths by array (as the contract lists them),
+// then by index.
+func compareClaimPaths(a, b string) int {
+	fa, ia, _ := splitClaimPath(a)
+	fb, ib, _ := splitClaimPath(b)
+	if fa != fb {
+		ra, oka := claimLists[fa]
+		rb, okb := claimLists[fb]
+		switch {
+		case oka && okb:
+			return ra - rb
+		case oka != okb:
+			if oka {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(fa, fb)
+	}
+	return ia - ib
 }
 
 // describeClaims returns each claim of content as a notice names it, by path

@@ -1,12 +1,14 @@
 package revise
 
 import (
+	"maps"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
+	"github.com/factgate/factgate/knowledge"
 )
 
 func TestPercentEncodedNoticeReadsBack(t *testing.T) {
@@ -265,5 +267,54 @@ func TestRemovedClaimIsNamedNotCounted(t *testing.T) {
 	}
 	if !strings.Contains(content, notice.Text) {
 		t.Errorf("the notice is not in the content")
+	}
+}
+
+// TestAPacksOwnCodeDeclaresItsHeading: the heading a finding stands under is the
+// pack's declaration for its code (a pack's own rules declare theirs), else the
+// default of its severity; a claim stands once, under its most serious heading,
+// with every finding of its own.
+func TestAPacksOwnCodeDeclaresItsHeading(t *testing.T) {
+	t.Parallel()
+	ra3, _ := packs(t)
+	own := *ra3
+	own.Messages = maps.Clone(ra3.Messages)
+	own.Messages["own.citation"] = knowledge.MessageSpec{Notice: knowledge.NoticeCitation}
+	r, err := New(&Config{MaxRevisions: intp(0)}, interceptors.Deps{Route: "ra3", Pack: &own}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cited := unit{id: 310, claim: "AlliedBarracks", level: "confirmed", evidence: []string{"produce|0:41.50|AlliedAntiInfantryInfantry|310"}}
+	both := unit{id: 311, claim: "AlliedBarracks", level: "confirmed", evidence: []string{"produce|0:41.50|AlliedAntiInfantryInfantry|311"}}
+	weak := unit{id: 587, claim: "AlliedMCV", level: "confirmed", evidence: mcv.evidence}
+	draft := answer("三条判断。", cited, both, weak)
+	f := newFixture(t, setup{draft: draft, rules: map[string]rule{
+		"310 AlliedBarracks": {code: "own.citation", severity: interceptors.Contradiction, rec: interceptors.Recommendation{EvidenceLevel: "uncertain"}},
+		"311 AlliedBarracks": {code: "own.false", severity: interceptors.Contradiction, rec: interceptors.Recommendation{EvidenceLevel: "ruled out"}},
+		"587 AlliedMCV":      {code: "evidence.ambiguous", severity: interceptors.WeakEvidence, confident: true, rec: interceptors.Recommendation{EvidenceLevel: "possible"}},
+	}})
+	f.r = r
+	f.run(t)
+	var notice *interceptors.Notice
+	f.ex.Trace.Do(func(tr *interceptors.Trace) { notice = tr.Notice })
+	if notice == nil {
+		t.Fatal("no notice")
+	}
+	headings := map[string]string{}
+	for _, is := range notice.Issues {
+		headings[is.Code+" "+is.Path] = is.Heading
+	}
+	for key, want := range map[string]string{
+		"own.citation unitClaims[0]":       knowledge.NoticeCitation,      // declared by the pack
+		"own.false unitClaims[1]":          knowledge.NoticeContradiction, // undeclared Contradiction: the default
+		"evidence.ambiguous unitClaims[2]": knowledge.NoticeWeak,
+	} {
+		if headings[key] != want {
+			t.Errorf("%s stands under %q, want %q (all: %v)", key, headings[key], want, headings)
+		}
+	}
+	contradiction, rest, _ := strings.Cut(notice.Text, "⚠ 以下判断引用的证据")
+	if strings.Contains(contradiction, "UnitId 310") || !strings.Contains(contradiction, "UnitId 311") || !strings.Contains(rest, "UnitId 310") {
+		t.Errorf("310 (a wrong citation) and 311 (a false statement) are not under their headings:\n%s", notice.Text)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/factgate/factgate/configs/units"
 	"github.com/factgate/factgate/interceptors"
@@ -143,9 +144,12 @@ type attempt struct {
 	leaked  bool
 	// trace is the attempt's index in the trace's attempts.
 	trace int
-	// excluded says why the attempt may not win ("" when it may): it introduced
-	// new contradictions or dropped claims that were not flagged.
+	// excluded says why the attempt may not win ("" when it may): it dropped
+	// claims that were not flagged.
 	excluded string
+	// added are the Contradictions the attempt has and the reference did not
+	// ("code at path"); each weighs NewContradictionWeight in the order.
+	added []string
 	// finish is the attempt's finish_reason ("" for the draft: kept as it is).
 	finish string
 }
@@ -222,7 +226,15 @@ func (r *Revise) OnResponse(ctx context.Context, ex *interceptors.Exchange) erro
 		draft := ru.draft(ex.Response.ChoiceContent(c.Index), c.DraftIssues)
 		if ru.triggered(draft) {
 			ru.setReference(draft)
-			if err := ru.loop(ctx); err != nil {
+			// With tracing on, the hidden calls and their validation are under
+			// one span per revised choice.
+			lctx, span := interceptors.StartSpan(ctx, "factgate.revise")
+			err := ru.loop(lctx)
+			if span.IsRecording() {
+				span.SetAttributes(attribute.Int("factgate.choice", c.Index), attribute.Int("factgate.revisions", ru.calls))
+			}
+			span.End()
+			if err != nil {
 				return err
 			}
 		}
@@ -345,8 +357,9 @@ func (ru *run) loop(ctx context.Context) error {
 			ru.ex.Trace.Note("revise: " + ru.prefix() + "the revision has the same issues as the answer it revised; stopping")
 			return nil
 		}
-		// Building on an attempt that dropped claims or added contradictions would
-		// compound the loss: the next revision starts again from the last good one.
+		// Building on an attempt that dropped claims would compound the loss: the
+		// next revision starts again from the last one that kept them. (One that
+		// added contradictions is revised on: the next request lists them.)
 		if a.excluded == "" {
 			basis = a
 		}
@@ -503,7 +516,7 @@ func (ru *run) call(ctx context.Context, kind string, body []byte) (content stri
 	ex := ru.ex
 	ru.calls++
 	ex.Revisions++
-	callCtx, cancel := context.WithDeadline(ctx, ru.deadline)
+	callCtx, cancel := context.WithDeadline(interceptors.WithCallKind(ctx, kind), ru.deadline)
 	defer cancel()
 	start := time.Now()
 	resp, err = ex.Upstream.Complete(callCtx, body)
@@ -588,7 +601,12 @@ func (ru *run) record(ctx context.Context, kind, content string, resp *intercept
 	}
 	a.issues = issues
 	a.counts = interceptors.CountSeverities(issues)
+	a.added = ru.added(a)
 	a.excluded = ru.exclusion(a)
+	if len(a.added) > 0 {
+		ex.Trace.Note(fmt.Sprintf("revise: %sthe %s has %d Contradiction(s) the %s did not have (%s); each weighs %d in the choice of the attempt to deliver",
+			ru.prefix(), kind, len(a.added), ru.reference.kind, strings.Join(a.added, ", "), NewContradictionWeight))
+	}
 	a.trace = ex.Trace.AddAttempt(interceptors.Attempt{
 		Kind:         kind,
 		Choice:       ru.choice,
@@ -605,29 +623,36 @@ func (ru *run) record(ctx context.Context, kind, content string, resp *intercept
 	return a, nil
 }
 
-// exclusion says why a may not win: it introduced contradictions the reference
-// did not have, or dropped claims the reference had and nobody flagged.
+// added returns the Contradictions a has that the reference did not have
+// ("code at path"), by issue key (code, severity and the claim's identity, so a
+// claim that moved is the same claim). A repair, and any attempt after a reference
+// stopped by a Fatal issue (no claims block, a broken one) — never checked by the
+// claim rules or the LLM-backed validators —, adds none.
+func (ru *run) added(a *attempt) []string {
+	if a.kind == interceptors.KindRepair || a.counts[interceptors.Contradiction] == 0 {
+		return nil
+	}
+	if m, ok := interceptors.MaxSeverity(ru.reference.issues); ok && m >= interceptors.Fatal {
+		return nil
+	}
+	had := map[string]bool{}
+	for _, k := range ru.r.issueKeys(ru.reference.content, ru.reference.issues) {
+		had[k] = true
+	}
+	var added []string
+	for i, k := range ru.r.issueKeys(a.content, a.issues) {
+		if is := a.issues[i]; is.Severity == interceptors.Contradiction && !had[k] {
+			added = append(added, is.Code+" at "+is.Path)
+		}
+	}
+	return added
+}
+
+// exclusion says why a may not win: it dropped claims the reference had and
+// nobody flagged (the reader would lose what was right).
 func (ru *run) exclusion(a *attempt) string {
 	if a.kind == interceptors.KindRepair {
 		return ""
-	}
-	// A reference stopped by a Fatal issue (no claims block, a broken one) was never
-	// checked by the claim rules or the LLM-backed validators: nothing a revision
-	// finds can be called new.
-	if m, ok := interceptors.MaxSeverity(ru.reference.issues); !ok || m < interceptors.Fatal {
-		had := map[string]bool{}
-		for _, k := range ru.r.issueKeys(ru.reference.content, ru.reference.issues) {
-			had[k] = true
-		}
-		var added []string
-		for i, k := range ru.r.issueKeys(a.content, a.issues) {
-			if is := a.issues[i]; is.Severity >= interceptors.Contradiction && !had[k] {
-				added = append(added, is.Code+" at "+is.Path)
-			}
-		}
-		if len(added) > 0 {
-			return "not eligible: new contradictions (" + strings.Join(added, ", ") + ")"
-		}
 	}
 	if lost := ru.r.dropped(ru.kept, a.content); len(lost) > 0 {
 		return "not eligible: dropped unflagged claims (" + strings.Join(lost, ", ") + ")"
@@ -635,10 +660,60 @@ func (ru *run) exclusion(a *attempt) string {
 	return ""
 }
 
-// best returns the attempt to return: an eligible one before an excluded one, a
-// non-leaking one before a leaking one, then the fewest issues by severity (most
-// severe first); the earlier attempt on a tie. The draft is always eligible and
-// never leaks, so an excluded or leaking attempt never beats it.
+// NewContradictionWeight is how much a Contradiction that an attempt introduces —
+// one whose issue key the draft (the reference) did not have — counts in the
+// order the delivered attempt is chosen by, against 1 for a Contradiction the
+// draft had already. The revision was asked to fix the issues it lists, not to
+// change the rest: a contradiction it introduces is a regression on a statement
+// the draft had right, which the reader would not have had with the draft, and a
+// sign that the model rewrote what it was not asked to touch, where the rules see
+// only part of what can go wrong. Weighed 2, a revision wins on contradictions only
+// when it fixes more than twice as many as it introduces (draft 4: fixing 3 and
+// adding 1 gives 1 + 2 = 3 and wins; fixing 2 and adding 1 gives 4, a tie the
+// draft wins). docs/revision.md, step 6, says the same.
+const NewContradictionWeight = 2
+
+// Rank is where an attempt stands in the order the delivered attempt is chosen
+// by, compared field by field (lower is better): eligible before excluded
+// (dropped unflagged claims), not leaking before leaking, then the counts of
+// Fatal, weighted Contradiction (each new one NewContradictionWeight), Warning
+// and WeakEvidence issues. Info issues are diagnostics and do not count. Ties go
+// to the earlier attempt.
+type Rank [6]int
+
+// Compare returns -1 when r is better than o, 1 when worse, 0 on a tie.
+func (r Rank) Compare(o Rank) int {
+	for i := range r {
+		switch {
+		case r[i] < o[i]:
+			return -1
+		case r[i] > o[i]:
+			return 1
+		}
+	}
+	return 0
+}
+
+// AttemptRank is the Rank of an attempt with counts, newContradictions of them
+// new, excluded (it dropped unflagged claims) or leaking.
+func AttemptRank(counts interceptors.SeverityCounts, newContradictions int, excluded, leaked bool) Rank {
+	b := func(v bool) int {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	return Rank{b(excluded), b(leaked), counts[interceptors.Fatal],
+		counts[interceptors.Contradiction] + (NewContradictionWeight-1)*newContradictions,
+		counts[interceptors.Warning], counts[interceptors.WeakEvidence]}
+}
+
+func (a *attempt) rank() Rank { return AttemptRank(a.counts, len(a.added), a.excluded != "", a.leaked) }
+
+// best returns the attempt to deliver: the best by Rank, the earlier on a tie.
+// The draft is always eligible, never leaks and adds no contradiction, so an
+// excluded or leaking attempt never beats it, nor one whose new contradictions
+// outweigh what it fixed.
 func (ru *run) best() *attempt {
 	b := ru.attempts[0]
 	for _, a := range ru.attempts[1:] {
@@ -649,15 +724,7 @@ func (ru *run) best() *attempt {
 	return b
 }
 
-func better(a, b *attempt) bool {
-	if (a.excluded == "") != (b.excluded == "") {
-		return a.excluded == ""
-	}
-	if a.leaked != b.leaked {
-		return !a.leaked
-	}
-	return a.counts.Compare(b.counts) < 0
-}
+func better(a, b *attempt) bool { return a.rank().Compare(b.rank()) < 0 }
 
 // finish picks the choice's returned attempt, downgrades what remains flagged
 // (an accepted draft too, under downgrade below_threshold), tells the reader what
@@ -675,7 +742,7 @@ func (ru *run) finish(ctx context.Context, draft *attempt) choiceResult {
 		outcome = interceptors.OutcomeResolved
 	case ru.failure != "":
 		outcome = interceptors.OutcomeFailed
-	case best != draft && best.counts.Compare(draft.counts) < 0:
+	case best != draft && better(best, draft):
 		outcome = interceptors.OutcomeImproved
 	default:
 		outcome = interceptors.OutcomeDowngraded

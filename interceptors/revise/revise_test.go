@@ -414,9 +414,17 @@ func TestAttemptsThatLoseGroundDoNotWin(t *testing.T) {
 	tests := []struct {
 		name    string
 		revised string
+		why     func(a interceptors.Attempt, notes []string) bool
 	}{
-		{name: "a new contradiction", revised: answer(fixedProse, fighter, miner, base, unit{id: 733, claim: "AlliedGunshipAircraft", level: "possible", evidence: bomber.evidence})},
-		{name: "an unflagged claim dropped", revised: answer(fixedProse, fighter, miner)},
+		// C1 new (weighing 2) against the draft's C1,E1.
+		{name: "a new contradiction that outweighs the one fixed", revised: answer(fixedProse, fighter, miner, base, unit{id: 733, claim: "AlliedGunshipAircraft", level: "possible", evidence: bomber.evidence}),
+			why: func(_ interceptors.Attempt, notes []string) bool {
+				return strings.Contains(strings.Join(notes, "\n"), "the revision has 1 Contradiction(s) the draft did not have (asset.power_mismatch at unitClaims[3]); each weighs 2")
+			}},
+		{name: "an unflagged claim dropped", revised: answer(fixedProse, fighter, miner),
+			why: func(a interceptors.Attempt, _ []string) bool {
+				return strings.HasPrefix(a.Error, "not eligible: dropped unflagged claims")
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -428,9 +436,10 @@ func TestAttemptsThatLoseGroundDoNotWin(t *testing.T) {
 				t.Errorf("an attempt that lost ground won:\n%s", got)
 			}
 			var a []interceptors.Attempt
-			f.ex.Trace.Do(func(tr *interceptors.Trace) { a = tr.Attempts })
-			if !strings.HasPrefix(a[1].Error, "not eligible") {
-				t.Errorf("the trace does not say why the revision could not win: %+v", a[1])
+			var notes []string
+			f.ex.Trace.Do(func(tr *interceptors.Trace) { a, notes = tr.Attempts, tr.Notes })
+			if !tc.why(a[1], notes) {
+				t.Errorf("the trace does not say why the revision could not win: %+v\nnotes %q", a[1], notes)
 			}
 		})
 	}

@@ -458,7 +458,7 @@ type judgment struct {
 // call makes one judge call and interprets its answer. It returns the call's usage
 // even when the answer is not valid.
 func (v *Validator) call(ctx context.Context, up interceptors.Upstream, body []byte, proposed string) (judgment, interceptors.Usage, error) {
-	cctx, cancel := context.WithTimeout(ctx, v.settings.Timeout)
+	cctx, cancel := context.WithTimeout(interceptors.WithCallKind(ctx, interceptors.CallKindJudge), v.settings.Timeout)
 	defer cancel()
 	resp, err := up.Complete(cctx, body)
 	switch {

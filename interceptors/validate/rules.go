@@ -194,9 +194,14 @@ func (r *run) evidenceItem(ev *claims.Evidence) bool {
 			return false
 		}
 	}
-	if !kind.Matches(facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}, r.tol) {
-		r.addItem(ev, fields, newIssue(CodeNotInReplay, interceptors.Contradiction, ev.Path, rec,
-			"evidence", ev.Raw, "type", ev.Type, "time", interceptors.FormatClock(ev.Time)))
+	if e := (facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}); !kind.Matches(e, r.tol) {
+		// What the facts have instead (the same operation at another time, another
+		// at that time, the unit's of that kind): the reader and the model are told.
+		args := []string{"evidence", ev.Raw, "type", ev.Type, "time", interceptors.FormatClock(ev.Time)}
+		if op, ok := kind.Nearest(e, r.tol); ok {
+			args = append(args, "actual", op.Text)
+		}
+		r.addItem(ev, fields, newIssue(CodeNotInReplay, interceptors.Contradiction, ev.Path, rec, args...))
 		return false
 	}
 	return true

@@ -611,3 +611,37 @@ func TestRunViewAsSet(t *testing.T) {
 		}
 	}
 }
+
+// TestNotInReplaySaysWhatTheFactsHave: evidence.not_in_replay carries, in its
+// actual argument and its message, what the facts have instead of the citation
+// (the same operation at another time, another at that time, the unit's of that
+// kind), and nothing when they have nothing of the kind.
+func TestNotInReplaySaysWhatTheFactsHave(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, Config{}, testLog)
+	for _, tc := range []struct {
+		evidence, actual string
+	}{
+		{"produce|0:36.50|AlliedFighterAircraft|300", "0:30.00 Alice 生产单位 AlliedFighterAircraft [UnitId]300(生产者)"},
+		{"build|0:05.00|AlliedPowerPlant|101", "0:05.00 Alice 开始建造建筑 AlliedPowerPlant [UnitId]100(建造者)"},
+		{"power|1:40.00|SpecialPower_ChronoSwap|100", ""}, // power.not_used speaks
+		{"sell|9:00.00|999", ""},
+	} {
+		issues := env.checker.Check(answer(unitClaims(unit("100", "Alice", "AlliedConstructionYard", "possible", tc.evidence))), env.input)
+		var got *interceptors.Issue
+		for i := range issues {
+			if issues[i].Code == CodeNotInReplay {
+				got = &issues[i]
+			}
+		}
+		if tc.actual == "" {
+			if got != nil && got.Args["actual"] != "" {
+				t.Errorf("%s: actual %q, want none", tc.evidence, got.Args["actual"])
+			}
+			continue
+		}
+		if got == nil || got.Args["actual"] != tc.actual || !strings.Contains(got.Message, tc.actual) {
+			t.Errorf("%s: %+v, want actual %q in the args and the message", tc.evidence, got, tc.actual)
+		}
+	}
+}

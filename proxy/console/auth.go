@@ -3,17 +3,14 @@ package console
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/interceptors"
 )
 
@@ -113,56 +110,6 @@ func (r keyRing) byName(name string) (keyHash, bool) {
 	return keyHash{}, false
 }
 
-// session is what the cache holds for a browser session, under the hash of its
-// token (a stolen cache dump does not yield usable cookies).
-type session struct {
-	Name string `json:"name"`
-	// Key is the hash of the key logged in with: a rotated key ends its sessions.
-	Key     string    `json:"key"`
-	Expires time.Time `json:"expires"`
-}
-
-// sessionStore keeps sessions in the cache, so that every replica sharing the
-// cache (Redis) knows them, and logout ends them everywhere.
-type sessionStore struct {
-	c   cache.Cache
-	ttl time.Duration
-}
-
-func sessionKey(token []byte) string {
-	sum := sha256.Sum256(token)
-	return "console:session:" + hex.EncodeToString(sum[:])
-}
-
-func (s sessionStore) create(ctx context.Context, k keyHash) (string, time.Time, error) {
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	token := base64.RawURLEncoding.EncodeToString(b[:])
-	exp := time.Now().Add(s.ttl)
-	v, _ := json.Marshal(session{Name: k.name, Key: hex.EncodeToString(k.sum[:]), Expires: exp})
-	return token, exp, s.c.Set(ctx, sessionKey([]byte(token)), v, s.ttl)
-}
-
-func (s sessionStore) lookup(ctx context.Context, token []byte, keys keyRing) (keyHash, time.Time, bool) {
-	b, ok, err := s.c.Get(ctx, sessionKey(token))
-	if err != nil || !ok {
-		return keyHash{}, time.Time{}, false
-	}
-	var sess session
-	if json.Unmarshal(b, &sess) != nil || time.Now().After(sess.Expires) {
-		return keyHash{}, time.Time{}, false
-	}
-	k, ok := keys.byName(sess.Name)
-	if !ok || subtle.ConstantTimeCompare([]byte(hex.EncodeToString(k.sum[:])), []byte(sess.Key)) != 1 {
-		return keyHash{}, time.Time{}, false
-	}
-	return k, sess.Expires, true
-}
-
-func (s sessionStore) delete(ctx context.Context, token []byte) error {
-	return s.c.Delete(ctx, sessionKey(token))
-}
-
 func bearer(rc *fasthttp.RequestCtx) []byte {
 	tok := rc.Request.Header.Peek("Authorization")
 	if len(tok) > 7 && bytes.EqualFold(tok[:7], []byte("Bearer ")) {
@@ -220,6 +167,7 @@ func (c *Console) handleSession(rc *fasthttp.RequestCtx) {
 			writeError(rc, err)
 			return
 		}
+		SetViewer(rc, v)
 		c.writeSession(rc, v, time.Time{})
 	case rc.IsPost():
 		if len(rc.Request.Header.Peek(CSRFHeader)) == 0 {
@@ -233,9 +181,19 @@ func (c *Console) handleSession(rc *fasthttp.RequestCtx) {
 			writeError(rc, interceptors.Errorf(400, "invalid_request_error", "bad_request", `send {"key": "<client key>"}`))
 			return
 		}
+		remote := rc.RemoteIP()
+		addr, prefix := c.throttle.subjects(remote, body.Key)
+		if wait, throttled := c.throttle.refused(addr, prefix); throttled {
+			c.throttle.note(remote.String())
+			rc.Response.Header.Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+			writeError(rc, interceptors.Errorf(429, "requests", "login_throttled",
+				"too many failed logins from this address or with keys like this one; try again in %s", wait.Round(time.Second)))
+			return
+		}
 		k, ok := c.keys.match([]byte(body.Key))
 		if !ok {
-			c.log.Warn("console login failed", "remote", rc.RemoteIP().String())
+			c.throttle.failed(ctx, addr, prefix)
+			c.throttle.note(remote.String())
 			writeError(rc, interceptors.Errorf(401, "authentication_error", "invalid_api_key", "invalid key"))
 			return
 		}
@@ -245,8 +203,10 @@ func (c *Console) handleSession(rc *fasthttp.RequestCtx) {
 			return
 		}
 		c.setCookie(rc, token, exp)
-		c.log.Info("console login", "who", k.name, "admin", k.admin, "remote", rc.RemoteIP().String())
-		c.writeSession(rc, Viewer{Name: k.name, Admin: k.admin, Session: true}, exp)
+		c.log.Info("console login", "who", k.name, "admin", k.admin, "remote", remote.String())
+		v := Viewer{Name: k.name, Admin: k.admin, Session: true}
+		SetViewer(rc, v)
+		c.writeSession(rc, v, exp)
 	case rc.IsDelete():
 		if len(rc.Request.Header.Peek(CSRFHeader)) == 0 {
 			writeError(rc, interceptors.Errorf(403, "permission_error", "csrf_header_missing", "log out from the console page (the %s header is missing)", CSRFHeader))
@@ -255,6 +215,7 @@ func (c *Console) handleSession(rc *fasthttp.RequestCtx) {
 		if cookie := rc.Request.Header.Cookie(CookieName); len(cookie) > 0 {
 			if k, _, ok := c.sessions.lookup(ctx, cookie, c.keys); ok {
 				c.log.Info("console logout", "who", k.name)
+				SetViewer(rc, Viewer{Name: k.name, Admin: k.admin, Session: true})
 			}
 			_ = c.sessions.delete(ctx, cookie)
 		}

@@ -15,6 +15,10 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/factgate/factgate/proxy"
+	"github.com/factgate/factgate/proxy/telemetry"
 )
 
 // The browser suite: the console's pages in headless Chromium (Debian's
@@ -80,6 +84,37 @@ func (b *browser) until(what, expr string) {
 	}
 }
 
+// act runs a JavaScript action on the element sel as soon as it is in the page
+// and shown. The query and the action run in one turn of the page's event loop:
+// the pages re-render as data arrives (the live request list, a form after its
+// answer), and a node looked up first and acted on later over the DevTools
+// protocol may be gone by then — chromedp's node actions failed so under load
+// ("Could not find node with given id").
+func (b *browser) act(what, sel, action string) {
+	b.t.Helper()
+	b.until(what, `(() => { const e = document.querySelector(`+js(sel)+`);
+		if (!e || !e.isConnected || e.getClientRects().length === 0) return false;
+		`+action+`; return true; })()`)
+}
+
+// click clicks the element sel once it is shown.
+func (b *browser) click(what, sel string) { b.t.Helper(); b.act(what, sel, "e.click()") }
+
+// setValue sets a field's value and tells the page, as typing and leaving it do.
+func (b *browser) setValue(what, sel, value string) {
+	b.t.Helper()
+	b.act(what, sel, `e.focus(); e.value = `+js(value)+`; e.dispatchEvent(new Event("input", {bubbles: true})); e.dispatchEvent(new Event("change", {bubbles: true}))`)
+}
+
+// focus moves the keyboard focus to sel.
+func (b *browser) focus(what, sel string) {
+	b.t.Helper()
+	b.act(what, sel, "e.focus()")
+}
+
+// scrollTo scrolls sel into view (for the screenshots).
+func (b *browser) scrollTo(what, sel string) { b.t.Helper(); b.act(what, sel, "e.scrollIntoView()") }
+
 func (b *browser) jsErrors() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -116,7 +151,8 @@ func TestBrowser(t *testing.T) {
 	if chrome == "" {
 		t.Skip("no Chromium found (set FACTGATE_CHROMIUM or install Debian's chromium): the console's browser tests did not run")
 	}
-	f := newFixture(t, "")
+	// Tracing on: the trace page shows the request's W3C trace.
+	f := newFixture(t, fixtureConfig+"telemetry: {enabled: true}\n", proxy.WithTelemetry(telemetry.WithExporter(tracetest.NewInMemoryExporter())))
 	// Traffic: revised stories from app and accepted short analyses from other,
 	// spread over the experiment's variants by subject.
 	var revised []string
@@ -141,9 +177,9 @@ func TestBrowser(t *testing.T) {
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancelAll := context.WithTimeout(ctx, 100*time.Second)
+	ctx, cancelAll := context.WithTimeout(ctx, 180*time.Second)
 	defer cancelAll()
-	b := &browser{t: t, ctx: ctx, f: f, shots: os.Getenv("FACTGATE_CONSOLE_SCREENSHOTS"), stepDue: 20 * time.Second}
+	b := &browser{t: t, ctx: ctx, f: f, shots: os.Getenv("FACTGATE_CONSOLE_SCREENSHOTS"), stepDue: 45 * time.Second}
 	if err := chromedp.Listen(ctx, func(ev any) {
 		switch ev := ev.(type) {
 		case *runtime.EventExceptionThrown:
@@ -172,9 +208,11 @@ func TestBrowser(t *testing.T) {
 	b.do("emulating a laptop screen", chromedp.EmulateViewport(1366, 900))
 
 	// Login: the page asks for a key; the admin logs in with it.
-	b.do("opening the console", chromedp.Navigate(f.base+"/factgate/ui/"), chromedp.WaitVisible(chromedp.CSS("#login-key")))
+	b.do("opening the console", chromedp.Navigate(f.base+"/factgate/ui/"))
+	b.until("the login form", `(document.querySelector("#login-key")?.getClientRects().length ?? 0) > 0`)
 	b.screenshot("login")
-	b.do("logging in", chromedp.SendKeys(chromedp.CSS("#login-key"), keyOps), chromedp.Click(chromedp.CSS(`.login button[type="submit"]`)))
+	b.setValue("typing the key", "#login-key", keyOps)
+	b.click("logging in", `.login button[type="submit"]`)
 
 	// Requests: the list, newest first; a request finishing now appears live.
 	b.until("the request rows", `document.querySelectorAll("table.requests tbody tr").length === 10`)
@@ -219,11 +257,15 @@ func TestBrowser(t *testing.T) {
 	b.until("the request rows once more", `document.querySelector("table.requests tbody tr") !== null`)
 
 	// Filter to revised requests and follow the newest to its trace.
-	b.do("filtering", chromedp.SetValue(chromedp.CSS("#f-revised"), "true"))
-	eval[bool](b, `document.querySelector("#f-revised").dispatchEvent(new Event("change"))`)
+	b.setValue("filtering", "#f-revised", "true")
 	b.until("the revised rows", fmt.Sprintf(`document.querySelectorAll("table.requests tbody tr").length === %d`, len(revised)))
-	b.do("opening the trace", chromedp.Click(chromedp.CSS(`table.requests tbody tr:first-child a`)))
+	b.click("opening the trace", `table.requests tbody tr:first-child a`)
 	b.until("the trace page", `location.hash === "#/trace/" + `+js(live)+` && document.querySelector("mark.sev-Contradiction") !== null`)
+	// With tracing on, the factgate trace id is the W3C trace id, shown with the
+	// server span's.
+	if got := eval[string](b, `(document.querySelector("[data-w3c-trace]") || {dataset: {}}).dataset.w3cTrace || ""`); got != live {
+		t.Errorf("the trace page shows W3C trace %q, want the request's %q", got, live)
+	}
 	if got := eval[string](b, `document.querySelector("mark.sev-Contradiction").textContent`); !strings.Contains(got, "AlliedBomberAircraft") && !strings.Contains(got, "AlliedMCV") {
 		t.Errorf("the highlighted claim is %q", got)
 	}
@@ -238,11 +280,12 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the upstream tries on the trace page: %q, want the draft's and the revision's", got)
 	}
 	// Keyboard: the issue's path link moves focus to its claim.
-	b.do("following an issue to its claim", chromedp.Focus(chromedp.CSS(`a[data-goto]`)), chromedp.KeyEvent("\r"))
+	b.focus("focusing an issue's path", `a[data-goto]`)
+	b.do("following an issue to its claim", chromedp.KeyEvent("\r"))
 	if got := eval[string](b, `document.activeElement.tagName`); got != "MARK" {
 		t.Errorf("after Enter on an issue, focus is on %s, want the claim's mark", got)
 	}
-	b.do("scrolling to the draft", chromedp.ScrollIntoView(chromedp.CSS("#at-h")))
+	b.scrollTo("scrolling to the draft", "#at-h")
 	b.screenshot("trace")
 
 	// Experiments: read the headline chart and check it against the report.
@@ -264,41 +307,96 @@ func TestBrowser(t *testing.T) {
 	}
 	b.screenshot("experiments")
 
+	// Counts read as English does: one request, not "1 requests".
+	plural := func(key string, n int) string {
+		ctx, cancel := context.WithTimeout(b.ctx, b.stepDue)
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`import("/factgate/ui/i18n.js").then((m) => m.t(%s, {n: %d, kept: 7, size: "1 KiB"}))`, js(key), n), chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("translating %s: %v", key, err)
+		}
+		return got
+	}
+	for _, c := range []struct {
+		key  string
+		n    int
+		want string
+	}{
+		{"requests.count", 1, "1 request shown (7 kept on this replica)"},
+		{"requests.count", 2, "2 requests shown (7 kept on this replica)"},
+		{"requests.new", 1, "1 new request"},
+		{"trace.issuesOf", 1, "1 issue"},
+		{"kn.count", 1, "1 entry"},
+		{"trace.lines", 1, "1 line, 1 KiB"},
+	} {
+		if got := plural(c.key, c.n); got != c.want {
+			t.Errorf("%s with n=%d reads %q, want %q", c.key, c.n, got, c.want)
+		}
+	}
+
+	// Knowledge opens on the set of the config's pack (the routes' ra3), not on
+	// the first pack's (dnd).
+	b.do("opening knowledge without a set", chromedp.Navigate(f.base+"/factgate/ui/#/knowledge"))
+	b.until("the set chooser", `document.querySelector("#kn-set") !== null`)
+	if got := eval[string](b, `document.querySelector("#kn-set").value`); got != "ra3" {
+		t.Errorf("the knowledge page opens on set %q, want ra3, the default set of the routes' pack", got)
+	}
+
 	// Knowledge: edit the Allied MCV entry, preview the diff, save; the next
 	// request's injected prompt carries it, and so does the rendered prompt.
 	const fact = "浏览器中的专家修订：展开前必须先移动到开阔地。"
 	b.do("opening knowledge", chromedp.Navigate(f.base+"/factgate/ui/#/knowledge?set=ra3&q=AlliedMCV"))
 	entry := `article[data-entry="AlliedMCV"][data-scope="factions/盟军"] button`
 	b.until("the entry", `document.querySelector(`+js(entry)+`) !== null`)
-	b.do("editing", chromedp.Click(chromedp.CSS(entry)), chromedp.WaitVisible(chromedp.CSS("#ed-text")))
+	b.click("editing", entry)
+	b.until("the editor", `(document.querySelector("#ed-text")?.getClientRects().length ?? 0) > 0`)
 	text := eval[string](b, `document.querySelector("#ed-text").value`)
-	b.do("typing", chromedp.SetValue(chromedp.CSS("#ed-text"), text+"- "+fact+"\n"), chromedp.Click(chromedp.CSS("#ed-preview")))
+	b.setValue("typing", "#ed-text", text+"- "+fact+"\n")
+	b.click("previewing", "#ed-preview")
 	b.until("the diff against the built-in entry", `[...document.querySelectorAll(".ed-result pre.diff ins")].some(e => e.textContent.includes(`+js(fact)+`))`)
 	b.screenshot("knowledge-edit")
-	b.do("saving", chromedp.Click(chromedp.CSS("#ed-save")))
+	b.click("saving", "#ed-save")
 	b.until("the saved message", `document.querySelector(".ed-result .ok") !== null`)
 	f.story(keyApp, "分析这局录像。", "X-Factgate-Variant", "baseline")
 	if !strings.Contains(f.lastSystemPrompt(), fact) {
 		t.Fatal("the next request's injected prompt does not carry the edit made in the browser")
 	}
-	b.do("closing the editor", chromedp.Click(chromedp.CSS("#ed-close")))
-	b.do("rendering", chromedp.SetValue(chromedp.CSS("#rd-factions"), "盟军, 苏联"), chromedp.Click(chromedp.CSS("#rd-submit")))
+	b.click("closing the editor", "#ed-close")
+	b.setValue("choosing the factions", "#rd-factions", "盟军, 苏联")
+	b.click("rendering", "#rd-submit")
 	b.until("the rendered prompt", `(document.querySelector("pre.prompt") || {}).textContent?.includes(`+js(fact)+`)`)
-	b.do("scrolling to the top", chromedp.ScrollIntoView(chromedp.CSS("main h1")))
+	b.scrollTo("scrolling to the top", "main h1")
 	b.screenshot("knowledge")
 
 	// Chinese: the switch translates the console's own words. It renders the
 	// knowledge page again; its sets arrive (held back 1.5 s here) after the
 	// reader moved on to the requests, and must not take the page or the URL
 	// back (they did: a slow machine failed this test now and then).
-	eval[bool](b, `(() => { const f = window.fetch; window.slowKnowledge = f;
-		window.fetch = (u, o) => String(u).includes("/factgate/v1/knowledge") ? new Promise((r) => setTimeout(r, 1500)).then(() => f(u, o)) : f(u, o);
+	// heldBack counts the knowledge calls held back and those answered: the test
+	// waits for the answers to arrive, not for a time.
+	eval[bool](b, `(() => { const f = window.fetch; window.slowKnowledge = f; window.heldBack = {sent: 0, answered: 0};
+		window.fetch = (u, o) => {
+			if (!String(u).includes("/factgate/v1/knowledge")) return f(u, o);
+			window.heldBack.sent++;
+			return new Promise((r) => setTimeout(r, 1500)).then(() => f(u, o))
+				.then(async (res) => { const body = await res.text();
+					return new Response(body, {status: res.status, statusText: res.statusText, headers: res.headers}); })
+				.finally(() => setTimeout(() => { window.heldBack.answered++; }, 0));
+		};
 		return true; })()`)
 	eval[bool](b, `(s => { s.value = "zh"; return s.dispatchEvent(new Event("change")); })(document.querySelector("#lang"))`)
 	b.until("the Chinese navigation", `document.querySelector('#nav a[data-page="requests"]').textContent === "请求"`)
 	b.do("opening requests in Chinese", chromedp.Navigate(f.base+"/factgate/ui/#/requests"))
 	b.until("the Chinese requests page", `document.querySelector("main h1").textContent === "最近的请求"`)
-	b.do("waiting out the held-back knowledge answer", chromedp.Sleep(4*time.Second))
+	b.until("the held-back knowledge answers", `window.heldBack.sent > 0 && window.heldBack.answered === window.heldBack.sent`)
+	// The page handles an answer in the tasks after it arrives; two frames later
+	// it has rendered whatever it was going to.
+	frames, cancelFrames := context.WithTimeout(b.ctx, b.stepDue)
+	_, err := chromedp.Run(frames, chromedp.Evaluate[bool](`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, chromedp.EvalAwaitPromise))
+	cancelFrames()
+	if err != nil {
+		t.Fatalf("waiting two frames: %v", err)
+	}
 	if got := eval[string](b, `location.hash + " " + [...document.querySelectorAll("main h1")].map((e) => e.textContent).join(" + ")`); got != "#/requests 最近的请求" {
 		t.Errorf("after the knowledge page's late answer the console shows %q, want the requests page", got)
 	}

@@ -14,8 +14,11 @@ import (
 //	console:
 //	  enabled: true          # default: on with auth.mode keys, off with passthrough
 //	  session_ttl: 12h
+//	  offline_session_grace: 30s
 //	  recent_requests: 1000
 //	  request_bytes: 8KiB
+//	  max_entry_bytes: 16KiB
+//	  login_throttle: {per_address: 10, per_key_prefix: 50}
 //	  admin_key_env: FACTGATE_CONSOLE_ADMIN_KEY   # auth.mode passthrough only
 type Config struct {
 	// Enabled turns the console on. Nil means the default: on when auth.mode is
@@ -24,6 +27,16 @@ type Config struct {
 	Enabled *bool `yaml:"enabled"`
 	// SessionTTL is how long a browser session lasts after login. Default 12h.
 	SessionTTL units.Duration `yaml:"session_ttl"`
+	// OfflineSessionGrace is how long, while Redis fails, a replica keeps
+	// accepting a session after Redis last confirmed it there (every request
+	// reads its session from Redis); then it refuses the session until Redis
+	// answers. Nil means 30s; 0s refuses every session Redis cannot confirm.
+	OfflineSessionGrace *units.Duration `yaml:"offline_session_grace"`
+	// MaxEntryBytes bounds a knowledge entry saved from the console: its id,
+	// tags and text together (a larger edit gets 413). Default 16KiB.
+	MaxEntryBytes units.ByteSize `yaml:"max_entry_bytes"`
+	// LoginThrottle bounds failed logins a minute, across replicas.
+	LoginThrottle LoginThrottle `yaml:"login_throttle"`
 	// RecentRequests bounds the list of recent intercepted requests each replica
 	// keeps in memory for the requests page. Default 1000.
 	RecentRequests int `yaml:"recent_requests"`
@@ -38,12 +51,28 @@ type Config struct {
 	AdminKeyEnv string `yaml:"admin_key_env"`
 }
 
+// LoginThrottle is the `console.login_throttle` block: failed logins a minute
+// (a fixed window, counted across replicas through the cache) after which
+// logins get 429 until the minute ends. Zero fields take the defaults.
+type LoginThrottle struct {
+	// PerAddress counts the failures from one client address (an IPv6 address
+	// by its /64). Default 10.
+	PerAddress int `yaml:"per_address"`
+	// PerKeyPrefix counts the failures with keys that share their first 8
+	// characters, from any address. Default 50.
+	PerKeyPrefix int `yaml:"per_key_prefix"`
+}
+
 // Defaults.
 const (
-	DefaultSessionTTL     = 12 * time.Hour
-	DefaultRecentRequests = 1000
-	DefaultRequestBytes   = 8 << 10
-	maxRecentRequests     = 100000
+	DefaultSessionTTL          = 12 * time.Hour
+	DefaultOfflineSessionGrace = 30 * time.Second
+	DefaultRecentRequests      = 1000
+	DefaultRequestBytes        = 8 << 10
+	DefaultMaxEntryBytes       = 16 << 10
+	DefaultLoginsPerAddress    = 10
+	DefaultLoginsPerKeyPrefix  = 50
+	maxRecentRequests          = 100000
 )
 
 // ApplyDefaults fills the zero fields; authMode is the proxy's auth.mode.
@@ -62,6 +91,19 @@ func (c *Config) ApplyDefaults(authMode string) {
 		n := units.ByteSize(DefaultRequestBytes)
 		c.RequestBytes = &n
 	}
+	if c.OfflineSessionGrace == nil {
+		d := units.Duration(DefaultOfflineSessionGrace)
+		c.OfflineSessionGrace = &d
+	}
+	if c.MaxEntryBytes == 0 {
+		c.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if c.LoginThrottle.PerAddress == 0 {
+		c.LoginThrottle.PerAddress = DefaultLoginsPerAddress
+	}
+	if c.LoginThrottle.PerKeyPrefix == 0 {
+		c.LoginThrottle.PerKeyPrefix = DefaultLoginsPerKeyPrefix
+	}
 }
 
 // On reports whether the console is enabled (after ApplyDefaults).
@@ -72,6 +114,15 @@ func (c *Config) Validate(authMode string) error {
 	var errs []error
 	if c.SessionTTL < 0 || (c.SessionTTL > 0 && time.Duration(c.SessionTTL) < time.Minute) {
 		errs = append(errs, fmt.Errorf("console.session_ttl: %s is shorter than a minute", time.Duration(c.SessionTTL)))
+	}
+	if g := c.OfflineSessionGrace; g != nil && (*g < 0 || time.Duration(*g) > time.Duration(c.SessionTTL)) {
+		errs = append(errs, fmt.Errorf("console.offline_session_grace: %s is not between 0s and session_ttl", time.Duration(*g)))
+	}
+	if c.MaxEntryBytes < 0 {
+		errs = append(errs, fmt.Errorf("console.max_entry_bytes: %s is negative", c.MaxEntryBytes))
+	}
+	if c.LoginThrottle.PerAddress < 0 || c.LoginThrottle.PerKeyPrefix < 0 {
+		errs = append(errs, errors.New("console.login_throttle: per_address and per_key_prefix must not be negative"))
 	}
 	if c.RecentRequests < 0 || c.RecentRequests > maxRecentRequests {
 		errs = append(errs, fmt.Errorf("console.recent_requests: %d is not between 1 and %d", c.RecentRequests, maxRecentRequests))

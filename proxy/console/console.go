@@ -37,6 +37,9 @@ const (
 	knowledgeRender  = "/factgate/v1/knowledge/render"
 	sseKeepAlive     = 15 * time.Second
 	drainCheckPeriod = 250 * time.Millisecond
+	// sessionRecheck is how often a live feed opened with a session checks it
+	// in Redis: the bound on what it delivers after the session ends elsewhere.
+	sessionRecheck = time.Second
 )
 
 // Route is what the console knows of a route: its name, its pack, and — when it
@@ -78,7 +81,8 @@ type Console struct {
 	cfg      Config
 	keysMode bool
 	keys     keyRing
-	sessions sessionStore
+	sessions *sessionStore
+	throttle *loginThrottle
 	traces   TraceLoader
 	lib      *knowledge.Library
 	routes   []Route
@@ -96,7 +100,6 @@ func New(opt Options) *Console {
 		cfg:      opt.Config,
 		keysMode: opt.KeysMode,
 		keys:     newKeyRing(opt.Keys),
-		sessions: sessionStore{c: opt.Cache, ttl: time.Duration(opt.Config.SessionTTL)},
 		traces:   opt.Traces,
 		lib:      opt.Library,
 		routes:   opt.Routes,
@@ -110,8 +113,22 @@ func New(opt Options) *Console {
 	if c.draining == nil {
 		c.draining = func() bool { return false }
 	}
-	if c.sessions.ttl <= 0 {
-		c.sessions.ttl = DefaultSessionTTL
+	ttl, grace := time.Duration(opt.Config.SessionTTL), DefaultOfflineSessionGrace
+	if ttl <= 0 {
+		ttl = DefaultSessionTTL
+	}
+	if g := opt.Config.OfflineSessionGrace; g != nil {
+		grace = time.Duration(*g)
+	}
+	c.sessions = newSessionStore(opt.Cache, ttl, grace, c.log)
+	c.throttle = newLoginThrottle(opt.Cache, opt.Config.LoginThrottle, c.log)
+	// A key removed or rotated since the sessions were made ends them on every
+	// replica; a Redis that fails now gets the sweep when it answers again.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	c.sessions.sweep(ctx, c.keys)
+	cancel()
+	if d, ok := opt.Cache.(cache.Durable); ok {
+		d.OnRecover(func(ctx context.Context) { c.sessions.sweep(ctx, c.keys) })
 	}
 	return c
 }

@@ -153,9 +153,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// newFixture starts the mock upstream and the proxy; config "" is fixtureConfig
-// (%MOCK% and %OVERLAY% are replaced).
-func newFixture(t *testing.T, config string) *fixture {
+// newFixture starts the mock upstream and the proxy with opts; config "" is
+// fixtureConfig (%MOCK% and %OVERLAY% are replaced).
+func newFixture(t *testing.T, config string, opts ...proxy.Option) *fixture {
 	t.Helper()
 	sc, err := mockupstream.ParseScript([]byte(script()), "console")
 	if err != nil {
@@ -175,7 +175,7 @@ func newFixture(t *testing.T, config string) *fixture {
 		t.Fatalf("config: %v", err)
 	}
 	logs := &syncBuffer{}
-	srv, err := proxy.New(cfg, proxy.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	srv, err := proxy.New(cfg, append([]proxy.Option{proxy.WithLogger(slog.New(slog.NewJSONHandler(logs, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

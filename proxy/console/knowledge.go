@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
@@ -387,6 +388,19 @@ func (c *Console) handleEdit(rc *fasthttp.RequestCtx, v Viewer, name string) {
 		writeError(rc, interceptors.Errorf(400, "invalid_request_error", "invalid_json", "the edit is not valid JSON: %v", err))
 		return
 	}
+	if unknown := unknownEditFields(rc.PostBody()); len(unknown) > 0 {
+		e := interceptors.Errorf(400, "invalid_request_error", "unknown_parameter",
+			"the edit has fields the API does not know, so nothing was written: %s (an edit has action, scope {dimension, value}, entry {id, tags, text}, etag, dry_run)",
+			strings.Join(unknown, ", "))
+		e.Param = unknown[0]
+		writeError(rc, e)
+		return
+	}
+	if n, limit := entryBytes(req.Entry), int(c.cfg.MaxEntryBytes); req.Action == "put" && limit > 0 && n > limit {
+		writeError(rc, interceptors.Errorf(413, "invalid_request_error", "entry_too_large",
+			"the entry is %d bytes (id, tags and text); the limit is %d bytes (console.max_entry_bytes); nothing was written", n, limit))
+		return
+	}
 	base, _ := c.lib.Registry().Set(name)
 	if base == nil {
 		writeError(rc, c.unknownSet(name))
@@ -502,6 +516,50 @@ func (c *Console) handleEdit(rc *fasthttp.RequestCtx, v Viewer, name string) {
 	c.log.Info("knowledge overlay edited", "who", v.Name, "set", name, "scope", sc.String(), "entry", id,
 		"action", req.Action, "path", path, "version", st.Version)
 	writeJSON(rc, 200, res)
+}
+
+// editFields are the fields an edit may have, by object ("" is the top level).
+var editFields = map[string][]string{
+	"":      {"action", "scope", "entry", "etag", "dry_run"},
+	"scope": {"dimension", "value"},
+	"entry": {"id", "tags", "text"},
+}
+
+// unknownEditFields names the fields of an edit that the API does not know
+// ("colour", "entry.asset"), in the order they appear: an edit is refused
+// rather than saved without them.
+func unknownEditFields(body []byte) []string {
+	var out []string
+	check := func(obj gjson.Result, path string) {
+		obj.ForEach(func(k, _ gjson.Result) bool {
+			if !slices.Contains(editFields[path], k.Str) {
+				if path != "" {
+					out = append(out, path+"."+k.Str)
+				} else {
+					out = append(out, k.Str)
+				}
+			}
+			return true
+		})
+	}
+	root := gjson.ParseBytes(body)
+	check(root, "")
+	for _, sub := range []string{"scope", "entry"} {
+		if v := root.Get(sub); v.IsObject() {
+			check(v, sub)
+		}
+	}
+	return out
+}
+
+// entryBytes is what console.max_entry_bytes bounds: an entry's id, tags and
+// text together.
+func entryBytes(e knowledge.Entry) int {
+	n := len(e.ID) + len(e.Text)
+	for _, t := range e.Tags {
+		n += len(t)
+	}
+	return n
 }
 
 // writeAtomically replaces path with data: a temporary file in the same folder,

@@ -104,7 +104,7 @@ routes: [{name: r, default: true, upstream: mock}]
 		{base + "console: {admin_key_env: CONSOLE_ADMIN}\n", `console.admin_key_env: "CONSOLE_ADMIN" must name a FACTGATE_*`},
 		{base + keys + "console: {session_ttl: 10s}\n", "console.session_ttl: 10s is shorter than a minute"},
 		{base + keys + "console: {recent_requests: -1}\n", "console.recent_requests"},
-		{base + keys + "console: {colour: red}\n", "field colour not found"},
+		{base + keys + "console: {colour: red}\n", "c.yaml:5: console.colour: unknown key (known keys: enabled, session_ttl"},
 	} {
 		_, err := proxy.ParseConfig([]byte(tc.config), "c.yaml")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

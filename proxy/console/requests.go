@@ -2,6 +2,7 @@ package console
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -351,7 +352,11 @@ func (c *Console) handleRequests(rc *fasthttp.RequestCtx, v Viewer) {
 // on this replica and matches the same filters as the list. With Last-Event-ID
 // (the browser sends it when it reconnects) or ?after=SEQ, the kept requests
 // after it come first. A comment every 15s keeps the connection open; the stream
-// ends when the proxy drains.
+// ends when the proxy drains, and — for a viewer authenticated by the session
+// cookie — when the session ends: the feed checks its session in Redis at least
+// every sessionRecheck (and before an event when the last check is older), and
+// at once when a session ends on this replica, so it delivers nothing more than
+// sessionRecheck after a logout or a key's revocation on any replica.
 func (c *Console) handleStream(rc *fasthttp.RequestCtx, v Viewer) {
 	if !rc.IsGet() {
 		methodNotAllowed(rc, "GET")
@@ -367,6 +372,12 @@ func (c *Console) handleStream(rc *fasthttp.RequestCtx, v Viewer) {
 		if n, err := strconv.ParseUint(string(s), 10, 64); err == nil && n > after {
 			after = n
 		}
+	}
+	// The request's buffers are reused once the handler returns; the writer
+	// keeps its own copy of the cookie.
+	var token []byte
+	if v.Session {
+		token = append(token, rc.Request.Header.Cookie(CookieName)...)
 	}
 	sub, backlog := c.recent.subscribe(after)
 	rc.SetStatusCode(200)
@@ -400,20 +411,41 @@ func (c *Console) handleStream(rc *fasthttp.RequestCtx, v Viewer) {
 		}
 		tick := time.NewTicker(drainCheckPeriod)
 		defer tick.Stop()
-		quiet := time.Now()
+		quiet, checked := time.Now(), time.Now()
+		// alive reports whether the viewer's session still holds, asking Redis
+		// when the last check is older than sessionRecheck (or now is set).
+		alive := func(now bool) bool {
+			if token == nil || (!now && time.Since(checked) < sessionRecheck) {
+				return true
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, _, ok := c.sessions.lookup(ctx, token, c.keys)
+			checked = time.Now()
+			return ok
+		}
+		ended := c.sessions.endedSignal()
 		for {
 			select {
 			case s, ok := <-sub.ch:
 				if !ok {
 					return // fell behind: the browser reconnects and catches up
 				}
+				if !alive(false) {
+					return
+				}
 				send(s)
 				if w.Flush() != nil {
 					return
 				}
 				quiet = time.Now()
+			case <-ended:
+				ended = c.sessions.endedSignal()
+				if !alive(true) {
+					return
+				}
 			case <-tick.C:
-				if draining() {
+				if draining() || !alive(false) {
 					return
 				}
 				if time.Since(quiet) >= sseKeepAlive {

@@ -25,7 +25,10 @@ import (
 // timeline of the log — and makes each claim wrong with probability ErrorRate in
 // one of the ways analysts get replays wrong (AnalystErrors). Asked to revise (the
 // conversation has an assistant turn), it fixes each wrong claim the revision
-// request names with probability FixRate and repeats the rest of its answer.
+// request names with probability FixRate, breaks each claim it had right with
+// probability BreakRate (a new error of a kind that applies to it) and repeats the
+// rest of its answer. It knows which of its statements are true
+// (TrueStatements).
 //
 // Every answer is a function of Seed, the rates and the request alone — the
 // messages before the model's first answer pick the case (a test varies it with a
@@ -41,6 +44,10 @@ type Analyst struct {
 	// FixRate is the probability that a revision fixes each wrong claim its
 	// request names; 0 is a model that ignores revision requests.
 	FixRate float64
+	// BreakRate is the probability that a revision gets wrong a claim the answer
+	// it revises had right (one no request names): a model that rewrites what it
+	// was not asked to touch. 0: a revision never breaks a claim.
+	BreakRate float64
 
 	// replays remembers the logs read, by their text's hash: a run sends the same
 	// log many times.
@@ -98,15 +105,15 @@ func (a *Analyst) Answer(req Request) Answer {
 	caseKey := key.String()
 	if assistant >= 0 && assistant < lastUser {
 		plan := a.plan(rp, caseKey, 0)
-		return Answer{Content: a.revise(plan, caseKey, req.Messages[assistant].Text, req.Messages[lastUser].Text)}
+		return Answer{Content: a.revise(rp, plan, caseKey, req.Messages[assistant].Text, req.Messages[lastUser].Text)}
 	}
 	n := max(req.N, 1)
 	if n == 1 {
-		return Answer{Content: a.plan(rp, caseKey, 0).render(nil)}
+		return Answer{Content: a.plan(rp, caseKey, 0).render()}
 	}
 	choices := make([]Choice, n)
 	for i := range choices {
-		choices[i].Content = a.plan(rp, caseKey, i).render(nil)
+		choices[i].Content = a.plan(rp, caseKey, i).render()
 	}
 	return Answer{Choices: choices}
 }
@@ -114,23 +121,61 @@ func (a *Analyst) Answer(req Request) Answer {
 // replay reads the operation log of the user messages, once per log text.
 func (a *Analyst) replay(msgs []Message) (*replay, bool) {
 	for _, m := range msgs {
-		if m.Role != "user" || !strings.Contains(m.Text, "[UnitId]") {
-			continue
+		if m.Role == "user" && strings.Contains(m.Text, "[UnitId]") {
+			return a.replayOf(m.Text)
 		}
-		h := fnv.New64a()
-		h.Write([]byte(m.Text))
-		key := h.Sum64()
-		if rp, ok := a.replays.Load(key); ok {
-			return rp.(*replay), true
-		}
-		rp, ok := readReplay(m.Text)
-		if !ok {
-			return nil, false
-		}
-		a.replays.Store(key, rp)
-		return rp, true
 	}
 	return nil, false
+}
+
+// replayOf reads the operation log in text, once per text.
+func (a *Analyst) replayOf(text string) (*replay, bool) {
+	h := fnv.New64a()
+	h.Write([]byte(text))
+	key := h.Sum64()
+	if rp, ok := a.replays.Load(key); ok {
+		return rp.(*replay), true
+	}
+	rp, ok := readReplay(text)
+	if !ok {
+		return nil, false
+	}
+	a.replays.Store(key, rp)
+	return rp, true
+}
+
+// TrueStatements says, for each claim of an answer the model wrote about the
+// operation log in log, whether the statement it makes is true: a unit claim's
+// unit, player and asset, or an event or timeline claim's text, is one of the
+// model's true claims about the log — whatever the level and the evidence it is
+// stated with (a true statement may cite a wrong line or claim too much
+// certainty). The map is by claim path ("unitClaims[2]"); ok is false when log
+// has no operation log the model reads or content no claims block.
+func (a *Analyst) TrueStatements(log, content string) (map[string]bool, bool) {
+	rp, ok := a.replayOf(log)
+	block := gjson.Parse(claimsJSON(content))
+	if !ok || !block.IsObject() {
+		return nil, false
+	}
+	out := map[string]bool{}
+	block.Get("unitClaims").ForEach(func(k, v gjson.Result) bool {
+		id, player, asset := int(v.Get("unitId").Int()), v.Get("player").Str, v.Get("claim").Str
+		out["unitClaims["+k.String()+"]"] = slices.ContainsFunc(rp.units, func(u unitTruth) bool {
+			return u.claim.UnitID == id && u.claim.Player == player && u.claim.Claim == asset
+		})
+		return true
+	})
+	for _, list := range [...]struct {
+		field  string
+		truths []analystClaim
+	}{{"eventClaims", rp.eventTruths()}, {"timelineClaims", rp.timelineTruths()}} {
+		block.Get(list.field).ForEach(func(k, v gjson.Result) bool {
+			text := v.Get("claim").Str
+			out[list.field+"["+k.String()+"]"] = slices.ContainsFunc(list.truths, func(c analystClaim) bool { return c.Claim == text })
+			return true
+		})
+	}
+	return out, true
 }
 
 // rng returns a generator seeded by the model's seed and the parts.
@@ -163,6 +208,7 @@ type analystClaim struct {
 type slot struct {
 	field string // unitClaims, eventClaims, timelineClaims
 	truth analystClaim
+	unit  *unitTruth    // the unit a unit claim is about (nil for other claims)
 	wrong *analystClaim // nil: the first answer has it right
 	kind  string        // the error kind of wrong
 }
@@ -190,7 +236,7 @@ func (a *Analyst) plan(rp *replay, caseKey string, choice int) *answerPlan {
 		return nil
 	}
 	for _, u := range units {
-		s := slot{field: "unitClaims", truth: u.claim}
+		s := slot{field: "unitClaims", truth: u.claim, unit: &u}
 		if e := mistake(); e != nil {
 			s.kind, s.wrong = rp.unitError(e, u)
 		}
@@ -216,28 +262,60 @@ func (a *Analyst) plan(rp *replay, caseKey string, choice int) *answerPlan {
 
 // revise answers a revision request: basis is the answer being revised, turn the
 // request's user turn. Each slot basis has wrong and turn names is fixed with
-// probability FixRate; everything else is written as in basis.
-func (a *Analyst) revise(p *answerPlan, caseKey, basis, turn string) string {
+// probability FixRate; each slot basis has right is broken with probability
+// BreakRate; everything else is written as in basis.
+func (a *Analyst) revise(rp *replay, p *answerPlan, caseKey, basis, turn string) string {
 	block := gjson.Parse(claimsJSON(basis))
-	fixed := make([]bool, len(p.slots))
+	written := make([]analystClaim, len(p.slots))
 	index := map[string]int{}
 	for i := range p.slots {
 		s := &p.slots[i]
 		at := index[s.field]
 		index[s.field]++
 		current := block.Get(s.field + "." + strconv.Itoa(at))
-		if s.wrong == nil || !sameClaim(current, *s.wrong) {
-			// Right in basis (fixed already, or never wrong): keep the truth.
-			fixed[i] = true
+		written[i] = s.truth
+		if !current.Exists() || sameClaim(current, s.truth) {
+			// Right in basis (fixed already, or never wrong): kept, unless this
+			// revision breaks it.
+			if a.BreakRate > 0 {
+				if r := a.rng("break", caseKey, strconv.Itoa(i), basis); r.Float64() < a.BreakRate {
+					written[i] = *rp.slotError(r, s)
+				}
+			}
 			continue
 		}
-		if !s.namedIn(turn) {
+		wrong := readClaim(current)
+		written[i] = wrong
+		if !s.namedIn(wrong, turn) {
 			continue
 		}
 		r := a.rng("fix", caseKey, strconv.Itoa(i), basis)
-		fixed[i] = r.Float64() < a.FixRate
+		if r.Float64() < a.FixRate {
+			written[i] = s.truth
+		}
 	}
-	return p.render(fixed)
+	return p.renderClaims(written)
+}
+
+// slotError makes a new wrong version of a slot's true claim.
+func (rp *replay) slotError(r *rand.Rand, s *slot) *analystClaim {
+	if s.unit != nil {
+		_, w := rp.unitError(r, *s.unit)
+		return w
+	}
+	_, w := rp.claimError(r, s.truth)
+	return w
+}
+
+// readClaim reads a claim of a block the model wrote.
+func readClaim(v gjson.Result) analystClaim {
+	strs := func(path string) []string {
+		var out []string
+		v.Get(path).ForEach(func(_, e gjson.Result) bool { out = append(out, e.Str); return true })
+		return out
+	}
+	return analystClaim{UnitID: int(v.Get("unitId").Int()), Player: v.Get("player").Str, Claim: v.Get("claim").Str, EvidenceLevel: v.Get("evidenceLevel").Str,
+		Evidence: strs("evidence"), Alternatives: strs("alternatives"), NeedsConfirmation: strs("needsConfirmation")}
 }
 
 // claimsJSON returns the claims block of an answer the model wrote.
@@ -255,52 +333,59 @@ func claimsJSON(content string) string {
 	return rest[start+len("```json\n") : end]
 }
 
-// sameClaim reports whether the claim in a block is c (the fields the model writes).
+// sameClaim reports whether the claim in a block is c (every field the model
+// writes).
 func sameClaim(v gjson.Result, c analystClaim) bool {
-	if !v.Exists() || v.Get("claim").Str != c.Claim || v.Get("evidenceLevel").Str != c.EvidenceLevel || v.Get("player").Str != c.Player {
-		return false
-	}
-	var ev []string
-	v.Get("evidence").ForEach(func(_, e gjson.Result) bool { ev = append(ev, e.Str); return true })
-	return slices.Equal(ev, c.Evidence) && len(v.Get("alternatives").Array()) == len(c.Alternatives)
+	w := readClaim(v)
+	return v.Exists() && w.UnitID == c.UnitID && w.Player == c.Player && w.Claim == c.Claim && w.EvidenceLevel == c.EvidenceLevel &&
+		slices.Equal(w.Evidence, c.Evidence) && slices.Equal(w.Alternatives, c.Alternatives) && slices.Equal(w.NeedsConfirmation, c.NeedsConfirmation)
 }
 
 // unitMention matches "UnitId 733" as the pack's messages name a unit (not
 // "[UnitId]733", the log's form, which the request's fact lines quote).
 var unitMention = regexp.MustCompile(`UnitId (\d+)`)
 
-// namedIn reports whether a revision request's turn names the slot's problem: its
-// unit, a citation only the wrong claim has, or the claim's text.
-func (s *slot) namedIn(turn string) bool {
+// namedIn reports whether a revision request's turn names the problem of wrong,
+// the slot as the answer being revised has it: its unit, a citation only the
+// wrong claim has, or the claim's text.
+func (s *slot) namedIn(wrong analystClaim, turn string) bool {
 	if s.truth.UnitID != 0 {
 		for _, m := range unitMention.FindAllStringSubmatch(turn, -1) {
-			if m[1] == strconv.Itoa(s.truth.UnitID) || m[1] == strconv.Itoa(s.wrong.UnitID) {
+			if m[1] == strconv.Itoa(s.truth.UnitID) || m[1] == strconv.Itoa(wrong.UnitID) {
 				return true
 			}
 		}
 	}
-	for _, e := range s.wrong.Evidence {
+	for _, e := range wrong.Evidence {
 		if !slices.Contains(s.truth.Evidence, e) && strings.Contains(turn, e) {
 			return true
 		}
 	}
-	return s.truth.UnitID == 0 && strings.Contains(turn, "“"+s.wrong.Claim+"”")
+	return s.truth.UnitID == 0 && strings.Contains(turn, "“"+wrong.Claim+"”")
 }
 
 // analystMarker is the RA3 pack's claims marker.
 const analystMarker = "[机器可读声明]"
 
-// render writes the answer: the slots fixed (or never wrong) as the truth, the
-// others as the first answer had them. fixed nil: the first answer.
-func (p *answerPlan) render(fixed []bool) string {
+// render writes the first answer: each slot as the truth, or wrong.
+func (p *answerPlan) render() string {
+	written := make([]analystClaim, len(p.slots))
+	for i, s := range p.slots {
+		written[i] = s.truth
+		if s.wrong != nil {
+			written[i] = *s.wrong
+		}
+	}
+	return p.renderClaims(written)
+}
+
+// renderClaims writes an answer whose slots say written (one claim per slot).
+func (p *answerPlan) renderClaims(written []analystClaim) string {
 	var prose strings.Builder
 	prose.WriteString("## 对局分析\n")
 	lists := map[string][]analystClaim{"unitClaims": {}, "eventClaims": {}, "timelineClaims": {}}
 	for i, s := range p.slots {
-		c := s.truth
-		if s.wrong != nil && (fixed == nil || !fixed[i]) {
-			c = *s.wrong
-		}
+		c := written[i]
 		prose.WriteString(sentence(s.field, c))
 		prose.WriteByte('\n')
 		lists[s.field] = append(lists[s.field], c)

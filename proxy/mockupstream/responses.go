@@ -317,7 +317,7 @@ func (s *Server) responseObject(q *chatRequest, r *responsesRequest, ans *render
 	b = append(b, rawOr(r.topP, "1")...)
 	b = append(b, `,"truncation":"disabled","usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, int64(ans.promptTokens), 10)
-	b = append(b, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
+	b = append(b, `,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":`...)
 	b = strconv.AppendInt(b, int64(ans.completionTokens), 10)
 	b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
 	b = strconv.AppendInt(b, int64(Tokens(rc.reasoning)), 10)

@@ -1,11 +1,9 @@
 package mockupstream
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/textproto"
 	"os"
 	"path/filepath"
@@ -16,8 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/factgate/factgate/configs/strictyaml"
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
@@ -281,47 +278,12 @@ func ParseScript(data []byte, source string) (*Script, error) {
 		source = "script"
 	}
 	var s Script
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	// An empty document (io.EOF) is a valid, empty script.
-	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("mock script %s: %s", source, describeYAMLError(err))
+	// An empty document is a valid, empty script.
+	if err := strictyaml.Decode(data, source, &s); err != nil && !errors.Is(err, strictyaml.ErrEmpty) {
+		return nil, fmt.Errorf("mock script: %w", err)
 	}
 	s.source = source
 	return &s, nil
-}
-
-// yamlUnknownField matches yaml's strict-decoding message so it can be said in the
-// script's own terms.
-var yamlUnknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type [\w.]*?(\w+)$`)
-
-// sectionNames maps the Go types of a script to the names a script author knows.
-var sectionNames = map[string]string{
-	"Script": "the script", "Rule": "a rule", "Match": "match", "Answer": "an answer",
-	"Usage": "usage", "Fault": "fault", "ToolCall": "a tool call", "ToolFunction": "function",
-	"Choice": "a choice", "RandomFault": "random_fault",
-}
-
-// describeYAMLError rewrites yaml's type errors into one line per problem that names
-// the unknown key and the section it was found in.
-func describeYAMLError(err error) string {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return strings.TrimPrefix(err.Error(), "yaml: ")
-	}
-	lines := make([]string, 0, len(te.Errors))
-	for _, e := range te.Errors {
-		if m := yamlUnknownField.FindStringSubmatch(e); m != nil {
-			section := sectionNames[m[3]]
-			if section == "" {
-				section = m[3]
-			}
-			lines = append(lines, fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], section))
-			continue
-		}
-		lines = append(lines, e)
-	}
-	return strings.Join(lines, "; ")
 }
 
 // compiledScript is a Script ready to serve: regexps compiled, content files read,

@@ -16,13 +16,13 @@ func TestScriptErrorsNameTheProblem(t *testing.T) {
 		script string
 		want   []string // every piece must appear in the error
 	}{
-		{name: "unknown top-level key", script: "rules: []\ndefaults: {content: x}\n", want: []string{"bad.yaml", "line 2", `unknown key "defaults"`, "the script"}},
-		{name: "unknown key in a rule", script: "rules:\n  - nmae: x\n    answer: {content: y}\n", want: []string{"bad.yaml", "line 2", `unknown key "nmae"`, "a rule"}},
-		{name: "unknown key in match", script: "rules:\n  - match: {last_usr: x}\n    answer: {content: y}\n", want: []string{"line 2", `unknown key "last_usr"`, "match"}},
-		{name: "unknown key in an answer", script: "default:\n  content: x\n  chunk-size: 3\n", want: []string{"line 3", `unknown key "chunk-size"`, "an answer"}},
-		{name: "unknown key in fault", script: "default:\n  fault: {status: 500, retry_after: 3}\n", want: []string{"line 2", `unknown key "retry_after"`, "fault"}},
-		{name: "unknown key in usage", script: "default:\n  usage: {input_tokens: 3}\n", want: []string{`unknown key "input_tokens"`, "usage"}},
-		{name: "bad duration", script: "default:\n  latency: soon\n", want: []string{"bad.yaml", "line 2", "soon"}},
+		{name: "unknown top-level key", script: "rules: []\ndefaults: {content: x}\n", want: []string{"bad.yaml:2: defaults: unknown key (did you mean default?)"}},
+		{name: "unknown key in a rule", script: "rules:\n  - nmae: x\n    answer: {content: y}\n", want: []string{"bad.yaml:2: rules[0].nmae: unknown key (did you mean name?)"}},
+		{name: "unknown key in match", script: "rules:\n  - match: {last_usr: x}\n    answer: {content: y}\n", want: []string{"bad.yaml:2: rules[0].match.last_usr: unknown key (did you mean last_user?)"}},
+		{name: "unknown key in an answer", script: "default:\n  content: x\n  chunk-size: 3\n", want: []string{"bad.yaml:3: default.chunk-size: unknown key (did you mean chunk_size?)"}},
+		{name: "unknown key in fault", script: "default:\n  fault: {status: 500, retry_after: 3}\n", want: []string{"bad.yaml:2: default.fault.retry_after: unknown key"}},
+		{name: "unknown key in usage", script: "default:\n  usage: {input_tokens: 3}\n", want: []string{"default.usage.input_tokens: unknown key"}},
+		{name: "bad duration", script: "default:\n  latency: soon\n", want: []string{"bad.yaml:2: default.latency: want a duration (500ms, 30s, 2m), got `soon`"}},
 		{name: "not YAML", script: "rules: [\n", want: []string{"bad.yaml"}},
 		{name: "bad regexp", script: "rules:\n  - name: broken\n    match: {last_user: \"(\"}\n    answer: {content: y}\n", want: []string{"bad.yaml", `rules[0] ("broken")`, "match.last_user", "missing closing )"}},
 		{name: "bad header regexp", script: "rules:\n  - match: {header: {x-a: \"[\"}}\n    answer: {content: y}\n", want: []string{"rules[0]", `match.header["x-a"]`}},
@@ -35,10 +35,10 @@ func TestScriptErrorsNameTheProblem(t *testing.T) {
 		{name: "body without status", script: "default: {fault: {body: oops}}\n", want: []string{"body and headers need a status"}},
 		{name: "negative chunk size", script: "default: {chunk_size: -1}\n", want: []string{"chunk_size -1"}},
 		{name: "a tool call without a name", script: "default: {tool_calls: [{function: {arguments: '{}'}}]}\n", want: []string{"default", "tool_calls[0].function.name is empty"}},
-		{name: "unknown key in a tool call", script: "default: {tool_calls: [{function: {name: f, args: x}}]}\n", want: []string{`unknown key "args"`, "function"}},
+		{name: "unknown key in a tool call", script: "default: {tool_calls: [{function: {name: f, args: x}}]}\n", want: []string{"default.tool_calls[0].function.args: unknown key (known keys: name, arguments)"}},
 		{name: "choices beside content", script: "default: {content: a, choices: [{content: b}]}\n", want: []string{"default", "choices is set"}},
 		{name: "a choice's content file", script: "default: {choices: [{content: a}, {content_file: nowhere.md}]}\n", want: []string{"default", "choices[1]", "nowhere.md"}},
-		{name: "unknown key in a choice", script: "default: {choices: [{text: a}]}\n", want: []string{`unknown key "text"`, "a choice"}},
+		{name: "unknown key in a choice", script: "default: {choices: [{text: a}]}\n", want: []string{"default.choices[0].text: unknown key"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

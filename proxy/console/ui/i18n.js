@@ -19,18 +19,20 @@ const en = {
   'requests.perReplica': 'The requests this replica served, newest first, live. Each replica keeps its own list; traces are shared by all replicas.',
   'requests.live': 'Live', 'requests.older': 'Load older', 'requests.none': 'No request matches yet.',
   'requests.count': '{n} requests shown ({kept} kept on this replica)', 'requests.new': '{n} new requests',
+  'requests.count.one': '1 request shown ({kept} kept on this replica)', 'requests.new.one': '1 new request',
   'requests.open': 'Open the trace of the request at {time} on {route}', 'requests.notValidated': 'not validated',
   'requests.issuesLabel': 'Issues: draft {draft}, delivered {delivered}',
   'trace.title': 'Trace', 'trace.back': 'Requests', 'trace.notFound': 'No trace {id}: it expired, or it belongs to another client.',
   'trace.overview': 'Overview', 'trace.model': 'Model', 'trace.issues': 'Issues', 'trace.delivered': 'Issues delivered', 'trace.set': 'Knowledge set',
+  'trace.w3c': 'OpenTelemetry', 'trace.w3cValue': 'trace {trace} · span {span}',
   'trace.scopes': 'Scopes', 'trace.session': 'Session', 'trace.prompt': 'prompt', 'trace.completion': 'completion', 'trace.incomplete': 'Validation incomplete',
   'trace.request': 'The client\'s request', 'trace.noRequest': 'This trace did not keep the request (console.request_bytes or traces.content).',
-  'trace.cut': '{kept} of {total} kept', 'trace.lines': '{n} lines, {size}',
+  'trace.cut': '{kept} of {total} kept', 'trace.lines': '{n} lines, {size}', 'trace.lines.one': '1 line, {size}',
   'trace.attempts': 'Draft and revisions', 'trace.noAttempts': 'The answer was not validated.', 'trace.perAttempt': 'Per attempt: tokens and timings',
   'trace.kind': 'Attempt', 'trace.duration': 'Duration', 'trace.requestBytes': 'Request size',
   'trace.draft': 'Draft', 'trace.revision': 'Revision {n}', 'trace.repair': 'Repair {n}', 'trace.returned': 'returned', 'trace.failed': 'call failed', 'trace.leaked': 'mentions the revision',
   'trace.callFailed': 'The call failed: {error}', 'trace.answerOf': 'Answer of the {what}', 'trace.noContent': 'The trace kept no answer text (traces.content: false).',
-  'trace.issuesOf': '{n} issues', 'trace.goto': 'Show claim {path}', 'trace.recommendation': 'Recommended:', 'trace.level': 'evidence level', 'trace.alternatives': 'alternatives',
+  'trace.issuesOf': '{n} issues', 'trace.issuesOf.one': '1 issue', 'trace.goto': 'Show claim {path}', 'trace.recommendation': 'Recommended:', 'trace.level': 'evidence level', 'trace.alternatives': 'alternatives',
   'trace.cites': 'Operation lines it cites:',
   'trace.diff': 'From draft to the answer returned', 'trace.draftReturned': 'The draft itself was returned: nothing changed.',
   'trace.diffExplain': 'Removed text is struck through, added text underlined; the {to} was returned (before its claims were downgraded).',
@@ -55,7 +57,7 @@ const en = {
   'exp.comparisons': 'Against the control {control} (variant − control, 95% Newcombe interval)', 'exp.metric': 'Rate', 'exp.difference': 'Difference',
   'exp.interval': '95% interval', 'exp.reading': 'Reading', 'exp.noSig': 'no significant difference', 'exp.lower': 'lower (significant at 5%)', 'exp.higher': 'higher (significant at 5%)',
   'kn.title': 'Knowledge', 'kn.browse': 'Browse', 'kn.set': 'Knowledge set', 'kn.scope': 'Scope', 'kn.tag': 'Tag', 'kn.search': 'Search', 'kn.searchHint': 'id, text or tag',
-  'kn.allScopes': 'All scopes', 'kn.global': 'global', 'kn.count': '{n} entries', 'kn.new': 'New entry',
+  'kn.allScopes': 'All scopes', 'kn.global': 'global', 'kn.count': '{n} entries', 'kn.count.one': '1 entry', 'kn.new': 'New entry',
   'kn.noOverlay': 'No overlay file is configured for {set}: entries cannot be edited here (knowledge.overlays).',
   'kn.overlay': 'Overlay version {version}', 'kn.overlayAbsent': '(the file does not exist yet)', 'kn.overlayError': 'The overlay file is invalid; the last good version is in effect: {error}',
   'kn.edit': 'Edit', 'kn.editEntry': 'Edit {id}',
@@ -88,18 +90,20 @@ const zh = {
   'requests.perReplica': '本副本处理过的请求，最新的在前，实时更新。每个副本各自保存列表；trace 由所有副本共享。',
   'requests.live': '实时', 'requests.older': '加载更早的', 'requests.none': '还没有符合条件的请求。',
   'requests.count': '显示 {n} 个请求（本副本保留 {kept} 个）', 'requests.new': '{n} 个新请求',
+  'requests.count.one': '显示 1 个请求（本副本保留 {kept} 个）', 'requests.new.one': '1 个新请求',
   'requests.open': '打开 {time} 在 {route} 上的请求的 trace', 'requests.notValidated': '未验证',
   'requests.issuesLabel': '问题：初稿 {draft}，交付 {delivered}',
   'trace.title': 'Trace', 'trace.back': '请求列表', 'trace.notFound': '没有 trace {id}：已过期，或属于其他客户端。',
   'trace.overview': '概览', 'trace.model': '模型', 'trace.issues': '问题', 'trace.delivered': '交付答案中的问题', 'trace.set': '知识集',
+  'trace.w3c': 'OpenTelemetry', 'trace.w3cValue': 'trace {trace} · span {span}',
   'trace.scopes': '范围', 'trace.session': '会话', 'trace.prompt': '提示', 'trace.completion': '生成', 'trace.incomplete': '验证不完整',
   'trace.request': '客户端的请求', 'trace.noRequest': '这个 trace 没有保存请求（console.request_bytes 或 traces.content）。',
-  'trace.cut': '保留了 {total} 中的 {kept}', 'trace.lines': '{n} 行，{size}',
+  'trace.cut': '保留了 {total} 中的 {kept}', 'trace.lines': '{n} 行，{size}', 'trace.lines.one': '1 行，{size}',
   'trace.attempts': '初稿与修订', 'trace.noAttempts': '答案没有经过验证。', 'trace.perAttempt': '每次调用：token 与耗时',
   'trace.kind': '调用', 'trace.duration': '耗时', 'trace.requestBytes': '请求大小',
   'trace.draft': '初稿', 'trace.revision': '第 {n} 次修订', 'trace.repair': '补全 {n}', 'trace.returned': '已返回', 'trace.failed': '调用失败', 'trace.leaked': '提到了修订',
   'trace.callFailed': '调用失败：{error}', 'trace.answerOf': '{what}的答案', 'trace.noContent': '这个 trace 没有保存答案文本（traces.content: false）。',
-  'trace.issuesOf': '{n} 个问题', 'trace.goto': '查看声明 {path}', 'trace.recommendation': '建议：', 'trace.level': '证据等级', 'trace.alternatives': '备选',
+  'trace.issuesOf': '{n} 个问题', 'trace.issuesOf.one': '1 个问题', 'trace.goto': '查看声明 {path}', 'trace.recommendation': '建议：', 'trace.level': '证据等级', 'trace.alternatives': '备选',
   'trace.cites': '引用的操作行：',
   'trace.diff': '从初稿到返回的答案', 'trace.draftReturned': '返回的就是初稿：没有改动。',
   'trace.diffExplain': '删除的文字带删除线，新增的带下划线；返回的是{to}（声明降级之前）。',
@@ -124,7 +128,7 @@ const zh = {
   'exp.comparisons': '与对照组 {control} 比较（变体 − 对照，95% Newcombe 区间）', 'exp.metric': '比率', 'exp.difference': '差值',
   'exp.interval': '95% 区间', 'exp.reading': '解读', 'exp.noSig': '无显著差异', 'exp.lower': '更低（5% 水平显著）', 'exp.higher': '更高（5% 水平显著）',
   'kn.title': '知识库', 'kn.browse': '浏览', 'kn.set': '知识集', 'kn.scope': '范围', 'kn.tag': '标签', 'kn.search': '搜索', 'kn.searchHint': 'id、文本或标签',
-  'kn.allScopes': '所有范围', 'kn.global': '通用', 'kn.count': '{n} 条', 'kn.new': '新建条目',
+  'kn.allScopes': '所有范围', 'kn.global': '通用', 'kn.count': '{n} 条', 'kn.count.one': '1 条', 'kn.new': '新建条目',
   'kn.noOverlay': '{set} 没有配置覆盖文件：这里不能编辑（knowledge.overlays）。',
   'kn.overlay': '覆盖文件版本 {version}', 'kn.overlayAbsent': '（文件尚不存在）', 'kn.overlayError': '覆盖文件无效，仍在使用上一个有效版本：{error}',
   'kn.edit': '编辑', 'kn.editEntry': '编辑 {id}',
@@ -157,7 +161,10 @@ export function setLang(l) {
   localStorage.setItem('factgate.lang', l);
 }
 
+// t translates key with vars filled in; with vars.n === 1 it takes the key's
+// singular form (key + '.one') when the language has one ("1 request shown").
 export function t(key, vars) {
+  if (vars && vars.n === 1 && dicts[current][key + '.one'] !== undefined) key += '.one';
   let s = dicts[current][key] ?? en[key] ?? key;
   if (vars) s = s.replace(/\{(\w+)\}/g, (m, k) => (vars[k] !== undefined ? String(vars[k]) : m));
   return s;

@@ -20,7 +20,10 @@ export async function render(ctx) {
   }
   if (!ctx.alive()) return; // the reader moved on while the sets loaded
   const state = { info, set: null, data: null, scope: params.get('scope') || '', tag: params.get('tag') || '', q: params.get('q') || '' };
-  const setName = params.get('set') || (info.sets.find((s) => s.default) || info.sets[0] || {}).name;
+  // Without a set named, the default set of the config's pack: the first route with a pack.
+  const routePack = (info.routes.find((r) => r.pack && r.injects) || info.routes.find((r) => r.pack) || {}).pack;
+  const setName = params.get('set') || (info.sets.find((s) => s.default && s.pack === routePack) ||
+    info.sets.find((s) => s.default) || info.sets[0] || {}).name;
 
   const setSel = h('select', { id: 'kn-set' }, info.sets.map((s) => h('option', { value: s.name, text: `${s.name} (${s.pack})`, selected: s.name === setName })));
   const scopeSel = h('select', { id: 'kn-scope' });

@@ -70,10 +70,20 @@ function overview(tr, view) {
       [t('trace.set'), tr.knowledge_set],
       [t('trace.scopes'), scopes],
       [t('trace.session'), tr.session],
+      [t('trace.w3c'), w3c(tr.traceparent)],
       [t('col.tokens'), `${u.total_tokens || 0} (${t('trace.prompt')} ${u.prompt_tokens || 0}, ${t('trace.completion')} ${u.completion_tokens || 0})`],
       [t('col.latency'), s ? fmtMs(s.latency_ms) : null],
       [t('trace.incomplete'), tr.validation_incomplete ? t('yes') : null],
     ]));
+}
+
+// w3c shows the W3C trace context of the request's OpenTelemetry span (tracing
+// on): the trace id the operator's tracing backend names it by, which is the
+// trace's own id unless the client sent a traceparent of its own.
+function w3c(traceparent) {
+  const parts = (traceparent || '').split('-');
+  if (parts.length !== 4) return null;
+  return h('code', { class: 'small', 'data-w3c-trace': parts[1], text: t('trace.w3cValue', { trace: parts[1], span: parts[2] }) });
 }
 
 // deliveredCount reads the count of issues in the answer as delivered, when the

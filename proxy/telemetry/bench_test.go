@@ -1,0 +1,81 @@
+package telemetry
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// benchRelay is what the proxy's hooks do for one relayed chat completion: the
+// server span, the call's span with its one try, the answer's attributes.
+func benchRelay(b *testing.B, tel *Telemetry) {
+	body := []byte(`{"model":"m","temperature":0.35,"messages":[{"role":"user","content":"` + strings.Repeat("0:02.10 PlayerA 开始建造建筑 AlliedPowerPlant [UnitId]246(建造者)\\n", 28) + `"}]}`)
+	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"PlayerA 在 1:24 打包主基地并向地图中央迁移。"},"finish_reason":"stop"}],"usage":{"prompt_tokens":512,"completion_tokens":64,"total_tokens":576}}`)
+	var rc fasthttp.RequestCtx
+	rc.Request.Header.SetMethod("POST")
+	rc.Request.SetRequestURI("/v1/chat/completions")
+	rc.Request.SetBody(body)
+	rc.Init(&rc.Request, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}, nil)
+	req := fasthttp.AcquireRequest()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		r := tel.StartRequest(&rc, time.Now())
+		c := tel.StartCall(r.Context(), KindRelay, "/v1/chat/completions", body)
+		req.Header.SetMethod("POST")
+		req.Header.SetHost("127.0.0.1:8000")
+		req.Header.SetRequestURI("/v1/chat/completions")
+		t := c.StartTry(req, "u", "", false, 0)
+		t.End(200, "ok", nil)
+		c.Answer(200, answer)
+		r.End(200, "")
+	}
+}
+
+// BenchmarkRelaySpans measures the spans of a relayed request, into an exporter
+// that drops them.
+func BenchmarkRelaySpans(b *testing.B) {
+	tel, err := New(Config{Enabled: true}, nil, nil, WithExporter(tracetest.NewNoopExporter()), WithSampler(sdktrace.AlwaysSample()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	benchRelay(b, tel)
+}
+
+// BenchmarkRelaySpansOTLP measures the spans of a relayed request exported over
+// OTLP/HTTP to a receiver on loopback that reads and drops each export: the
+// batching goroutine's encoding is counted with -cpu 1.
+func BenchmarkRelaySpansOTLP(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL("http://"+ln.Addr().String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tel, err := New(Config{Enabled: true}, nil, nil, WithExporter(exp), WithSampler(sdktrace.AlwaysSample()),
+		WithBatching(Batching{QueueSize: 2048, BatchSize: 512, Delay: 100 * time.Millisecond, ExportTimeout: 5 * time.Second}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	benchRelay(b, tel)
+	_ = tel.ForceFlush(context.Background())
+}
