@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/factgate/factgate/interceptors"
 )
@@ -298,5 +299,31 @@ func TestARelayIsDecidedBeforeAHeldStreamCommits(t *testing.T) {
 	}
 	if hdr.Get("X-Request-Id") != "req-live" || hdr.Get("X-Factgate-Trace-Id") == "" {
 		t.Errorf("headers %v: want the upstream's and the trace id", hdr)
+	}
+}
+
+// TestARelayedStreamIsTracedAsItsCall: with OpenTelemetry on, the upstream call
+// of a stream a held route relays live is a call span that reads the stream (its
+// usage and finish reasons) and ends with it.
+func TestARelayedStreamIsTracedAsItsCall(t *testing.T) {
+	t.Parallel()
+	h, exp := tracedHarness(t, pacedScript, heldRouteConfig("", "")+"telemetry: {enabled: true}\n")
+	status, _, body := h.post(t, "/v1/chat/completions", `{"model":"ra3-analyst","stream":true,"messages":[{"role":"user","content":"Say hello"}]}`,
+		"traceparent", "00-"+clientTraceID+"-00f067aa0ba902b7-01")
+	if status != 200 || !strings.Contains(string(body), "[DONE]") || strings.Contains(string(body), `"usage"`) {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	spans := spansOf(t, h, exp, clientTraceID)
+	var call *tracetest.SpanStub
+	for i, s := range spans {
+		if attrString(s, "factgate.call.kind") != "" {
+			call = &spans[i]
+		}
+	}
+	if call == nil {
+		t.Fatalf("no call span among %v", names(spans))
+	}
+	if attrString(*call, "gen_ai.response.finish_reasons") != `["stop"]` || attrString(*call, "gen_ai.usage.output_tokens") == "" || call.EndTime.IsZero() {
+		t.Errorf("the relayed call's span: %v", call.Attributes)
 	}
 }

@@ -308,7 +308,7 @@ func (s *Server) handlePassthrough(rc *fasthttp.RequestCtx) {
 	if s.serveModels(rc, client, start) {
 		return
 	}
-	if rc.IsGet() && isStoredResponsePath(rc.Path()) {
+	if rc.IsGet() && isStoredResponsePath(cleanPath(rc.Path())) {
 		// A stored response shows the app's own instructions (injected.go).
 		s.forwardEdited(rc, s.passTargets, nil, s.passMetrics, nil, start, client, s.withStoredInstructions)
 		return
