@@ -37,7 +37,7 @@ var responseEcho = [...]struct{ name, or string }{
 // a reasoning item with one summary, the content as a message item with one
 // output_text part (a refusal as a refusal part), each tool call as a
 // function_call item; status and incomplete_details from the finish reason; usage
-// as input/output tokens. The request's own settings (instructions, tools, text,
+// as input/output tokens; access_programs null (no program asked for or used). The request's own settings (instructions, tools, text,
 // …) are echoed as the Responses API echoes them, never the prompt factgate
 // injected; outgoing is the chat request that went upstream (its metadata is the
 // client's without factgate's keys). Unknown top-level fields of the chat answer
@@ -79,7 +79,10 @@ func appendChatResponse(dst, chat, request, outgoing []byte) []byte {
 	b := slices.Grow(dst, len(chat)+len(request)/4+512)
 	b = append(b, `{"id":`...)
 	b = rawjson.AppendString(b, "resp_"+id)
-	b = append(b, `,"object":"response","created_at":`...)
+	// access_programs: null is the implicit Standard program (openai-go's
+	// ResponseNewParamsAccessPrograms says so): the request names none, a chat
+	// upstream has none to name.
+	b = append(b, `,"object":"response","access_programs":null,"created_at":`...)
 	b = strconv.AppendInt(b, root.Get("created").Int(), 10)
 	b = append(b, `,"status":"`...)
 	b = append(b, status...)
