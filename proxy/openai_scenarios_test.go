@@ -116,11 +116,14 @@ default: {content: "A plain answer."}
 // strict), a cut answer, a request with a user; every Responses stream event
 // including the error event of a held stream that failed; the chat completion
 // chunks of a held stream (content, reasoning, tool calls, the usage chunk,
-// a cut answer); and factgate's error envelopes. Both the chat-only upstream's
+// a cut answer, the reasoning chunks stream_reasoning sends live); and factgate's
+// error envelopes. Both the chat-only upstream's
 // plain route (no interceptors) and its RA3 route (held, injected) are driven.
 func eachSynthesized(t *testing.T, check func(s synthesized)) {
 	t.Helper()
-	h := newHarness(t, synthesizedScript, responsesConfig+"  - {name: held-chat, models: [held-c], upstream: chatup, pack: ra3, inject: {when: always}}\n")
+	h := newHarness(t, synthesizedScript, responsesConfig+
+		"  - {name: held-chat, models: [held-c], upstream: chatup, pack: ra3, inject: {when: always}}\n"+
+		"  - {name: live-reasoning, models: [live-c], upstream: chatup, pack: ra3, inject: {when: always}, stream_reasoning: true}\n")
 	tools := `[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]`
 	requests := []struct{ name, body string }{
 		{"text", `{"model":"%s","input":"hello"}`},
@@ -165,16 +168,18 @@ func eachSynthesized(t *testing.T, check func(s synthesized)) {
 		}
 	}
 
-	// The chat completion chunks factgate synthesizes for a held stream.
-	for _, rq := range []struct{ name, body string }{
-		{"text", `{"model":"held-c","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`},
-		{"reasoning", `{"model":"held-c","stream":true,"messages":[{"role":"user","content":"think about it"}]}`},
-		{"tool calls", `{"model":"held-c","stream":true,"messages":[{"role":"user","content":"What's the weather?"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`},
-		{"cut", `{"model":"held-c","stream":true,"messages":[{"role":"user","content":"cut it"}]}`},
+	// The chat completion chunks factgate synthesizes for a held stream; want is
+	// what the stream must carry for the scenario to have happened.
+	for _, rq := range []struct{ name, body, want string }{
+		{"text", `{"model":"held-c","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`, `"usage":{`},
+		{"reasoning", `{"model":"held-c","stream":true,"messages":[{"role":"user","content":"think about it"}]}`, `"reasoning_content"`},
+		{"tool calls", `{"model":"held-c","stream":true,"messages":[{"role":"user","content":"What's the weather?"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`, `"tool_calls"`},
+		{"cut", `{"model":"held-c","stream":true,"messages":[{"role":"user","content":"cut it"}]}`, `"finish_reason":"length"`},
+		{"live reasoning", `{"model":"live-c","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"think about it"}]}`, `"reasoning_content"`},
 	} {
 		status, _, raw := h.post(t, "/v1/chat/completions", rq.body)
-		if status != 200 {
-			t.Fatalf("chat %s: %d %s", rq.name, status, raw)
+		if status != 200 || !bytes.Contains(raw, []byte(rq.want)) {
+			t.Fatalf("chat %s: %d, want a stream with %s:\n%s", rq.name, status, rq.want, raw)
 		}
 		events := sseEvents(t, raw)
 		if len(events) < 2 || string(events[len(events)-1].data) != "[DONE]" {
