@@ -113,7 +113,8 @@ default: {content: "A plain answer."}
 // hands each to check: a Responses object (non-streamed, and inside
 // response.created … response.completed) for a text answer, a reasoning answer,
 // tool calls with the request's function tools echoed (with and without
-// strict), a cut answer, a request with a user; every Responses stream event
+// strict), a cut answer, a request with a user, a refusal and a content filter's
+// cut (rendered directly: the mock gives neither); every Responses stream event
 // including the error event of a held stream that failed; the chat completion
 // chunks of a held stream (content, reasoning, tool calls, the usage chunk,
 // a cut answer, the reasoning chunks stream_reasoning sends live); and factgate's
@@ -165,6 +166,23 @@ func eachSynthesized(t *testing.T, check func(s synthesized)) {
 			for i, ev := range events {
 				check(synthesized{fmt.Sprintf("%s late failure: stream event %d (%s)", model, i, ev.name), synthesizedResponseEvent, ev.data})
 			}
+		}
+	}
+
+	// Chat answers the mock does not give — a refusal, a content filter's cut —
+	// rendered as a Responses object and its stream directly.
+	for _, a := range []struct{ name, chat, want string }{
+		{"refusal", `{"id":"chatcmpl-r","object":"chat.completion","created":1700000000,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I cannot help with that."},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11}}`, "event: response.refusal.done"},
+		{"content filter", `{"id":"chatcmpl-f","object":"chat.completion","created":1700000000,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Part of"},"finish_reason":"content_filter"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`, "event: response.incomplete"},
+	} {
+		obj := chatToResponse([]byte(a.chat), []byte(`{"model":"m","input":"x"}`), []byte(`{}`))
+		check(synthesized{a.name + ": the response object", synthesizedResponse, obj})
+		var stream bytes.Buffer
+		if err := writeResponsesStream(bufio.NewWriter(&stream), obj, 8); err != nil || !bytes.Contains(stream.Bytes(), []byte(a.want)) {
+			t.Fatalf("%s streamed: %v, want a stream with %s:\n%s", a.name, err, a.want, stream.Bytes())
+		}
+		for i, ev := range sseEvents(t, stream.Bytes()) {
+			check(synthesized{fmt.Sprintf("%s: stream event %d (%s)", a.name, i, ev.name), synthesizedResponseEvent, ev.data})
 		}
 	}
 
