@@ -539,6 +539,9 @@ func (l *packLoader) claimKinds(c *ClaimsContract) {
 			if k.Fields[f] == "" {
 				l.failAt(PackFile, at, apath, "%q is not a declared field", f)
 			}
+			if k.Fields[f] == FieldEvidence {
+				l.failAt(PackFile, at, apath, "an evidence field has no aliases (its items are checked where they are written)")
+			}
 			for _, a := range k.Aliases[f] {
 				switch {
 				case !claimNamePattern.MatchString(a):
