@@ -229,7 +229,6 @@ func (p *Parser) kindIndex(key string) int {
 func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 	s := st.c.JSON
 	r.Kind, r.Index, r.Path = spec.name, i, spec.name+"["+strconv.Itoa(i)+"]"
-	r.shape = spec.shape
 	own := len(st.c.Issues) // the claim's alias and level issues precede its evidence's
 	g := genericClaim{raw: make([]value, spec.nkeys), met: make([]bool, spec.nkeys)}
 	end := -1
@@ -261,7 +260,8 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 			return end
 		})
 	}
-	r.vals = make([]fieldValue, len(spec.fields))
+	vals := make([]fieldValue, len(spec.fields))
+	r.gen = &genericValues{shape: spec.shape, vals: vals}
 	for slot := range spec.fields {
 		f := &spec.fields[slot]
 		fv, ok := g.field(f, f.key)
@@ -276,7 +276,7 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 				}
 			}
 		}
-		r.vals[slot] = fv
+		vals[slot] = fv
 	}
 	if spec.level >= 0 {
 		f := &spec.fields[spec.level]
@@ -289,18 +289,18 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 		}
 		r.Level, r.LevelRaw, r.LevelKnown = st.level(&own, r.Path, v)
 		if r.LevelKnown {
-			r.vals[spec.level].v = r.Level.String()
+			vals[spec.level].v = r.Level.String()
 		} else {
-			r.vals[spec.level].raw = r.LevelRaw
+			vals[spec.level].raw = r.LevelRaw
 		}
 	}
 	if spec.evidence >= 0 {
-		if list, ok := r.vals[spec.evidence].v.([]Evidence); ok {
+		if list, ok := vals[spec.evidence].v.([]Evidence); ok {
 			r.Evidence = list
 		}
 	}
 	for _, slot := range spec.required {
-		if r.vals[slot].v != nil {
+		if vals[slot].v != nil {
 			continue
 		}
 		f := &spec.fields[slot]
@@ -309,14 +309,14 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 			for _, a := range mc.ArgOrder {
 				args = append(args, a, r.FieldText(mc.Args[a]))
 			}
-			st.c.Issues = append(st.c.Issues, issue(mc.Code, interceptors.Warning, r.Path, missingMessage(spec.name, f.name, r.vals[slot].raw), args...))
+			st.c.Issues = append(st.c.Issues, issue(mc.Code, interceptors.Warning, r.Path, missingMessage(spec.name, f.name, vals[slot].raw), args...))
 			continue
 		}
 		claim := ""
 		if spec.claim >= 0 {
 			claim = r.FieldText("claim")
 		}
-		st.c.Issues = append(st.c.Issues, issue(CodeMissingField, interceptors.Warning, r.Path, missingMessage(spec.name, f.name, r.vals[slot].raw),
+		st.c.Issues = append(st.c.Issues, issue(CodeMissingField, interceptors.Warning, r.Path, missingMessage(spec.name, f.name, vals[slot].raw),
 			"kind", spec.name, "field", f.name, "claim", claim))
 	}
 	return end

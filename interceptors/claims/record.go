@@ -30,27 +30,33 @@ import (
 type Record struct {
 	// Kind is the claim kind: the claims array's key ("orderClaims").
 	Kind string
-	// Index is the claim's index in its JSON array.
-	Index int
 	// Path locates the claim: "orderClaims[2]".
 	Path string
-	// Level is the evidence level; Uncertain when LevelKnown is false (and for a
-	// kind without a level field).
-	Level Level
 	// LevelRaw is the level as written ("" when absent).
 	LevelRaw string
-	// LevelKnown reports that LevelRaw is a known spelling.
-	LevelKnown bool
 	// Evidence is the evidence field's items, parsed as the ra3 evidence is
 	// (nil for a kind without an evidence field).
 	Evidence []Evidence
+	// Index is the claim's index in its JSON array.
+	Index int
+	// Level is the evidence level; Uncertain when LevelKnown is false (and for a
+	// kind without a level field).
+	Level Level
+	// LevelKnown reports that LevelRaw is a known spelling.
+	LevelKnown bool
 
 	// One of the three holds the fields: a generic read's values, or the typed
-	// claim ra3's fast path read.
-	shape *kindShape
-	vals  []fieldValue
+	// claim ra3's fast path read (a Record is kept small: ra3 fills one per claim
+	// on every Parse).
+	gen   *genericValues
 	unit  *UnitClaim
 	claim *Claim
+}
+
+// genericValues are a generically read claim's declared fields.
+type genericValues struct {
+	shape *kindShape
+	vals  []fieldValue // by slot
 }
 
 // fieldValue is one declared field's value in a generically read Record.
@@ -68,12 +74,12 @@ func (r *Record) Field(name string) (any, bool) {
 		v, ok = r.unit.field(name)
 	case r.claim != nil:
 		v, ok = r.claim.field(name)
-	case r.shape != nil:
-		i, ok := r.shape.slot[name]
-		if !ok || i >= len(r.vals) || r.vals[i].v == nil {
+	case r.gen != nil:
+		i, ok := r.gen.shape.slot[name]
+		if !ok || r.gen.vals[i].v == nil {
 			return nil, false
 		}
-		return r.vals[i].v, true
+		return r.gen.vals[i].v, true
 	}
 	if !ok {
 		return nil, false
@@ -89,9 +95,9 @@ func (r *Record) FieldText(name string) string {
 	if v, ok := r.Field(name); ok {
 		return formatValue(v)
 	}
-	if r.shape != nil {
-		if i, ok := r.shape.slot[name]; ok && i < len(r.vals) {
-			return r.vals[i].raw
+	if r.gen != nil {
+		if i, ok := r.gen.shape.slot[name]; ok {
+			return r.gen.vals[i].raw
 		}
 	}
 	switch {
@@ -141,7 +147,7 @@ func (c *Claim) field(name string) (any, bool) {
 
 // kindShape is a declared kind as the generic reader uses it.
 type kindShape struct {
-	slot map[string]int // field name -> index in Record.vals
+	slot map[string]int // field name -> index in genericValues.vals
 }
 
 // recordsFromTyped returns the records of ra3's typed claims, appended to buf.
