@@ -24,6 +24,63 @@ import (
 // own.
 const CodeMissingField = "claims.missing_field"
 
+// The field names the revision's edits know (Edit): a kind that declares them
+// with these types gets alternatives, a corrected player and what would confirm
+// the claim added by the downgrade.
+const (
+	FieldAlternatives      = "alternatives"
+	FieldNeedsConfirmation = "needsConfirmation"
+	FieldPlayer            = "player"
+)
+
+// declares reports a field of that name and type.
+func (k *kindSpec) declares(name string, t knowledge.FieldType) bool {
+	i, ok := k.shape.slot[name]
+	return ok && k.fields[i].typ == t
+}
+
+// lacks says that the kind does not declare a field; seed says it as the seed's
+// reader did ("only unit claims have alternatives").
+func (k *kindSpec) lacks(field, seed string) string {
+	if _, ok := kindOf(k.name); ok && seed != "" {
+		return seed
+	}
+	return fmt.Sprintf("%s declares no %s", k.name, field)
+}
+
+// seedSpecs are the seed's kinds (ra3's), for Claims read without a declaration.
+var seedSpecs = func() []*kindSpec {
+	kinds := knowledge.DefaultClaimKinds(nil)
+	out := make([]*kindSpec, len(kinds))
+	for i := range kinds {
+		out[i] = newKindSpec(&kinds[i])
+	}
+	return out
+}()
+
+// kindSpec returns the declared kind named name (the seed's kinds when c was
+// not read by a Parser), or nil.
+func (c *Claims) kindSpec(name string) *kindSpec {
+	kinds := c.kinds
+	if kinds == nil {
+		kinds = seedSpecs
+	}
+	for _, k := range kinds {
+		if k.name == name {
+			return k
+		}
+	}
+	return nil
+}
+
+// firstKind names a declared kind, for messages.
+func (c *Claims) firstKind() string {
+	if len(c.kinds) > 0 {
+		return c.kinds[0].name
+	}
+	return UnitClaimsField
+}
+
 // kindSpec is one declared kind as the generic reader uses it.
 type kindSpec struct {
 	name     string
@@ -261,7 +318,7 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 		})
 	}
 	vals := make([]fieldValue, len(spec.fields))
-	r.gen = &genericValues{shape: spec.shape, vals: vals}
+	r.gen = &genericValues{spec: spec, vals: vals}
 	for slot := range spec.fields {
 		f := &spec.fields[slot]
 		fv, ok := g.field(f, f.key)

@@ -175,3 +175,50 @@ func orderedKeys(issues []interceptors.Issue) []string {
 	}
 	return out
 }
+
+func TestDowngradeAnyDeclaredKind(t *testing.T) {
+	t.Parallel()
+	p := newOrdersParser(t)
+	answer := "Prose stays.\n\n[claims]\n```json\n{\n  \"noteClaims\": [{\"text\": \"n\"}],\n  \"orderClaims\": [\n" +
+		`    {"order": "A1", "claim": "shipped", "evidenceLevel": "confirmed", "evidence": ["order|0:00|A1", "order|0:01|A2"]},` + "\n" +
+		`    {"order": "A2", "claim": "refunded", "evidenceLevel": "sure"}` + "\n  ]\n}\n```\n"
+	c := p.Parse(answer, Required)
+	out, err := Downgrade(answer, c, []Edit{
+		{Path: "orderClaims[0]", Level: "possible", RemoveEvidence: []int{1}, AddAlternatives: []string{"pending"}},
+		{Path: "orderClaims[1]", Remove: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "Prose stays.\n\n[claims]\n```json\n") {
+		t.Fatalf("the prose changed:\n%s", out)
+	}
+	again := p.Parse(out, Required)
+	if len(again.Records) != 2 || again.Records[0].Path != "orderClaims[0]" || again.Records[0].Level != Possible ||
+		len(again.Records[0].Evidence) != 1 || again.Records[0].Evidence[0].Raw != "order|0:00|A1" {
+		t.Fatalf("downgraded block:\n%s", out)
+	}
+	if alts, _ := again.Records[0].Field("alternatives"); !reflect.DeepEqual(alts, []string{"pending"}) {
+		t.Errorf("alternatives = %v", alts)
+	}
+	for _, tc := range []struct {
+		edit Edit
+		want string
+	}{
+		{Edit{Path: "orderClaims[0]", AddNeedsConfirmation: []string{"x"}}, "orderClaims declares no needsConfirmation"},
+		{Edit{Path: "noteClaims[0]", Level: "possible"}, "noteClaims declares no level field"},
+		{Edit{Path: "noteClaims[0]", Player: "p"}, "noteClaims declares no player"},
+		{Edit{Path: "unitClaims[0]", Level: "possible"}, "is not a claim path like orderClaims[2]"},
+		{Edit{Path: "orderClaims[2]", Remove: true}, "no such claim (2 kept in orderClaims)"},
+	} {
+		if _, err := Downgrade(answer, c, []Edit{tc.edit}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.edit, err, tc.want)
+		}
+	}
+	if r := c.Records[2]; r.Declares("text") != knowledge.FieldString || r.Declares("order") != "" || r.HasLevel() {
+		t.Errorf("noteClaims declares %q %q %v", r.Declares("text"), r.Declares("order"), r.HasLevel())
+	}
+	if got := p.Required("orderClaims"); !reflect.DeepEqual(got, []string{"order", "claim"}) {
+		t.Errorf("required = %v", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge"
 )
 
 // Record is one claim of a declared kind (knowledge.ClaimKind), read generically:
@@ -55,8 +56,8 @@ type Record struct {
 
 // genericValues are a generically read claim's declared fields.
 type genericValues struct {
-	shape *kindShape
-	vals  []fieldValue // by slot
+	spec *kindSpec
+	vals []fieldValue // by slot
 }
 
 // fieldValue is one declared field's value in a generically read Record.
@@ -75,7 +76,7 @@ func (r *Record) Field(name string) (any, bool) {
 	case r.claim != nil:
 		v, ok = r.claim.field(name)
 	case r.gen != nil:
-		i, ok := r.gen.shape.slot[name]
+		i, ok := r.gen.spec.shape.slot[name]
 		if !ok || r.gen.vals[i].v == nil {
 			return nil, false
 		}
@@ -87,6 +88,27 @@ func (r *Record) Field(name string) (any, bool) {
 	return v, true
 }
 
+// Declares returns the type of a field the record's kind declares ("" when it
+// declares none of that name).
+func (r *Record) Declares(name string) knowledge.FieldType {
+	spec := r.spec()
+	if spec == nil {
+		return ""
+	}
+	if i, ok := spec.shape.slot[name]; ok {
+		return spec.fields[i].typ
+	}
+	return ""
+}
+
+// HasLevel reports that the record's kind has a level field.
+func (r *Record) HasLevel() bool {
+	if spec := r.spec(); spec != nil {
+		return spec.level >= 0
+	}
+	return false
+}
+
 // FieldText returns a declared field as text: a converted value formatted
 // (an int in decimal, a level canonical, a list joined with ", "), else the field
 // as written (a string's value or the JSON text), else "". It is what a missing
@@ -96,7 +118,7 @@ func (r *Record) FieldText(name string) string {
 		return formatValue(v)
 	}
 	if r.gen != nil {
-		if i, ok := r.gen.shape.slot[name]; ok {
+		if i, ok := r.gen.spec.shape.slot[name]; ok {
 			return r.gen.vals[i].raw
 		}
 	}
@@ -210,3 +232,17 @@ func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) 
 func formatClock(d time.Duration) string { return interceptors.FormatClock(d) }
 
 func joinComma(list []string) string { return strings.Join(list, ", ") }
+
+// spec returns the declaration of the record's kind (the seed's for a claim of
+// ra3's typed reader), or nil.
+func (r *Record) spec() *kindSpec {
+	if r.gen != nil {
+		return r.gen.spec
+	}
+	for _, k := range seedSpecs {
+		if k.name == r.Kind {
+			return k
+		}
+	}
+	return nil
+}
