@@ -222,3 +222,13 @@ func TestDowngradeAnyDeclaredKind(t *testing.T) {
 		t.Errorf("required = %v", got)
 	}
 }
+
+// Without a marker the fallback finds a block by the declared kinds' arrays.
+func TestGenericFallbackFindsDeclaredArrays(t *testing.T) {
+	t.Parallel()
+	p := newOrdersParser(t)
+	c := p.Parse(`Done {"orderClaims": [{"order": "A1", "claim": "x"}]} then {"unitClaims": []} {注`, Required)
+	if !c.Usable() || len(c.Records) != 1 || c.Records[0].Path != "orderClaims[0]" {
+		t.Fatalf("fallback: %+v", c)
+	}
+}
