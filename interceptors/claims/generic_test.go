@@ -2,6 +2,7 @@ package claims
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -231,4 +232,72 @@ func TestGenericFallbackFindsDeclaredArrays(t *testing.T) {
 	if !c.Usable() || len(c.Records) != 1 || c.Records[0].Path != "orderClaims[0]" {
 		t.Fatalf("fallback: %+v", c)
 	}
+}
+
+func FuzzGenericReader(f *testing.F) {
+	f.Add("[claims]\n```json\n{\"orderClaims\": [{\"order\": \"A1\", \"qty\": 2, \"claim\": \"x\", \"evidence\": [\"order|0:00|A1\"]}], \"noteClaims\": [{}]}\n```")
+	f.Add(`{"noteClaims": [1, {"text": " "}], "orderClaims": [{"status": "s", "placed": "2026-01-01", "paid": "true"}, {}, {}]}`)
+	for _, s := range diffSeeds {
+		f.Add(strings.ReplaceAll(strings.ReplaceAll(s, "unitClaims", "orderClaims"), "eventClaims", "noteClaims"))
+	}
+	p := newOrdersParser(f)
+	f.Fuzz(func(t *testing.T, content string) {
+		c := p.Parse(content, Required)
+		if !c.Valid && len(c.Records) > 0 {
+			t.Fatalf("records of an invalid block")
+		}
+		counts := map[string]int{}
+		last := -1
+		for i := range c.Records {
+			r := &c.Records[i]
+			ki := p.kindIndex(r.Kind)
+			if ki < last || ki < 0 {
+				t.Fatalf("records out of declaration order: %s after kind %d", r.Path, last)
+			}
+			last = ki
+			if r.Index != counts[r.Kind] || r.Path != r.Kind+"["+strconv.Itoa(r.Index)+"]" {
+				t.Fatalf("record %d: index %d path %s", i, r.Index, r.Path)
+			}
+			counts[r.Kind]++
+			if counts[r.Kind] > p.Cap(r.Kind) {
+				t.Fatalf("%s over its cap", r.Kind)
+			}
+			for _, e := range r.Evidence {
+				if !strings.HasPrefix(e.Path, r.Path+".evidence[") {
+					t.Fatalf("evidence path %s in %s", e.Path, r.Path)
+				}
+			}
+		}
+		p.ReadIn(nil, content, Required, func(read *Claims) {
+			if len(read.Records) != len(c.Records) || !reflect.DeepEqual(orderedKeys(read.Issues), orderedKeys(c.Issues)) {
+				t.Fatalf("ReadIn differs from Parse")
+			}
+		})
+		// Removing every claim leaves a block that reads with no claims.
+		if c.Usable() && len(c.Records) > 0 {
+			var edits []Edit
+			for _, r := range c.Records {
+				edits = append(edits, Edit{Path: r.Path, Remove: true})
+			}
+			out, err := Downgrade(content, c, edits)
+			if err != nil {
+				if strings.Contains(err.Error(), "not a JSON object") {
+					return
+				}
+				t.Fatalf("Downgrade: %v", err)
+			}
+			// Only the claims past a cap (never kept, never edited) stay.
+			dropped := 0
+			for _, is := range c.Issues {
+				if is.Code == CodeTruncated {
+					n, _ := strconv.Atoi(is.Args["count"])
+					m, _ := strconv.Atoi(is.Args["cap"])
+					dropped += min(n-m, m)
+				}
+			}
+			if again := p.Parse(out, Required); len(again.Records) > dropped && again.Usable() {
+				t.Fatalf("claims left after removing all: %d\n%s", len(again.Records), out)
+			}
+		}
+	})
 }
