@@ -81,6 +81,14 @@ func (c *Claims) firstKind() string {
 	return UnitClaimsField
 }
 
+// levelValues are the canonical level names as Field returns them, boxed once.
+var levelValues = func() (out [len(levelNames)]any) {
+	for l, name := range levelNames {
+		out[l] = name
+	}
+	return out
+}()
+
 // kindSpec is one declared kind as the generic reader uses it.
 type kindSpec struct {
 	name     string
@@ -94,6 +102,8 @@ type kindSpec struct {
 	claim    int // the slot of a field named "claim", -1 when none
 	required []int
 	codes    map[int]*knowledge.MissingCode // by slot
+	paths    []string                       // the claim paths below maxPathClaims
+	evPaths  [][]string                     // their evidence items' paths below maxPathEvidence
 }
 
 type fieldSpec struct {
@@ -144,6 +154,16 @@ func newKindSpec(k *knowledge.ClaimKind) *kindSpec {
 			ks.fields[i].aliases = append(ks.fields[i].aliases, a)
 			ks.fields[i].akeys = append(ks.fields[i].akeys, ks.nkeys)
 			ks.nkeys++
+		}
+	}
+	for i := range min(ks.cap, maxPathClaims) {
+		ks.paths = append(ks.paths, ks.name+"["+strconv.Itoa(i)+"]")
+		if ks.evidence >= 0 {
+			ev := make([]string, maxPathEvidence)
+			for j := range ev {
+				ev[j] = ks.paths[i] + "." + ks.fields[ks.evidence].name + "[" + strconv.Itoa(j) + "]"
+			}
+			ks.evPaths = append(ks.evPaths, ev)
 		}
 	}
 	for _, name := range k.Required {
@@ -201,6 +221,18 @@ type genericClaim struct {
 	met  []bool
 	ev   [][]Evidence
 	strs [][]string
+}
+
+// reset makes g hold n keys, none met.
+func (g *genericClaim) reset(n int) {
+	if cap(g.raw) < n {
+		g.raw, g.met, g.ev, g.strs = make([]value, n), make([]bool, n), make([][]Evidence, n), make([][]string, n)
+	}
+	g.raw, g.met, g.ev, g.strs = g.raw[:n], g.met[:n], g.ev[:n], g.strs[:n]
+	clear(g.raw)
+	clear(g.met)
+	clear(g.ev)
+	clear(g.strs)
 }
 
 // readGeneric is read for the declared kinds (see read): it reads c.JSON into
@@ -285,9 +317,17 @@ func (p *Parser) kindIndex(key string) int {
 // offset just past it (-1 for a value that is not an object: an empty claim).
 func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 	s := st.c.JSON
-	r.Kind, r.Index, r.Path = spec.name, i, spec.name+"["+strconv.Itoa(i)+"]"
+	r.Kind, r.Index = spec.name, i
+	if i < len(spec.paths) {
+		r.Path = spec.paths[i]
+	} else {
+		r.Path = spec.name + "[" + strconv.Itoa(i) + "]"
+	}
 	own := len(st.c.Issues) // the claim's alias and level issues precede its evidence's
-	g := genericClaim{raw: make([]value, spec.nkeys), met: make([]bool, spec.nkeys)}
+	// The values met are kept only while the claim is read: one buffer serves
+	// every claim of the read.
+	g := &st.generic
+	g.reset(spec.nkeys)
 	end := -1
 	if s[at] == '{' {
 		end = st.w.Members(at, func(key string, v int) int {
@@ -298,16 +338,10 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 			g.met[ref.key] = true
 			switch spec.fields[ref.slot].typ {
 			case knowledge.FieldEvidence:
-				if g.ev == nil {
-					g.ev = make([][]Evidence, spec.nkeys)
-				}
 				var end int
-				g.ev[ref.key], end = st.evidenceItems(r.Path+"."+key, v)
+				g.ev[ref.key], end = st.evidenceItems(spec, i, r.Path+"."+key, v)
 				return end
 			case knowledge.FieldStrings:
-				if g.strs == nil {
-					g.strs = make([][]string, spec.nkeys)
-				}
 				var end int
 				g.strs[ref.key], end = st.stringList(v)
 				return end
@@ -346,7 +380,7 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 		}
 		r.Level, r.LevelRaw, r.LevelKnown = st.level(&own, r.Path, v)
 		if r.LevelKnown {
-			vals[spec.level].v = r.Level.String()
+			vals[spec.level].v = levelValues[r.Level]
 		} else {
 			vals[spec.level].raw = r.LevelRaw
 		}
@@ -392,12 +426,12 @@ func missingMessage(kind, field, raw string) string {
 func (g *genericClaim) field(f *fieldSpec, key int) (fieldValue, bool) {
 	switch f.typ {
 	case knowledge.FieldEvidence:
-		if g.ev != nil && len(g.ev[key]) > 0 {
+		if len(g.ev[key]) > 0 {
 			return fieldValue{v: g.ev[key]}, true
 		}
 		return fieldValue{}, false
 	case knowledge.FieldStrings:
-		if g.strs != nil && len(g.strs[key]) > 0 {
+		if len(g.strs[key]) > 0 {
 			return fieldValue{v: g.strs[key]}, true
 		}
 		return fieldValue{}, false
@@ -508,14 +542,19 @@ func parseDate(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// evidenceItems reads an evidence list at c.JSON[at] (an array, or a lone string
-// as one item) whose items' paths are prefix[j]: a list of its own, and the offset
-// just past it; nil and -1 for another value.
-func (st *parseState) evidenceItems(prefix string, at int) ([]Evidence, int) {
+// evidenceItems reads the evidence list of claim i of spec at c.JSON[at] (an
+// array, or a lone string as one item) whose items' paths are prefix[j]: a list
+// of its own, and the offset just past it; nil and -1 for another value.
+func (st *parseState) evidenceItems(spec *kindSpec, i int, prefix string, at int) ([]Evidence, int) {
 	s := st.c.JSON
 	var list []Evidence
 	add := func(v int) int {
-		path := prefix + "[" + strconv.Itoa(len(list)) + "]"
+		var path string
+		if j := len(list); i < len(spec.evPaths) && j < maxPathEvidence {
+			path = spec.evPaths[i][j]
+		} else {
+			path = prefix + "[" + strconv.Itoa(j) + "]"
+		}
 		var ev Evidence
 		var err error
 		var end int

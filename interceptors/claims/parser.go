@@ -587,12 +587,13 @@ type parseState struct {
 	p         *Parser
 	c         *Claims
 	w         rawjson.Walker
-	transient bool        // the lists stay in the scratch buffers (see read)
-	evidence  []Evidence  // the claims' evidence items in walk order (see settle)
-	units     []UnitClaim // the unit claims (see claimArray)
-	claims    []Claim     // the event and timeline claims, one run per array
-	runs      [3]claimRun // where each array's claims are in units or claims
-	strs      []string    // arena for parameters, alternatives and confirmations (see strArena)
+	transient bool         // the lists stay in the scratch buffers (see read)
+	evidence  []Evidence   // the claims' evidence items in walk order (see settle)
+	units     []UnitClaim  // the unit claims (see claimArray)
+	claims    []Claim      // the event and timeline claims, one run per array
+	runs      [3]claimRun  // where each array's claims are in units or claims
+	strs      []string     // arena for parameters, alternatives and confirmations (see strArena)
+	generic   genericClaim // the generic reader's values of the claim it reads
 }
 
 // claimRun is where one array's claims are in parseState.units or .claims.
