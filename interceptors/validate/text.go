@@ -48,6 +48,10 @@ var englishText = func() map[string][2]*template.Template {
 			"The claim about UnitId {{.Args.unit}} does not say what the unit is.",
 			"Name the asset in claim, or drop the claim.",
 		},
+		"claims.missing_field": {
+			"A claim in {{.Args.kind}}{{with .Args.claim}} ({{.}}){{end}} has no usable {{.Args.field}}.",
+			"Give {{.Args.field}} as the claims contract describes it, or drop the claim.",
+		},
 		CodeNoEvidence: {
 			`The claim "{{.Args.claim}}" is {{.Args.level}} but gives no evidence.`,
 			"Add structured evidence from the log; without evidence, lower the level to possible or uncertain.",
