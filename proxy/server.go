@@ -250,6 +250,11 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	if s.log == nil {
 		s.log = newLogger(cfg.Log)
 	}
+	defer func() {
+		if err != nil {
+			s.closeProvisioned()
+		}
+	}()
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -501,6 +506,22 @@ func (s *Server) HandleAPI(path string, handler fasthttp.RequestHandler) {
 		s.apiPrefix[path] = handler
 	} else {
 		s.api[path] = handler
+	}
+}
+
+// closeProvisioned closes, last opened first, what a New that failed had
+// already opened (the cache with its Redis client and probe, the knowledge
+// watcher, the trace store, closers options registered): nothing of a server
+// that was never returned keeps running.
+func (s *Server) closeProvisioned() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil {
+			s.log.Debug("closing what a failed start opened", "error", err)
+		}
+	}
+	s.closers = nil
+	for _, up := range s.upstreams {
+		up.closeIdle()
 	}
 }
 
