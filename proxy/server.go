@@ -54,7 +54,7 @@ type Server struct {
 	keys []clientKey
 
 	api        map[string]fasthttp.RequestHandler // exact paths under /factgate/
-	apiPrefix  map[string]fasthttp.RequestHandler // path prefixes under /factgate/ ("/factgate/v1/traces/")
+	apiPrefix  apiPrefixes                        // path prefixes under /factgate/ ("/factgate/v1/traces/")
 	readiness  []ReadinessCheck
 	closers    []func() error
 	metricsH   fasthttp.RequestHandler
@@ -174,7 +174,8 @@ func WithInnermostStage(routeName string, ic interceptors.Interceptor) Option {
 }
 
 // WithAPI serves handler at path under /factgate/ (a path ending in "/" matches
-// every path below it). The factgate API shares the proxy's auth.
+// every path below it; of two such prefixes the longer wins). The factgate API
+// shares the proxy's auth.
 func WithAPI(path string, handler fasthttp.RequestHandler) Option {
 	return func(s *Server) error { s.HandleAPI(path, handler); return nil }
 }
@@ -242,7 +243,6 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 		routes:      map[string]*route{},
 		routeByName: map[string]*route{},
 		api:         map[string]fasthttp.RequestHandler{},
-		apiPrefix:   map[string]fasthttp.RequestHandler{},
 		accessLog:   cfg.Log.Access == nil || *cfg.Log.Access,
 		debugBody:   cfg.Log.DebugBodies,
 		probeAfter:  time.Duration(cfg.Server.DisconnectProbeAfter),
@@ -393,7 +393,7 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 		s.traces = traces
 		s.closers = append(s.closers, closeTraces)
 	}
-	s.apiPrefix["/factgate/v1/traces/"] = s.handleTrace
+	s.apiPrefix.add("/factgate/v1/traces/", s.handleTrace)
 	s.HandleAPI("/factgate/v1/check", s.checkHandler())
 	s.HandleAPI(abtest.ReportPath, abtest.ReportHandler(s.experiments))
 	for _, o := range s.late {
@@ -503,7 +503,7 @@ func (s *Server) Logger() *slog.Logger { return s.log }
 // HandleAPI serves handler at path under /factgate/ (see WithAPI).
 func (s *Server) HandleAPI(path string, handler fasthttp.RequestHandler) {
 	if len(path) > 0 && path[len(path)-1] == '/' {
-		s.apiPrefix[path] = handler
+		s.apiPrefix.add(path, handler)
 	} else {
 		s.api[path] = handler
 	}
