@@ -24,7 +24,6 @@ import (
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/configs/strictyaml"
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/knowledge"
 	"github.com/factgate/factgate/proxy/console"
 	"github.com/factgate/factgate/proxy/telemetry"
@@ -395,7 +394,7 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	}
 	s.apiPrefix.add("/factgate/v1/traces/", s.handleTrace)
 	s.HandleAPI("/factgate/v1/check", s.checkHandler())
-	s.HandleAPI(abtest.ReportPath, abtest.ReportHandler(s.experiments))
+	s.registerStageEndpoints()
 	for _, o := range s.late {
 		if err := o(s); err != nil {
 			return nil, err

@@ -308,4 +308,7 @@ func (in *Injector) describe(sc *reqcontext.Context, p *prompt, nsys, merged int
 func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // Interface guard.
-var _ interceptors.RequestPhase = (*Injector)(nil)
+var (
+	_ interceptors.RequestPhase    = (*Injector)(nil)
+	_ interceptors.PromptPreviewer = (*Injector)(nil)
+)
