@@ -19,6 +19,8 @@ import (
 // most one "choices" and one "usage" member and "choices" (when present) an
 // array: on those bodies gjson's first-match reading and the spans agree. Any other
 // body is read with gjson as before (fast is false).
+//
+// Identity key: a slice's pointer and length, which pin its array (docs/architecture.md, Lifetimes).
 type answerSpans struct {
 	body *byte
 	n    int

@@ -110,6 +110,8 @@ func sizeClass(n int) int {
 // Hold: the next request writes over it. Appending past its room allocates a new
 // array, which is not pooled. Like the rest of the exchange, it is not safe for
 // concurrent use: call it from the request's phases only.
+//
+// Lifetime: until finish, or the last Hold's Release (docs/architecture.md, Lifetimes).
 func (ex *Exchange) Buffer(n int) []byte {
 	c := sizeClass(n)
 	if c < 0 {
@@ -134,6 +136,8 @@ func (ex *Exchange) Buffer(n int) []byte {
 // starting the goroutine; the goroutine calls Release once, when it no longer
 // reads them. Only the buffers are held: the goroutine must still read nothing
 // of the exchange but what its phase handed it and the Trace.
+//
+// Lifetime: until finish, or the last Hold's Release (docs/architecture.md, Lifetimes).
 func (ex *Exchange) Hold() { ex.holds.Add(1) }
 
 // Release ends one hold on the exchange's buffers (Buffer): the proxy's, which

@@ -353,6 +353,8 @@ type Response struct {
 
 // contentCache is one decoded choice content and the body it was read from (its
 // first byte and length: a Body replaced by an edit is a new slice).
+//
+// Identity key: a slice's pointer and length, which pin its array (docs/architecture.md, Lifetimes).
 type contentCache struct {
 	body  *byte
 	n     int
@@ -362,6 +364,8 @@ type contentCache struct {
 
 // view returns the body as a string without copying, for gjson reads whose
 // results are not kept (counts, types) or are copied before they are.
+//
+// unsafe: a string over b without a copy, read only while b is unchanged (docs/architecture.md, Lifetimes).
 func (r *Response) view() string {
 	if len(r.Body) == 0 {
 		return ""
@@ -475,6 +479,8 @@ func (r *Response) stringContent(i int) (string, bool) {
 // "finish_reason") without copying the body: the result's Raw — and its Str,
 // unless the string had escapes — share the body's memory, so they must be
 // copied (strings.Clone) to be kept beyond the next edit of Body.
+//
+// Lifetime: aliases Body until Body is replaced (docs/architecture.md, Lifetimes).
 func (r *Response) ChoiceField(i int, path string) gjson.Result {
 	if a := r.spans(); a.fast && plainPath(path) {
 		c := a.choice(i)
@@ -506,6 +512,8 @@ func (r *Response) choiceFieldSlow(i int, path string) gjson.Result {
 }
 
 // aliases reports whether s points into b.
+//
+// unsafe: compares addresses only, reads no memory (docs/architecture.md, Lifetimes).
 func aliases(s string, b []byte) bool {
 	if len(s) == 0 || len(b) == 0 {
 		return false

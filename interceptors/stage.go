@@ -1,6 +1,12 @@
 package interceptors
 
-import "context"
+import (
+	"context"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/factgate/factgate/knowledge"
+)
 
 // Stage describes one stage of a route's chain, the way a Caddy module declares
 // itself: each stage package exports one (`var Stage = interceptors.Stage{...}` in
@@ -27,8 +33,24 @@ type Stage struct {
 	// error: the proxy prefixes it with the file, the route and the block.
 	//
 	// A built stage that works in the background after a request's answer
-	// implements Cleaner.
+	// implements Cleaner; one that keeps memory between requests under a bound,
+	// MemoryBudgeter; one that renders a prompt the console can preview,
+	// PromptPreviewer.
 	Build func(b BuildContext) (Interceptor, error)
+	// Endpoints, when set, returns the factgate API endpoints that serve the
+	// stage's data (the experiments report), the way a Caddy module registers
+	// its admin routes: the proxy calls it once at start-up and serves them with
+	// its API's auth. built returns, when called (per request), what the stage
+	// built for each route in config order, routes where it is off left out.
+	Endpoints func(built func() []Interceptor) []Endpoint
+}
+
+// Endpoint is a path of the factgate API a stage serves.
+type Endpoint struct {
+	// Path is under /factgate/; one ending in "/" serves every path below it.
+	Path string
+	// Handler answers; its errors use the OpenAI error envelope (Error).
+	Handler fasthttp.RequestHandler
 }
 
 // BuildContext is what a stage is built from: its own config block, the route's
@@ -87,4 +109,22 @@ type ValidationPolicy interface {
 // than once (a stage shared by several chains) and must be safe to.
 type Cleaner interface {
 	Cleanup(ctx context.Context) error
+}
+
+// MemoryBudgeter is implemented by a built stage that keeps memory between
+// requests under a configured bound (the facts stage's memory_bytes: decoded
+// fact indexes and session records). The proxy adds every route's to its
+// memory budget (factgate_memory_budget_bytes{part="facts"}) and to the Go
+// runtime's soft memory limit.
+type MemoryBudgeter interface {
+	// MemoryBudget returns the bound in bytes.
+	MemoryBudget() int64
+}
+
+// PromptPreviewer is implemented by a built stage that renders the system prompt
+// sent upstream (inject): the console shows the prompt for a knowledge set and
+// scopes with it. set may be nil when the route or the overrides use a custom
+// prompt.
+type PromptPreviewer interface {
+	Preview(set *knowledge.Set, scopes knowledge.Scopes, ov Overrides) string
 }

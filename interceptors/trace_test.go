@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// TestNewTraceRoom: a trace from NewTrace takes its first notes, its first
-// attempt and its first upstream try without allocating, keeps every one when
-// more come, and encodes as a trace built without that room.
+// TestNewTraceRoom: a trace from NewTrace, which has room for its first notes,
+// its first attempt and its first upstream try, keeps every one when more come,
+// and encodes as a trace built without that room. What the room saves is
+// reported by BenchmarkNewTrace.
 func TestNewTraceRoom(t *testing.T) {
 	fill := func(tr *Trace, notes, attempts, tries int) {
 		for i := range notes {
@@ -21,20 +22,6 @@ func TestNewTraceRoom(t *testing.T) {
 		for i := range tries {
 			tr.AddUpstreamAttempt(UpstreamAttempt{Upstream: fmt.Sprint("u", i), Outcome: "ok"})
 		}
-	}
-
-	bare := testing.AllocsPerRun(100, func() { _ = NewTrace("chat") })
-	note := "context: knowledge set ra3"
-	filled := testing.AllocsPerRun(100, func() {
-		tr := NewTrace("chat")
-		for range traceNoteRoom {
-			tr.Note(note)
-		}
-		tr.AddAttempt(Attempt{Kind: KindDraft})
-		tr.AddUpstreamAttempt(UpstreamAttempt{Upstream: "openai", Outcome: "ok"})
-	})
-	if filled != bare {
-		t.Errorf("NewTrace with %d notes, an attempt and an upstream try: %v allocations, NewTrace alone %v", traceNoteRoom, filled, bare)
 	}
 
 	for _, n := range []struct{ notes, attempts, tries int }{{0, 0, 0}, {1, 1, 1}, {traceNoteRoom, 1, 1}, {traceNoteRoom + 3, 3, 4}} {
@@ -61,6 +48,30 @@ func TestNewTraceRoom(t *testing.T) {
 		}
 		compareTraceJSON(t, tr)
 	}
+}
+
+// BenchmarkNewTrace reports what a trace from NewTrace allocates alone and with
+// the notes, the attempt and the upstream try its room is for (the same, while
+// the room holds them).
+func BenchmarkNewTrace(b *testing.B) {
+	b.Run("bare", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = NewTrace("chat")
+		}
+	})
+	b.Run("filled", func(b *testing.B) {
+		b.ReportAllocs()
+		note := "context: knowledge set ra3"
+		for b.Loop() {
+			tr := NewTrace("chat")
+			for range traceNoteRoom {
+				tr.Note(note)
+			}
+			tr.AddAttempt(Attempt{Kind: KindDraft})
+			tr.AddUpstreamAttempt(UpstreamAttempt{Upstream: "openai", Outcome: "ok"})
+		}
+	})
 }
 
 // TestNewTraceStarted: NewTrace stamps the time it starts and a fresh id.

@@ -96,27 +96,6 @@ func abBody(extra string) string {
 	return `{"model": "ra3-analyst",  "x_vendor": {"k": [1, 2.50, null], "s": "原样"}, "messages": [{"role":"user","content":` + string(user) + `}], "temperature": 0.9, "seed": 7` + extra + `}`
 }
 
-// abTrace fetches a request's trace (stored in the background).
-func abTrace(t *testing.T, h *harness, id string) gjson.Result {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		resp, err := h.getTrace(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == 200 {
-			return gjson.ParseBytes(b)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trace %s: %d %s", id, resp.StatusCode, b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestExperimentVariantsReachTheUpstream(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -180,7 +159,7 @@ func TestExperimentVariantsReachTheUpstream(t *testing.T) {
 				t.Errorf("the unknown fields were re-encoded:\n%.200s", up.Body)
 			}
 			tc.check(t, up.Body, gjson.GetBytes(up.Body, "messages.0.content").Str)
-			tr := abTrace(t, h, hdr.Get("X-Factgate-Trace-Id"))
+			tr := h.trace(t, hdr.Get("X-Factgate-Trace-Id"))
 			if tr.Get("variant").Str != tc.variant || !strings.Contains(tr.Get("notes").Raw, "forced by X-Factgate-Variant") {
 				t.Errorf("trace variant %q notes %s", tr.Get("variant").Str, tr.Get("notes").Raw)
 			}
@@ -217,7 +196,7 @@ func TestExperimentForcing(t *testing.T) {
 				t.Fatalf("player-%d got %q with the forcing header, %q without: the forbidden header chose the variant", i, got, want)
 			}
 			if i == 0 {
-				notes := abTrace(t, h, hdr.Get("X-Factgate-Trace-Id")).Get("notes").Raw
+				notes := h.trace(t, hdr.Get("X-Factgate-Trace-Id")).Get("notes").Raw
 				if !strings.Contains(notes, `X-Factgate-Variant \"custom\" ignored`) || !strings.Contains(notes, "by the subject from the body's user") {
 					t.Errorf("trace notes %s", notes)
 				}

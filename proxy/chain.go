@@ -285,18 +285,29 @@ func (s *Server) newLibrary() (*knowledge.Library, error) {
 	return lib, nil
 }
 
-// experiments returns the experiments of every route's chain, in config order,
-// for GET /factgate/v1/experiments.
-func (s *Server) experiments() []*abtest.Experiment {
-	var out []*abtest.Experiment
-	for _, rc := range s.cfg.Routes {
-		for _, ic := range s.routeByName[rc.Name].chain {
-			if e, ok := ic.(*abtest.Experiment); ok {
-				out = append(out, e)
+// registerStageEndpoints serves the factgate API endpoints of the stages that
+// have some (interceptors.Stage.Endpoints), each given what it built for every
+// route, read per request.
+func (s *Server) registerStageEndpoints() {
+	for _, st := range s.stages {
+		if st.Endpoints == nil {
+			continue
+		}
+		built := func() []interceptors.Interceptor {
+			var out []interceptors.Interceptor
+			for _, rc := range s.cfg.Routes {
+				for _, ic := range s.routeByName[rc.Name].chain {
+					if ic.Name() == st.Name {
+						out = append(out, ic)
+					}
+				}
 			}
+			return out
+		}
+		for _, e := range st.Endpoints(built) {
+			s.HandleAPI(e.Path, e.Handler)
 		}
 	}
-	return out
 }
 
 // cleanupStages calls the Cleanup of every stage of every route's chain that

@@ -226,24 +226,7 @@ func TestValidationThroughTheProxy(t *testing.T) {
 	if id == "" {
 		t.Fatal("no trace id")
 	}
-	var tr gjson.Result
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		resp, err := h.getTrace(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == 200 {
-			tr = gjson.ParseBytes(b)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trace %s: %d %s", id, resp.StatusCode, b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	tr := h.trace(t, id)
 	draft := tr.Get("attempts.0")
 	if draft.Get("kind").Str != "draft" || draft.Get("counts").Str != "C1" ||
 		draft.Get("issues.0.code").Str != "power.not_used" || draft.Get("issues.0.path").Str != "unitClaims[0].evidence[0]" {

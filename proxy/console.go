@@ -11,7 +11,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/inject"
 	"github.com/factgate/factgate/knowledge"
 	"github.com/factgate/factgate/proxy/console"
 )
@@ -55,9 +54,9 @@ func (s *Server) newConsole() error {
 			r.Pack = s.library.Registry().Pack(rc.Pack)
 		}
 		for _, ic := range rt.chain {
-			if in, ok := ic.(*inject.Injector); ok {
+			if p, ok := ic.(interceptors.PromptPreviewer); ok {
 				r.Preview = func(set *knowledge.Set, scopes knowledge.Scopes) string {
-					return in.Preview(set, scopes, interceptors.Overrides{})
+					return p.Preview(set, scopes, interceptors.Overrides{})
 				}
 			}
 		}

@@ -36,6 +36,7 @@ func readHead(body []byte) requestHead {
 	if len(body) == 0 {
 		return h
 	}
+	// unsafe: a string over b without a copy, read only while b is unchanged (docs/architecture.md, Lifetimes).
 	s := unsafe.String(unsafe.SliceData(body), len(body))
 	var seenModel, seenStream, seenOptions bool
 	h.scan = reqcontext.ScanRequest(body, func(key string, v int) int {

@@ -76,6 +76,8 @@ type requestCalls struct {
 // heldAnswers are the upstream responses of one request whose bodies the
 // exchange's Responses use in place (no copy of a 50 KB answer): they go back to
 // fasthttp's pool when the request is finished, with the exchange's buffers.
+//
+// Lifetime: back to fasthttp's pool at finish (docs/architecture.md, Lifetimes).
 type heldAnswers struct {
 	mu    sync.Mutex
 	resps []*fasthttp.Response
@@ -193,6 +195,7 @@ func (c *routeCaller) whole(res *sendResult, d time.Duration) *interceptors.Resp
 	resp := res.resp
 	out := &interceptors.Response{Status: resp.StatusCode(), Duration: d}
 	if c.held != nil {
+		// Lifetime: back to fasthttp's pool at finish (docs/architecture.md, Lifetimes).
 		out.Body = resp.Body() // held until the request is finished
 	} else {
 		out.Body = append([]byte(nil), resp.Body()...)
@@ -433,6 +436,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head
 	// edit it in place.
 	original := body
 	if rx == nil {
+		// Lifetime: until finish, or the last Hold's Release (docs/architecture.md, Lifetimes).
 		original = append(ex.Buffer(len(body)), body...)
 	} // a Responses request's chat translation is the exchange's already
 	out := original
@@ -446,6 +450,7 @@ func (s *Server) intercept(rc *fasthttp.RequestCtx, rt *route, body []byte, head
 	if rx != nil {
 		// The client's Responses request is read until the answer is rendered:
 		// a copy the exchange owns, in a buffer the proxy reuses.
+		// Lifetime: until finish, or the last Hold's Release (docs/architecture.md, Lifetimes).
 		rx.request = append(ex.Buffer(len(rx.request)), rx.request...)
 		if rt.up.responsesAPI {
 			ex.Upstream = &responsesCaller{inner: caller, rx: rx, ex: ex}

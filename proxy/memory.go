@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/configs/units"
-	"github.com/factgate/factgate/interceptors/facts"
+	"github.com/factgate/factgate/interceptors"
 )
 
 // RuntimeAllowance is the Go memory a proxy may use beside its configured budgets:
@@ -24,8 +24,10 @@ const RSSAllowance = 48_000_000
 // MemoryBudget is what the configured memory bounds add up to. Every byte the
 // proxy keeps between requests is charged to one of them.
 type MemoryBudget struct {
-	// Facts is the sum of facts.memory_bytes over the routes with a facts stage
-	// (each route has its own tier of decoded fact indexes and session records).
+	// Facts is the sum of the stages' memory bounds over the routes
+	// (interceptors.MemoryBudgeter): facts.memory_bytes of every route with a
+	// facts stage, each with its own tier of decoded fact indexes and session
+	// records.
 	Facts units.ByteSize
 	// Cache is cache.memory.max_bytes: encoded fact indexes, session sets, A/B
 	// counters, and values read from Redis.
@@ -56,8 +58,8 @@ func (s *Server) MemoryBudget() MemoryBudget {
 	}
 	for _, rt := range s.routeByName {
 		for _, ic := range rt.chain {
-			if f, ok := ic.(*facts.Interceptor); ok {
-				b.Facts += units.ByteSize(f.MemoryBudget())
+			if m, ok := ic.(interceptors.MemoryBudgeter); ok {
+				b.Facts += units.ByteSize(m.MemoryBudget())
 			}
 		}
 	}

@@ -4,7 +4,12 @@ import (
 	"testing"
 
 	"github.com/factgate/factgate/configs/units"
+	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/facts"
 )
+
+// The facts stage's bound reaches the budget through interceptors.MemoryBudgeter.
+var _ interceptors.MemoryBudgeter = (*facts.Interceptor)(nil)
 
 // TestMemoryBudget: the budget adds up facts.memory_bytes over the routes with a
 // facts stage (and only those), the cache's and the traces' memory tiers and, with

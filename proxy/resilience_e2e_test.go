@@ -308,7 +308,7 @@ rules:
 			if n := metricValue(t, h, `factgate_upstream_key_cooldowns_total{key="FACTGATE_RES_POOL_K1",upstream="mock"}`); n != 1 {
 				t.Errorf("key cooldowns = %v, want 1", n)
 			}
-			tr := keyTrace(t, h, traceID, "Bearer fg-pool-app").Raw
+			tr := string(storedTrace(t, h.base, traceID, "Bearer fg-pool-app"))
 			if strings.Contains(tr, "sk-pool") || !strings.Contains(tr, `"key":"FACTGATE_RES_POOL_K2"`) {
 				t.Errorf("the trace must name keys by their variable, never by value: %s", tr)
 			}
@@ -412,28 +412,4 @@ func answerText(body []byte) string {
 		}
 	}
 	return b.String()
-}
-
-// keyTrace fetches a trace as the client key auth (auth mode keys), polling until
-// it is stored.
-func keyTrace(t *testing.T, h *harness, id, auth string) gjson.Result {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		req, _ := http.NewRequest("GET", h.base+"/factgate/v1/traces/"+id, nil)
-		req.Header.Set("Authorization", auth)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == 200 {
-			return gjson.ParseBytes(b)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trace %s: %d %s", id, resp.StatusCode, b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

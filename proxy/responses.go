@@ -130,5 +130,6 @@ func (rx *responsesExchange) answer(ex *interceptors.Exchange, final []byte) []b
 		return out
 	}
 	// The object lives until it is written, in one of the exchange's buffers.
+	// Lifetime: until finish, or the last Hold's Release (docs/architecture.md, Lifetimes).
 	return appendChatResponse(ex.Buffer(len(final)+len(rx.request)/4+512), final, rx.request, ex.Body)
 }

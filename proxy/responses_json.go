@@ -15,6 +15,8 @@ import (
 
 // bytesView views b as a string without copying; b must not change while the
 // string or anything taken from it is in use.
+//
+// unsafe: a string over b without a copy, read only while b is unchanged (docs/architecture.md, Lifetimes).
 func bytesView(b []byte) string {
 	if len(b) == 0 {
 		return ""

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -224,27 +223,10 @@ func (h *harness) getTrace(id string) (*http.Response, error) {
 }
 
 // trace fetches a request's trace from the proxy, as the harness client that made
-// the request. The trace is stored before its answer completes
-// (TestATraceIsReadableWhenItsAnswerIsComplete); polling covers a machine so loaded
-// that the store took longer than the answer waits for it.
+// the request, once it is stored (storedTrace).
 func (h *harness) trace(t testing.TB, id string) gjson.Result {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		resp, err := h.getTrace(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == 200 {
-			return gjson.ParseBytes(b)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trace %s: %d %s", id, resp.StatusCode, b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return gjson.ParseBytes(storedTrace(t, h.base, id, harnessCredential))
 }
 
 // chatRequests returns the chat completion requests the mock received.

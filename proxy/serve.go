@@ -374,11 +374,9 @@ func (s *Server) handleAPI(rc *fasthttp.RequestCtx) {
 		h(rc)
 		return
 	}
-	for prefix, h := range s.apiPrefix {
-		if len(p) > len(prefix) && p[:len(prefix)] == prefix {
-			h(rc)
-			return
-		}
+	if h := s.apiPrefix.match(p); h != nil {
+		h(rc)
+		return
 	}
 	writeError(rc, interceptors.Errorf(404, "invalid_request_error", "not_found", "no factgate endpoint at %s", p))
 }

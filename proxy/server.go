@@ -24,7 +24,6 @@ import (
 	"github.com/factgate/factgate/cache"
 	"github.com/factgate/factgate/configs/strictyaml"
 	"github.com/factgate/factgate/interceptors"
-	"github.com/factgate/factgate/interceptors/abtest"
 	"github.com/factgate/factgate/knowledge"
 	"github.com/factgate/factgate/proxy/console"
 	"github.com/factgate/factgate/proxy/telemetry"
@@ -54,7 +53,7 @@ type Server struct {
 	keys []clientKey
 
 	api        map[string]fasthttp.RequestHandler // exact paths under /factgate/
-	apiPrefix  map[string]fasthttp.RequestHandler // path prefixes under /factgate/ ("/factgate/v1/traces/")
+	apiPrefix  apiPrefixes                        // path prefixes under /factgate/ ("/factgate/v1/traces/")
 	readiness  []ReadinessCheck
 	closers    []func() error
 	metricsH   fasthttp.RequestHandler
@@ -174,7 +173,8 @@ func WithInnermostStage(routeName string, ic interceptors.Interceptor) Option {
 }
 
 // WithAPI serves handler at path under /factgate/ (a path ending in "/" matches
-// every path below it). The factgate API shares the proxy's auth.
+// every path below it; of two such prefixes the longer wins). The factgate API
+// shares the proxy's auth.
 func WithAPI(path string, handler fasthttp.RequestHandler) Option {
 	return func(s *Server) error { s.HandleAPI(path, handler); return nil }
 }
@@ -242,7 +242,6 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 		routes:      map[string]*route{},
 		routeByName: map[string]*route{},
 		api:         map[string]fasthttp.RequestHandler{},
-		apiPrefix:   map[string]fasthttp.RequestHandler{},
 		accessLog:   cfg.Log.Access == nil || *cfg.Log.Access,
 		debugBody:   cfg.Log.DebugBodies,
 		probeAfter:  time.Duration(cfg.Server.DisconnectProbeAfter),
@@ -250,6 +249,11 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 	if s.log == nil {
 		s.log = newLogger(cfg.Log)
 	}
+	defer func() {
+		if err != nil {
+			s.closeProvisioned()
+		}
+	}()
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -388,9 +392,9 @@ func New(cfg *Config, opts ...Option) (srv *Server, err error) {
 		s.traces = traces
 		s.closers = append(s.closers, closeTraces)
 	}
-	s.apiPrefix["/factgate/v1/traces/"] = s.handleTrace
+	s.apiPrefix.add("/factgate/v1/traces/", s.handleTrace)
 	s.HandleAPI("/factgate/v1/check", s.checkHandler())
-	s.HandleAPI(abtest.ReportPath, abtest.ReportHandler(s.experiments))
+	s.registerStageEndpoints()
 	for _, o := range s.late {
 		if err := o(s); err != nil {
 			return nil, err
@@ -498,9 +502,25 @@ func (s *Server) Logger() *slog.Logger { return s.log }
 // HandleAPI serves handler at path under /factgate/ (see WithAPI).
 func (s *Server) HandleAPI(path string, handler fasthttp.RequestHandler) {
 	if len(path) > 0 && path[len(path)-1] == '/' {
-		s.apiPrefix[path] = handler
+		s.apiPrefix.add(path, handler)
 	} else {
 		s.api[path] = handler
+	}
+}
+
+// closeProvisioned closes, last opened first, what a New that failed had
+// already opened (the cache with its Redis client and probe, the knowledge
+// watcher, the trace store, closers options registered): nothing of a server
+// that was never returned keeps running.
+func (s *Server) closeProvisioned() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil {
+			s.log.Debug("closing what a failed start opened", "error", err)
+		}
+	}
+	s.closers = nil
+	for _, up := range s.upstreams {
+		up.closeIdle()
 	}
 }
 

@@ -37,9 +37,11 @@ func getTrace(t testing.TB, base, id, auth string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// ownTrace waits for a trace its owner can read (traces may be stored just after
-// the answer) and returns it.
-func ownTrace(t testing.TB, base, id, auth string) []byte {
+// storedTrace polls a trace as auth until it is stored and returns it: a trace
+// is stored before its answer completes (TestATraceIsReadableWhenItsAnswerIsComplete);
+// polling covers a machine so loaded that the store took longer than the answer
+// waits for it. After 5s it fails t.
+func storedTrace(t testing.TB, base, id, auth string) []byte {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -48,7 +50,7 @@ func ownTrace(t testing.TB, base, id, auth string) []byte {
 			return b
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the owner cannot read trace %s: %d %s", id, status, b)
+			t.Fatalf("trace %s, as %q: %d %s", id, auth, status, b)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -110,7 +112,7 @@ func TestTracesBelongToTheirClientKey(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "", ownerKeysConfig, WithChain("held", holdChain{}))
 	id := heldRequest(t, h, "Bearer fg-trace-app")
-	tr := ownTrace(t, h.base, id, "Bearer fg-trace-app")
+	tr := storedTrace(t, h.base, id, "Bearer fg-trace-app")
 	if o := gjson.GetBytes(tr, "owner").Str; o != "key:app" {
 		t.Fatalf("owner %q, want key:app", o)
 	}
@@ -139,7 +141,7 @@ func TestPassthroughTracesBelongToTheCredential(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "", clientConfig, WithChain("held", holdChain{}))
 	alice := heldRequest(t, h, "Bearer sk-alice-provider-key")
-	tr := ownTrace(t, h.base, alice, "Bearer sk-alice-provider-key")
+	tr := storedTrace(t, h.base, alice, "Bearer sk-alice-provider-key")
 	if o := gjson.GetBytes(tr, "owner").Str; !strings.HasPrefix(o, "credential:") || strings.Contains(string(tr), "sk-alice") {
 		t.Fatalf("owner %q; the trace must name a hash, never the credential: %s", o, tr)
 	}
@@ -147,7 +149,7 @@ func TestPassthroughTracesBelongToTheCredential(t *testing.T) {
 	// The trace of the anonymous request is stored (an admin could read it; here
 	// nobody can): wait for the owner's before probing it, so that a 404 is not
 	// just "not yet stored".
-	ownTrace(t, h.base, heldRequest(t, h, "Bearer sk-bob-provider-key"), "Bearer sk-bob-provider-key")
+	storedTrace(t, h.base, heldRequest(t, h, "Bearer sk-bob-provider-key"), "Bearer sk-bob-provider-key")
 
 	cases := []struct {
 		name   string
@@ -187,7 +189,7 @@ func TestAPassthroughReplicaServesNoKeyedTrace(t *testing.T) {
 	keyed := newHarness(t, "", ownerKeysConfig, WithChain("held", holdChain{}), WithCache(shared))
 	open := newHarness(t, "", clientConfig, WithChain("held", holdChain{}), WithCache(shared))
 	id := heldRequest(t, keyed, "Bearer fg-trace-app")
-	ownTrace(t, keyed.base, id, "Bearer fg-trace-app")
+	storedTrace(t, keyed.base, id, "Bearer fg-trace-app")
 	for _, auth := range []string{"Bearer fg-trace-app", "Bearer fg-trace-ops", "Bearer anything"} {
 		notFound(t, open.base, id, auth)
 	}

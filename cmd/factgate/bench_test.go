@@ -3,8 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/factgate/factgate/cmd/factgate/internal/loadbench"
 )
 
 // envRunAsFactgate makes the test binary behave as the factgate binary.
@@ -58,7 +61,7 @@ func TestBenchChildren(t *testing.T) {
 	rows := 0
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if _, mode := benchModes[f0(f)]; !mode || len(f) < 3 || (f[1] != "direct" && f[1] != "proxy") {
+		if !slices.Contains(loadbench.ModeNames, f0(f)) || len(f) < 3 || (f[1] != "direct" && f[1] != "proxy") {
 			continue
 		}
 		rows++

@@ -305,7 +305,12 @@ func (in *Injector) describe(sc *reqcontext.Context, p *prompt, nsys, merged int
 
 // bytesView returns b as a string without copying (gjson.ParseBytes copies the
 // content), for reading only while b is: nothing read from it is kept.
+//
+// unsafe: a string over b without a copy, read only while b is unchanged (docs/architecture.md, Lifetimes).
 func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // Interface guard.
-var _ interceptors.RequestPhase = (*Injector)(nil)
+var (
+	_ interceptors.RequestPhase    = (*Injector)(nil)
+	_ interceptors.PromptPreviewer = (*Injector)(nil)
+)

@@ -94,6 +94,8 @@ type Context struct {
 // length. Bodies are never edited in place (Exchange.Body), and the pointer
 // keeps the scanned body alive, so no other body can have the same address and
 // length while the scan is held: the same slice means the same bytes.
+//
+// Identity key: a slice's pointer and length, which pin its array (docs/architecture.md, Lifetimes).
 type scannedMessages struct {
 	body  *byte
 	n     int

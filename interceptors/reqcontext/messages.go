@@ -61,6 +61,7 @@ type requestMembers struct {
 // body, and the operation log in it, a second time.
 type RequestScan struct {
 	members requestMembers
+	// Identity key: a slice's pointer and length, which pin its array (docs/architecture.md, Lifetimes).
 	// body and n name the body the scan is kept for (KeepScan), as
 	// scannedMessages does; n is the scanned body's length until then.
 	body *byte

@@ -980,6 +980,8 @@ func (st *sseStream) flush() {
 
 // unsafeString views b as a string without copying; b must not change while the
 // string is used.
+//
+// unsafe: a string over b without a copy, read only while b is unchanged (docs/architecture.md, Lifetimes).
 func unsafeString(b []byte) string {
 	if len(b) == 0 {
 		return ""
