@@ -160,6 +160,10 @@ type FactRules struct {
 	// MaxLines bounds how many lines are read (the rest is ignored and said so in
 	// the trace). Zero means the default (1,000,000).
 	MaxLines int `yaml:"max_lines"`
+	// Records read JSON records (orders, invoices...) from the request's messages
+	// into named record sets rules look up by key (see RecordRule). A pack may
+	// have records and no ops.
+	Records []RecordRule `yaml:"records"`
 
 	DurationRe *regexp.Regexp `yaml:"-"`
 }

@@ -150,6 +150,7 @@ func loadPack(fsys fs.FS, dir, display string) (*Pack, error) {
 	l.sets()
 	l.context()
 	l.facts()
+	l.records(data)
 	l.claims()
 	l.revision()
 	l.answer()
@@ -391,8 +392,8 @@ func (l *packLoader) facts() {
 	if f.Duration != "" {
 		f.DurationRe = l.compile("facts.duration", f.Duration, "time")
 	}
-	if len(f.Ops) == 0 {
-		l.fail(PackFile, "facts.ops", "no operation rules")
+	if len(f.Ops) == 0 && len(f.Records) == 0 {
+		l.fail(PackFile, "facts", "no operation rules (ops) and no records: declare at least one")
 	}
 	fields := map[string][]string{} // op -> fields its rules capture
 	for i := range f.Ops {

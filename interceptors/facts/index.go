@@ -80,6 +80,9 @@ type Index struct {
 	lines     int
 	unparsed  int
 	truncated bool
+	// recordSets are the JSON records (records.go), sorted by set name; encoded.
+	recordSets     []recordSet
+	recordsSkipped int
 
 	// Derived by derive(), never encoded.
 	byKind    [][]int32 // kind id -> op indexes, time order

@@ -273,7 +273,7 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, msgs foundMessag
 		var err error
 		if !ok {
 			jobCtx = context.WithoutCancel(ctx)
-			r, err = f.store.index(jobCtx, info.Key, lazyTexts(body, texts), session != "")
+			r, err = f.store.index(jobCtx, info.Key, f.store.lazyTexts(body, texts), session != "")
 		}
 		if r.note != "" {
 			trace.Note(r.note)
