@@ -619,3 +619,27 @@ func jsonEnd(s string) int {
 	}
 	return 0
 }
+
+// ExtractBody reads a chat completion request body into a fact index, as the
+// facts stage does: the operations from its user texts, the records from the
+// messages the record rules read. For tools and chains without a facts stage.
+func (x *Extractor) ExtractBody(body []byte) (*Index, error) {
+	var messages []RoleText
+	if x.HasRecords() {
+		messages = roleTexts(body, x)
+	}
+	return x.ExtractRequest(reqcontext.UserTexts(body), messages)
+}
+
+// BodyKey returns the fact key of a request body as the facts stage computes
+// it ("" when the body has no text the rules read).
+func (x *Extractor) BodyKey(body []byte) string {
+	user := reqcontext.UserTexts(body)
+	if x.HasRecords() {
+		return recordsKey(x.version, user, roleTexts(body, x))
+	}
+	if !hasText(user) {
+		return ""
+	}
+	return SourceKey(x.version, user...)
+}
