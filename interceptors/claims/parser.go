@@ -83,6 +83,10 @@ type Claims struct {
 	UnitClaims     []UnitClaim
 	EventClaims    []Claim
 	TimelineClaims []Claim
+	// Records are every claim of every declared kind, in the block's kind order
+	// (pack.yaml's), each kind's claims in array order: the claims read
+	// generically, for every pack (for ra3 they wrap the typed claims above).
+	Records []Record
 	// Issues are the format and self-consistency issues: per array (unitClaims,
 	// eventClaims, timelineClaims) its claims' issues in order, then its truncation.
 	Issues []interceptors.Issue
@@ -461,6 +465,14 @@ func (p *Parser) read(c *Claims, sc *readScratch, transient bool) bool {
 		c.Valid = true
 		c.Issues = order.sortIssues(c.Issues)
 		st.settle(&order)
+		if n := len(c.UnitClaims) + len(c.EventClaims) + len(c.TimelineClaims); n > 0 {
+			if transient {
+				sc.records = c.recordsFromTyped(sc.records[:0])
+				c.Records = sc.records
+			} else {
+				c.Records = c.recordsFromTyped(make([]Record, 0, n))
+			}
+		}
 	} else {
 		c.Issues = issues
 	}
@@ -784,6 +796,7 @@ type readScratch struct {
 	units    []UnitClaim
 	claims   []Claim
 	strs     []string // a transient read's arena (see strArena)
+	records  []Record // a transient read's records
 	parsed   Claims   // a transient read's result
 }
 
@@ -805,13 +818,14 @@ func (sc *readScratch) empty() {
 	clear(sc.units)
 	clear(sc.claims)
 	clear(sc.strs[:cap(sc.strs)])
-	sc.evidence, sc.units, sc.claims, sc.strs = sc.evidence[:0], sc.units[:0], sc.claims[:0], sc.strs[:0]
+	clear(sc.records)
+	sc.evidence, sc.units, sc.claims, sc.strs, sc.records = sc.evidence[:0], sc.units[:0], sc.claims[:0], sc.strs[:0], sc.records[:0]
 }
 
 // release empties sc and returns it to the pool, unless its buffers grew past
 // the bounds.
 func (sc *readScratch) release() {
-	if cap(sc.evidence) > maxScratchEvidence || cap(sc.units) > maxScratchClaims || cap(sc.claims) > maxScratchClaims || cap(sc.strs) > maxScratchStrings {
+	if cap(sc.evidence) > maxScratchEvidence || cap(sc.units) > maxScratchClaims || cap(sc.claims) > maxScratchClaims || cap(sc.records) > maxScratchClaims || cap(sc.strs) > maxScratchStrings {
 		return
 	}
 	sc.empty()
