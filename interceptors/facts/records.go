@@ -643,3 +643,34 @@ func (x *Extractor) BodyKey(body []byte) string {
 	}
 	return SourceKey(x.version, user...)
 }
+
+// ExtractFile reads a facts file — an operation log, or JSON carrying records —
+// into a fact index: the operations as ExtractTexts reads them, and the records
+// of every record rule, whatever roles it reads (a file has none). For offline
+// checks (factgate check, POST /v1/check).
+func (x *Extractor) ExtractFile(text string) (*Index, error) {
+	ix, err := x.ExtractTexts(text)
+	if err != nil || len(x.records) == 0 {
+		return ix, err
+	}
+	sets := make([]recordSet, len(x.records))
+	for i := range x.records {
+		sets[i].name = x.records[i].set
+	}
+	if len(text) <= x.maxBytes {
+		for _, doc := range jsonDocuments(text) {
+			for ri := range x.records {
+				ix.recordsSkipped += x.records[ri].read(doc, "facts file", &sets[ri])
+			}
+		}
+	} else {
+		ix.truncated = true
+	}
+	ix.setRecordSets(sets)
+	return ix, nil
+}
+
+// HasJSONDocument reports whether text is, or carries, a JSON object or array
+// (as record rules find one: the whole text, a ```json fence, or the first
+// document in it).
+func HasJSONDocument(text string) bool { return len(jsonDocuments(text)) > 0 }
