@@ -794,8 +794,11 @@ func (l *packLoader) applies() {
 	if a.Session && l.p.Facts == nil {
 		l.fail(PackFile, "applies.session", "true, but the pack has no facts rules: a session has no facts to check against")
 	}
-	if !a.Facts && !a.Marker && a.UserLine == "" && !a.Session {
-		l.fail(PackFile, "applies", "no condition: set facts, marker, user_line or session (or leave applies out: the pack then applies to every request)")
+	if a.Records && (l.p.Facts == nil || len(l.p.Facts.Records) == 0) {
+		l.fail(PackFile, "applies.records", "true, but the pack declares no facts.records")
+	}
+	if !a.Facts && !a.Marker && a.UserLine == "" && !a.Session && !a.Records {
+		l.fail(PackFile, "applies", "no condition: set facts, records, marker, user_line or session (or leave applies out: the pack then applies to every request)")
 	}
 }
 

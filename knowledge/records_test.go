@@ -63,3 +63,47 @@ func TestRecordErrorsNameLineAndColumn(t *testing.T) {
 		t.Errorf("facts without ops or records: %v", err)
 	}
 }
+
+// roleHeads are texts by role, as the request's messages.
+type roleHeads map[string][]string
+
+func (h roleHeads) Count() int                   { return 0 }
+func (h roleHeads) Head(int, int) (string, bool) { return "", false }
+func (h roleHeads) RoleMentions(roles []string, s string) bool {
+	for _, r := range roles {
+		for _, t := range h[r] {
+			if strings.Contains(t, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestAppliesRecords(t *testing.T) {
+	t.Parallel()
+	fsys := recordsPack(goodRecords)
+	fsys["p/pack.yaml"].Data = append(fsys["p/pack.yaml"].Data, "applies: {records: true}\n"...)
+	p, err := LoadPack(fsys, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		heads roleHeads
+		want  bool
+	}{
+		{roleHeads{"tool": {`{"orders":[{"id":"A"}]}`}}, true},
+		{roleHeads{"user": {`my "orders": [...]`}}, true},
+		{roleHeads{"system": {`{"orders":[]}`}}, false}, // a role the rule does not read
+		{roleHeads{"tool": {`{"weather":"fine"}`}}, false},
+	} {
+		if got := p.Applies(ApplyInput{Heads: tc.heads}).Contract; got != tc.want {
+			t.Errorf("%v: applies %v, want %v", tc.heads, got, tc.want)
+		}
+	}
+	bad := minimalPack()
+	bad["p/pack.yaml"].Data = append(bad["p/pack.yaml"].Data, "applies: {records: true}\n"...)
+	if _, err := LoadPack(bad, "p"); err == nil || !strings.Contains(err.Error(), "applies.records: true, but the pack declares no facts.records") {
+		t.Errorf("records without records: %v", err)
+	}
+}
