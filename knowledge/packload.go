@@ -151,6 +151,7 @@ func loadPack(fsys fs.FS, dir, display string) (*Pack, error) {
 	l.context()
 	l.facts()
 	l.claims()
+	l.rules()
 	l.revision()
 	l.answer()
 	l.semantic()

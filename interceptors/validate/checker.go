@@ -99,6 +99,8 @@ type Checker struct {
 	dim string
 	// sep joins lists in issue arguments ("、" for a zh pack).
 	sep string
+	// rules runs the pack's rules (rules.yaml) on the claims.
+	rules *engine
 }
 
 // NewChecker builds a checker for pack with cfg. It fails for a nil pack, a pack
@@ -123,6 +125,9 @@ func NewChecker(pack *knowledge.Pack, cfg Config) (*Checker, error) {
 		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
 	}
 	c := &Checker{pack: pack, parser: p, settings: cfg.Settings(), sep: ", "}
+	if c.rules, err = newEngine(pack); err != nil {
+		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
+	}
 	if pack.Context.Players != nil {
 		c.dim = pack.Context.Players.Dimension
 	}
@@ -178,15 +183,7 @@ func (c *Checker) check(parsed *claims.Claims, in Input) []interceptors.Issue {
 		r.add(finding{issue: newIssue(CodeSessionUnconfirmed, interceptors.Warning, "", interceptors.Recommendation{})})
 	}
 	if parsed.Usable() {
-		for i := range parsed.UnitClaims {
-			r.unitClaim(&parsed.UnitClaims[i])
-		}
-		for i := range parsed.EventClaims {
-			r.claim(&parsed.EventClaims[i])
-		}
-		for i := range parsed.TimelineClaims {
-			r.claim(&parsed.TimelineClaims[i])
-		}
+		c.rules.runClaims(&r, parsed)
 	}
 	return r.finish()
 }
