@@ -101,6 +101,9 @@ type Checker struct {
 	sep string
 	// rules runs the pack's rules (rules.yaml) on the claims.
 	rules *engine
+	// reference, when set (by the differential test only), runs instead of the
+	// engine.
+	reference func(*run, *claims.Claims)
 }
 
 // NewChecker builds a checker for pack with cfg. It fails for a nil pack, a pack
@@ -183,7 +186,11 @@ func (c *Checker) check(parsed *claims.Claims, in Input) []interceptors.Issue {
 		r.add(finding{issue: newIssue(CodeSessionUnconfirmed, interceptors.Warning, "", interceptors.Recommendation{})})
 	}
 	if parsed.Usable() {
-		c.rules.runClaims(&r, parsed)
+		if c.reference != nil {
+			c.reference(&r, parsed)
+		} else {
+			c.rules.runClaims(&r, parsed)
+		}
 	}
 	return r.finish()
 }
@@ -208,7 +215,6 @@ type run struct {
 	players  []knowledge.Player
 	sole     string // the one scope value of the players' dimension, if exactly one
 	out      []finding
-	matched  []bool // per evidence item of the current claim: it matched the facts
 	// views are the last two scopes view looked up in set: a request's unit
 	// claims are about one or two factions, and the set's scope map hashes two
 	// strings. next is the slot the next lookup takes.
