@@ -152,6 +152,7 @@ func loadPack(fsys fs.FS, dir, display string) (*Pack, error) {
 	l.facts()
 	l.records(data)
 	l.claims()
+	l.rules()
 	l.revision()
 	l.answer()
 	l.semantic()

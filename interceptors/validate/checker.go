@@ -99,6 +99,11 @@ type Checker struct {
 	dim string
 	// sep joins lists in issue arguments ("、" for a zh pack).
 	sep string
+	// rules runs the pack's rules (rules.yaml) on the claims.
+	rules *engine
+	// reference, when set (by the differential test only), runs instead of the
+	// engine.
+	reference func(*run, *claims.Claims)
 }
 
 // NewChecker builds a checker for pack with cfg. It fails for a nil pack, a pack
@@ -123,6 +128,9 @@ func NewChecker(pack *knowledge.Pack, cfg Config) (*Checker, error) {
 		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
 	}
 	c := &Checker{pack: pack, parser: p, settings: cfg.Settings(), sep: ", "}
+	if c.rules, err = newEngine(pack); err != nil {
+		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
+	}
 	if pack.Context.Players != nil {
 		c.dim = pack.Context.Players.Dimension
 	}
@@ -178,14 +186,10 @@ func (c *Checker) check(parsed *claims.Claims, in Input) []interceptors.Issue {
 		r.add(finding{issue: newIssue(CodeSessionUnconfirmed, interceptors.Warning, "", interceptors.Recommendation{})})
 	}
 	if parsed.Usable() {
-		for i := range parsed.UnitClaims {
-			r.unitClaim(&parsed.UnitClaims[i])
-		}
-		for i := range parsed.EventClaims {
-			r.claim(&parsed.EventClaims[i])
-		}
-		for i := range parsed.TimelineClaims {
-			r.claim(&parsed.TimelineClaims[i])
+		if c.reference != nil {
+			c.reference(&r, parsed)
+		} else {
+			c.rules.runClaims(&r, parsed)
 		}
 	}
 	return r.finish()
@@ -211,7 +215,6 @@ type run struct {
 	players  []knowledge.Player
 	sole     string // the one scope value of the players' dimension, if exactly one
 	out      []finding
-	matched  []bool // per evidence item of the current claim: it matched the facts
 	// views are the last two scopes view looked up in set: a request's unit
 	// claims are about one or two factions, and the set's scope map hashes two
 	// strings. next is the slot the next lookup takes.

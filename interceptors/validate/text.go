@@ -48,6 +48,10 @@ var englishText = func() map[string][2]*template.Template {
 			"The claim about UnitId {{.Args.unit}} does not say what the unit is.",
 			"Name the asset in claim, or drop the claim.",
 		},
+		CodeRuleError: {
+			"The rule {{.Args.rule}} could not check this claim ({{.Args.error}}).",
+			"Nothing to change because of it; the pack's rule needs fixing.",
+		},
 		CodeNoEvidence: {
 			`The claim "{{.Args.claim}}" is {{.Args.level}} but gives no evidence.`,
 			"Add structured evidence from the log; without evidence, lower the level to possible or uncertain.",
