@@ -200,6 +200,11 @@ func (l *packLoader) declaredKinds() []string {
 				out = append(out, k)
 			}
 		}
+		for _, k := range c.Kinds.Names() {
+			if !slices.Contains(claimLists, k) && !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
 	}
 	slices.Sort(out)
 	return out
