@@ -2,10 +2,15 @@ package knowledge
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
 // FieldType is the type of a declared claim field: how the tolerant parser reads
@@ -424,4 +429,266 @@ func nodeWord(n *yaml.Node) string {
 		return "null"
 	}
 	return strconv.Quote(n.Value)
+}
+
+// claimNamePattern is what a kind or field name must look like: it is a JSON key
+// of the block and a step of the claim paths edits address ("orderClaims[2].amount").
+var claimNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// failAt records a problem of pack.yaml at a position: "pack.yaml:12:7: key: msg".
+func (l *packLoader) failAt(file string, at Position, key, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if key != "" {
+		msg = key + ": " + msg
+	}
+	where := l.file(file)
+	if at.Line > 0 {
+		where += ":" + at.String()
+	}
+	l.errs = append(l.errs, fmt.Errorf("%s: %s", where, msg))
+}
+
+// claimKinds checks claims.kinds: the shapes decoded, names, types, required
+// fields, codes and aliases; it fills in the default cap.
+func (l *packLoader) claimKinds(c *ClaimsContract) {
+	if len(c.Kinds) > 0 && len(c.Caps) > 0 {
+		l.fail(PackFile, "claims.caps", "drop it: claims.kinds declares each kind's cap")
+	}
+	var evidenceFormats bool
+	if l.p.Facts != nil {
+		evidenceFormats = len(l.p.Facts.Evidence) > 0
+	}
+	seen := map[string]bool{}
+	for i := range c.Kinds {
+		k := &c.Kinds[i]
+		for _, pr := range k.problems {
+			l.failAt(PackFile, pr.pos, pr.path, "%s", pr.msg)
+		}
+		if k.problems != nil && k.Name == "" {
+			continue // claims.kinds itself is not a mapping
+		}
+		base := "claims.kinds." + k.Name
+		if !claimNamePattern.MatchString(k.Name) {
+			l.failAt(PackFile, k.Pos, base, "a kind name is a JSON key made of letters, digits and _, not starting with a digit")
+		}
+		if seen[k.Name] {
+			l.failAt(PackFile, k.Pos, base, "kind declared twice")
+		}
+		seen[k.Name] = true
+		switch {
+		case k.Cap < 0:
+			l.failAt(PackFile, k.KeyPos["cap"], base+".cap", "must be positive, got %d (leave it out for the default %d)", k.Cap, DefaultClaimKindCap)
+		case k.Cap == 0:
+			k.Cap = DefaultClaimKindCap
+		}
+		if len(k.FieldOrder) == 0 && k.problems == nil {
+			l.failAt(PackFile, k.Pos, base+".fields", "missing: a kind declares its fields (name: type)")
+		}
+		byType := map[FieldType]string{}
+		for _, f := range k.FieldOrder {
+			t := k.Fields[f]
+			fpath := base + ".fields." + f
+			if !claimNamePattern.MatchString(f) {
+				l.failAt(PackFile, k.FieldPos[f], fpath, "a field name is a JSON key made of letters, digits and _, not starting with a digit")
+			}
+			if !t.Known() {
+				l.failAt(PackFile, k.KeyPos["fields."+f], fpath, "unknown type %q (want one of %s)", string(t), fieldTypeList())
+				continue
+			}
+			if t == FieldLevel || t == FieldEvidence {
+				if prev, dup := byType[t]; dup {
+					l.failAt(PackFile, k.FieldPos[f], fpath, "a kind has at most one %s field (%s is one already)", t, prev)
+				}
+				byType[t] = f
+			}
+			if t == FieldEvidence && !evidenceFormats {
+				l.failAt(PackFile, k.KeyPos["fields."+f], fpath, "an evidence field needs the pack's evidence formats (facts.evidence); declare them, or make the field strings")
+			}
+		}
+		required := map[string]bool{}
+		for j, f := range k.Required {
+			at := k.KeyPos["required["+strconv.Itoa(j)+"]"]
+			switch {
+			case k.Fields[f] == "":
+				l.failAt(PackFile, at, base+".required", "%q is not a declared field (declared: %s)", f, strings.Join(k.FieldOrder, ", "))
+			case required[f]:
+				l.failAt(PackFile, at, base+".required", "%q is listed twice", f)
+			}
+			required[f] = true
+		}
+		for _, f := range sortedKeys(k.Codes) {
+			mc := k.Codes[f]
+			cpath := base + ".codes." + f
+			at := k.KeyPos["codes."+f]
+			if !required[f] {
+				l.failAt(PackFile, at, cpath, "%q is not a required field: only a required field's absence has a code", f)
+			}
+			if strings.TrimSpace(mc.Code) == "" || strings.ContainsAny(mc.Code, " \t\r\n") {
+				l.failAt(PackFile, at, cpath, "want an issue code (a word like order.missing_id), got %q", mc.Code)
+			}
+			for _, arg := range mc.ArgOrder {
+				if field := mc.Args[arg]; k.Fields[field] == "" {
+					l.failAt(PackFile, k.KeyPos["codes."+f+".args."+arg], cpath+".args."+arg, "%q is not a declared field", field)
+				}
+			}
+		}
+		names := map[string]string{} // alias -> field
+		for _, f := range k.AliasOrder {
+			apath := base + ".aliases." + f
+			at := k.KeyPos["aliases."+f]
+			if k.Fields[f] == "" {
+				l.failAt(PackFile, at, apath, "%q is not a declared field", f)
+			}
+			if k.Fields[f] == FieldEvidence {
+				l.failAt(PackFile, at, apath, "an evidence field has no aliases (its items are checked where they are written)")
+			}
+			for _, a := range k.Aliases[f] {
+				switch {
+				case !claimNamePattern.MatchString(a):
+					l.failAt(PackFile, at, apath, "alias %q is not a JSON key made of letters, digits and _", a)
+				case k.Fields[a] != "":
+					l.failAt(PackFile, at, apath, "alias %q clashes with the declared field %q", a, a)
+				case names[a] != "":
+					l.failAt(PackFile, at, apath, "alias %q is already an alias of %q", a, names[a])
+				default:
+					names[a] = f
+				}
+			}
+		}
+	}
+}
+
+func fieldTypeList() string {
+	names := make([]string, len(FieldTypes))
+	for i, t := range FieldTypes {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+// jsonFence finds the ```json blocks of a contract text (group 1: the JSON).
+var jsonFence = regexp.MustCompile("(?s)```(?:json|JSON)[ \t]*\r?\n(.*?)```")
+
+// claimsContract checks the contract text against the declared kinds: it must
+// mention every kind and field by name, and a claims block example in it (a
+// ```json block after the marker, or one with a declared kind's array) may hold
+// only declared kinds, and in their claims only declared fields or aliases. A
+// contract without claims.kinds is not checked (the seed's defaults).
+func (l *packLoader) claimsContract(c *ClaimsContract) {
+	text := c.ContractText
+	if len(c.Kinds) == 0 || text == "" {
+		return
+	}
+	for i := range c.Kinds {
+		k := &c.Kinds[i]
+		if k.Name != "" && !mentions(text, k.Name) {
+			l.failAt(PackFile, k.Pos, "claims.kinds."+k.Name, "the contract (%s) never mentions the kind %q", c.Contract, k.Name)
+		}
+		for _, f := range k.FieldOrder {
+			if !mentions(text, f) {
+				l.failAt(PackFile, k.FieldPos[f], "claims.kinds."+k.Name+".fields."+f, "the contract (%s) never mentions the field %q", c.Contract, f)
+			}
+		}
+	}
+	for _, m := range jsonFence.FindAllStringSubmatchIndex(text, -1) {
+		start, end := m[2], m[3]
+		block := text[start:end]
+		if !rawjson.ValidString(block, 64) {
+			if l.afterMarker(text, m[0], c.Marker) {
+				line, col := lineCol(text, start)
+				l.failAt(c.Contract, Position{line, col}, "", "the claims block example is not valid JSON: %v", rawjson.CheckString(block, 64))
+			}
+			continue
+		}
+		example := l.afterMarker(text, m[0], c.Marker)
+		rawjson.EachMember(block, func(mem rawjson.Member) bool {
+			if _, ok := c.Kinds.Kind(rawjson.Key(mem.Key)); ok {
+				example = true
+			}
+			return true
+		})
+		if !example {
+			continue
+		}
+		rawjson.EachMember(block, func(mem rawjson.Member) bool {
+			name := rawjson.Key(mem.Key)
+			line, col := lineCol(text, start+mem.KeyOff)
+			at := Position{line, col}
+			k, ok := c.Kinds.Kind(name)
+			if !ok {
+				if first := skipBlank(mem.Raw); first == '[' {
+					l.failAt(c.Contract, at, "", "the example's claims array %q is not a declared kind (claims.kinds: %s)", name, strings.Join(c.Kinds.Names(), ", "))
+				}
+				return true
+			}
+			rawjson.EachElement(mem.Raw, func(v rawjson.Value) bool {
+				rawjson.EachMember(v.Raw, func(fm rawjson.Member) bool {
+					f := rawjson.Key(fm.Key)
+					if k.Fields[f] != "" || k.aliasOf(f) != "" {
+						return true
+					}
+					line, col := lineCol(text, start+mem.Off+v.Off+fm.KeyOff)
+					l.failAt(c.Contract, Position{line, col}, "", "the example's %s claim has the field %q, which claims.kinds.%s does not declare", name, f, name)
+					return true
+				})
+				return true
+			})
+			return true
+		})
+	}
+}
+
+// aliasOf returns the field a name is an alias of ("" when none).
+func (k *ClaimKind) aliasOf(name string) string {
+	for _, f := range k.AliasOrder {
+		if slices.Contains(k.Aliases[f], name) {
+			return f
+		}
+	}
+	return ""
+}
+
+// afterMarker reports a fence at text[fence:] that follows the marker with only
+// blanks between them.
+func (l *packLoader) afterMarker(text string, fence int, marker string) bool {
+	if marker == "" {
+		return false
+	}
+	before := strings.TrimRight(text[:fence], " \t\r\n")
+	return strings.HasSuffix(before, marker)
+}
+
+// mentions reports word in text as a whole word (not inside a longer name).
+func mentions(text, word string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], word)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(word)
+		if (j == 0 || !isNameByte(text[j-1])) && (end == len(text) || !isNameByte(text[end])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+func skipBlank(s string) byte {
+	s = strings.TrimLeft(s, " \t\r\n")
+	if s == "" {
+		return 0
+	}
+	return s[0]
+}
+
+// lineCol returns the 1-based line and column (in characters) of text[off].
+func lineCol(text string, off int) (int, int) {
+	line := 1 + strings.Count(text[:off], "\n")
+	col := 1 + utf8.RuneCountInString(text[strings.LastIndexByte(text[:off], '\n')+1:off])
+	return line, col
 }

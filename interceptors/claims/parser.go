@@ -158,6 +158,11 @@ type Parser struct {
 	types         []evidenceType          // the same, by name
 	evidenceNames string
 	paths         [3]claimPaths
+	// kinds are the declared claim kinds, in order; typed reports that they are
+	// the seed's three, which the typed reader reads (filling Records from its
+	// claims) instead of the generic one.
+	kinds []*kindSpec
+	typed bool
 }
 
 // Precomputed paths: claims below maxPathClaims and evidence below maxPathEvidence
@@ -221,6 +226,17 @@ func NewParser(c *knowledge.ClaimsContract, evidence map[string][]string) (*Pars
 			}
 		}
 	}
+	kinds := c.ClaimKinds()
+	for i := range kinds {
+		p.kinds = append(p.kinds, newKindSpec(&kinds[i]))
+	}
+	if p.typed = isSeedShape(kinds); p.typed && c != nil && len(c.Kinds) > 0 {
+		for _, k := range p.kinds {
+			if kind, ok := kindOf(k.name); ok {
+				p.caps[kind] = k.cap
+			}
+		}
+	}
 	names := make([]string, 0, len(evidence))
 	for typ, params := range evidence {
 		name := strings.ToLower(typ)
@@ -257,12 +273,25 @@ func NewParser(c *knowledge.ClaimsContract, evidence map[string][]string) (*Pars
 // Marker returns the marker that precedes the claims block ("" when none).
 func (p *Parser) Marker() string { return p.marker }
 
-// Cap returns the cap of a claims field (UnitClaimsField...), or 0 for another name.
+// Cap returns the cap of a declared claim kind (UnitClaimsField...), or 0 for
+// another name.
 func (p *Parser) Cap(field string) int {
-	if k, ok := kindOf(field); ok {
-		return p.caps[k]
+	if i := p.kindIndex(field); i >= 0 {
+		if k, ok := kindOf(field); ok && p.typed {
+			return p.caps[k]
+		}
+		return p.kinds[i].cap
 	}
 	return 0
+}
+
+// Kinds returns the names of the declared claim kinds, in order.
+func (p *Parser) Kinds() []string {
+	out := make([]string, len(p.kinds))
+	for i, k := range p.kinds {
+		out[i] = k.name
+	}
+	return out
 }
 
 // ParseLevel reads an evidence level in the English spellings ParseLevel accepts
@@ -440,6 +469,9 @@ func (p *Parser) read(c *Claims, sc *readScratch, transient bool) bool {
 		c.Issues = append(c.Issues, issue(CodeRootNotObject, interceptors.Fatal, "",
 			"the claims block is a JSON "+typ+", not an object", "got", typ))
 		return true
+	}
+	if !p.typed {
+		return p.readGeneric(c, &st, root)
 	}
 	issues := c.Issues
 	st.evidence, st.units, st.claims = sc.evidence, sc.units, sc.claims

@@ -61,11 +61,13 @@ type fieldValue struct {
 
 // Field returns a declared field's value (see Record).
 func (r *Record) Field(name string) (any, bool) {
+	var v any
+	ok := false
 	switch {
 	case r.unit != nil:
-		return r.unit.field(name)
+		v, ok = r.unit.field(name)
 	case r.claim != nil:
-		return r.claim.field(name, r.Kind)
+		v, ok = r.claim.field(name)
 	case r.shape != nil:
 		i, ok := r.shape.slot[name]
 		if !ok || i >= len(r.vals) || r.vals[i].v == nil {
@@ -73,7 +75,10 @@ func (r *Record) Field(name string) (any, bool) {
 		}
 		return r.vals[i].v, true
 	}
-	return nil, false
+	if !ok {
+		return nil, false
+	}
+	return v, true
 }
 
 // FieldText returns a declared field as text: a converted value formatted
@@ -120,7 +125,7 @@ func (u *UnitClaim) field(name string) (any, bool) {
 }
 
 // field is an event or timeline claim's field by ra3's declaration.
-func (c *Claim) field(name, kind string) (any, bool) {
+func (c *Claim) field(name string) (any, bool) {
 	switch name {
 	case "claim":
 		return c.Claim, c.Claim != ""
