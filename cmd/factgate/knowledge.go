@@ -95,10 +95,15 @@ func printProblems(w io.Writer, err error) {
 	}
 }
 
-// lintFile checks one file: a pack manifest, an overlay of base, or a set file.
+// lintFile checks one file: a pack manifest, an overlay of base, a set file,
+// or a pack's example case (cases/*.yaml).
 func lintFile(file string, base *knowledge.Set) error {
 	if filepath.Base(file) == knowledge.PackFile {
 		_, err := knowledge.LoadPackDir(filepath.Dir(file))
+		return err
+	}
+	if filepath.Base(filepath.Dir(file)) == casesDir && filepath.Ext(file) == ".yaml" {
+		_, err := loadCase(file)
 		return err
 	}
 	data, err := os.ReadFile(file)
