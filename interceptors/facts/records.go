@@ -674,3 +674,23 @@ func (x *Extractor) ExtractFile(text string) (*Index, error) {
 // (as record rules find one: the whole text, a ```json fence, or the first
 // document in it).
 func HasJSONDocument(text string) bool { return len(jsonDocuments(text)) > 0 }
+
+// recordsNote is the trace note of an index's records: "facts: records orders
+// 2 (1 skipped: not an object or no key)".
+func recordsNote(ix *Index) string {
+	var b strings.Builder
+	b.WriteString("facts: records")
+	for i, name := range ix.RecordSets() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %s %d", name, len(ix.Records(name)))
+	}
+	if ix.RecordCount() == 0 {
+		b.WriteString(" none")
+	}
+	if n := ix.RecordsSkipped(); n > 0 {
+		fmt.Fprintf(&b, " (%d skipped: not an object, or no key)", n)
+	}
+	return b.String()
+}
