@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
+	celast "github.com/google/cel-go/common/ast"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -481,8 +483,41 @@ func (rl *ruleLoader) compile(env *cel.Env, n *yaml.Node, key, name string, want
 			return nil
 		}
 	}
+	if est, err := env.EstimateCost(ast, ruleSizes{}); err != nil {
+		rl.failAt(n, key, "estimating its cost: %v", err)
+		return nil
+	} else if est.Max > RuleCostLimit {
+		rl.failAt(n, key, "the expression may cost up to %d, more than the limit of %d (loops over lists of up to %d items, %d for records)", est.Max, RuleCostLimit, ruleListSize, ruleRecordsSize)
+		return nil
+	}
 	e.AST = ast
 	return e
+}
+
+// RuleCostLimit bounds the CEL cost of one expression of a rule, in the worst
+// case: it is checked at load (cel's cost estimate, lists of at most ruleListSize
+// items, records of at most ruleRecordsSize), so an expression that could stall a
+// request fails at load and none is tracked at run time.
+const RuleCostLimit = 10_000_000
+
+const (
+	ruleListSize    = 1_000
+	ruleRecordsSize = 10_000
+)
+
+// ruleSizes estimates the size of the lists and strings a rule's expression
+// reads: records(set) up to ruleRecordsSize, anything else up to ruleListSize.
+type ruleSizes struct{}
+
+func (ruleSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	if e := n.Expr(); e.Kind() == celast.CallKind && e.AsCall().FunctionName() == "records" {
+		return &checker.SizeEstimate{Min: 0, Max: ruleRecordsSize}
+	}
+	return &checker.SizeEstimate{Min: 0, Max: ruleListSize}
+}
+
+func (ruleSizes) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	return nil
 }
 
 // position maps a line and 0-based column inside an expression onto the rules

@@ -174,7 +174,15 @@ func (c *Checker) Check(answer string, in Input) []interceptors.Issue {
 
 // check runs the rules on the parsed answer.
 func (c *Checker) check(parsed *claims.Claims, in Input) []interceptors.Issue {
-	r := newRun(c, in) // a value: the run stays on the stack
+	// The run lives in an instance of the rule engine (taken for this check,
+	// returned after): the engine's functions read it, and it costs no
+	// allocation.
+	ei := c.rules.get()
+	defer c.rules.put(ei)
+	r := &ei.run
+	out := r.out[:0]
+	*r = newRun(c, in)
+	r.out = out
 	for _, is := range parsed.Issues {
 		r.out = append(r.out, finding{issue: is})
 	}
@@ -187,9 +195,9 @@ func (c *Checker) check(parsed *claims.Claims, in Input) []interceptors.Issue {
 	}
 	if parsed.Usable() {
 		if c.reference != nil {
-			c.reference(&r, parsed)
+			c.reference(r, parsed)
 		} else {
-			c.rules.runClaims(&r, parsed)
+			ei.runClaims(parsed)
 		}
 	}
 	return r.finish()
@@ -302,6 +310,7 @@ func (r *run) finish() []interceptors.Issue {
 		return strings.Compare(a.issue.Code, b.issue.Code)
 	})
 	issues := make([]interceptors.Issue, len(r.out))
+	defer clear(r.out) // the findings' memory is reused by the next check
 	for i := range r.out {
 		f := &r.out[i]
 		is := f.issue

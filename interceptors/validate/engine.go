@@ -5,10 +5,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/interceptors"
@@ -20,11 +19,6 @@ import (
 // (args rule, error), instead of its finding; the answer is still checked by the
 // other rules.
 const CodeRuleError = "rule.error"
-
-// ruleCostLimit bounds the CEL cost of one evaluation of one expression: a rule
-// that would loop over a huge list fails (rule.error) instead of stalling the
-// request.
-const ruleCostLimit = 1_000_000
 
 // RuleErrors counts the pack rules that failed at run time, by pack and rule
 // (factgate_rule_errors_total). The proxy registers it with its metrics.
@@ -41,6 +35,8 @@ type engine struct {
 	evidence []*engineRule            // rules of kind evidence, in file order
 	byKind   map[string][]*engineRule // claim rules by kind, in file order
 	exprs    []*knowledge.RuleExpr    // every expression, by id
+	exprLets [][]letRef               // the lets each expression sees, by id
+	planned  int                      // expressions the planner takes (the others run as cel-go programs)
 	lets     int                      // let slots
 	letNames []string                 // every let name of the file
 
@@ -82,11 +78,13 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 	if pack.RuleSet == nil {
 		return e, nil
 	}
+	var lets []letRef // the current rule's lets so far
 	add := func(x *knowledge.RuleExpr) int {
 		if x == nil {
 			return -1
 		}
 		e.exprs = append(e.exprs, x)
+		e.exprLets = append(e.exprLets, slices.Clone(lets))
 		return len(e.exprs) - 1
 	}
 	slots := map[string]int{} // the chain of a let's expressions -> slot
@@ -112,6 +110,7 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 		er.facts = slices.Contains(r.Requires, "facts")
 		er.know = slices.Contains(r.Requires, "knowledge")
 		chain := ""
+		lets = nil
 		for _, l := range r.Lets {
 			if l == nil || l.AST == nil {
 				return nil, fmt.Errorf("rule %s: let not compiled", r.ID)
@@ -123,7 +122,9 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 				e.lets++
 				slots[chain] = slot
 			}
-			er.lets = append(er.lets, letRef{name: l.Name, slot: slot, expr: add(l)})
+			ref := letRef{name: l.Name, slot: slot, expr: add(l)}
+			er.lets = append(er.lets, ref)
+			lets = append(lets, ref)
 			if !slices.Contains(e.letNames, l.Name) {
 				e.letNames = append(e.letNames, l.Name)
 			}
@@ -151,6 +152,11 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, n := range in.nodes {
+		if n != nil {
+			e.planned++
+		}
+	}
 	e.free = append(e.free, in)
 	return e, nil
 }
@@ -158,29 +164,46 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 // empty reports an engine without rules.
 func (e *engine) empty() bool { return len(e.exprs) == 0 }
 
-// instance is the engine's programs bound to one evaluation state.
+// instance is the engine's expressions bound to one evaluation state: each one
+// planned (a node) or, when the planner does not take it, a cel-go program.
 type instance struct {
-	e     *engine
-	st    *evalState
-	progs []cel.Program
+	e      *engine
+	st     *evalState
+	nodes  []node
+	frames []frame
+	progs  []cel.Program
+	cv     claimVal // the claim being checked (its storage reused)
+	run    run      // the check the instance serves
 }
 
 func (e *engine) newInstance() (*instance, error) {
-	st := &evalState{letVals: make([]ref.Val, e.lets), letGen: make([]uint32, e.lets)}
+	st := &evalState{letVals: make([]val, e.lets), letGen: make([]uint32, e.lets)}
 	st.act.st = st
-	env, err := knowledge.NewRuleEnv(st.bind, e.letNames...)
-	if err != nil {
-		return nil, fmt.Errorf("pack %s: rule environment: %w", e.pack, err)
-	}
-	in := &instance{e: e, st: st, progs: make([]cel.Program, len(e.exprs))}
+	in := &instance{e: e, st: st, nodes: make([]node, len(e.exprs)), frames: make([]frame, len(e.exprs)), progs: make([]cel.Program, len(e.exprs))}
+	st.in = in
+	var env *cel.Env
 	for i, x := range e.exprs {
-		p, err := env.Program(x.AST, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(ruleCostLimit))
+		if n, fr, ok := plan(x.AST, e.exprLets[i]); ok {
+			in.nodes[i] = n
+			fr.st = st
+			in.frames[i] = fr
+			continue
+		}
+		if env == nil {
+			var err error
+			if env, err = knowledge.NewRuleEnv(st.bind, e.letNames...); err != nil {
+				return nil, fmt.Errorf("pack %s: rule environment: %w", e.pack, err)
+			}
+		}
+		// The cost limit was checked at load on the worst case
+		// (knowledge.RuleCostLimit): tracking it here would cost more than the
+		// expressions themselves.
+		p, err := env.Program(x.AST, cel.EvalOptions(cel.OptOptimize))
 		if err != nil {
 			return nil, fmt.Errorf("pack %s: rule expression %s at line %d: %w", e.pack, x.Name, x.Line, err)
 		}
 		in.progs[i] = p
 	}
-	st.progs = in.progs
 	return in, nil
 }
 
@@ -204,32 +227,38 @@ func (e *engine) get() *instance {
 
 func (e *engine) put(in *instance) {
 	in.st.reset()
+	in.run = run{out: in.run.out[:0]}
+	in.cv.set(nil, nil, nil)
 	e.mu.Lock()
 	e.free = append(e.free, in)
 	e.mu.Unlock()
 }
 
-// runClaims applies the engine's rules to every claim of parsed: per claim, the
-// evidence rules on each item, then the claim rules of its kind.
-func (e *engine) runClaims(r *run, parsed *claims.Claims) {
+// runClaims applies the engine's rules to every claim of parsed, for the
+// instance's run: per claim, the evidence rules on each item, then the claim
+// rules of its kind.
+func (in *instance) runClaims(parsed *claims.Claims) {
+	e := in.e
 	if e.empty() {
 		return
 	}
-	in := e.get()
-	defer e.put(in)
+	r := &in.run
 	in.st.r = r
 	in.st.facts = factsVal{present: r.hasFacts, end: r.end, tol: r.tol}
 	unitRules := e.byKind["unitClaims"]
 	for i := range parsed.UnitClaims {
-		in.claim(&claimVal{u: &parsed.UnitClaims[i]}, unitRules)
+		in.cv.set(&parsed.UnitClaims[i], nil, in.st)
+		in.claim(&in.cv, unitRules)
 	}
 	eventRules := e.byKind["eventClaims"]
 	for i := range parsed.EventClaims {
-		in.claim(&claimVal{c: &parsed.EventClaims[i]}, eventRules)
+		in.cv.set(nil, &parsed.EventClaims[i], in.st)
+		in.claim(&in.cv, eventRules)
 	}
 	timelineRules := e.byKind["timelineClaims"]
 	for i := range parsed.TimelineClaims {
-		in.claim(&claimVal{c: &parsed.TimelineClaims[i]}, timelineRules)
+		in.cv.set(nil, &parsed.TimelineClaims[i], in.st)
+		in.claim(&in.cv, timelineRules)
 	}
 }
 
@@ -238,14 +267,9 @@ func (e *engine) runClaims(r *run, parsed *claims.Claims) {
 func (in *instance) claim(cv *claimVal, rules []*engineRule) {
 	st := in.st
 	st.claim = cv
-	evs := cv.evidence()
-	cv.items = cv.items[:0]
-	for i := range evs {
-		cv.items = append(cv.items, &itemVal{ev: &evs[i], st: st})
-	}
 	if len(in.e.evidence) > 0 {
-		for _, iv := range cv.items {
-			it := iv.(*itemVal)
+		for i := range cv.its {
+			it := &cv.its[i]
 			st.item = it
 			st.gen++
 			fired := false
@@ -319,25 +343,24 @@ func (in *instance) applies(rule *engineRule, cv *claimVal, it *itemVal) bool {
 func (in *instance) eval(rule *engineRule, path string, it *itemVal) bool {
 	st := in.st
 	st.act.lets = rule.lets
-	v, err := in.value(rule.when)
-	if err != nil {
-		in.fail(rule, path, err)
+	v := in.value(rule.when)
+	if v.k != vBool {
+		if v.k != vNull {
+			in.fail(rule, path, boolErr(v).err())
+		}
 		return false
 	}
-	if b, ok := v.(types.Bool); !ok || !bool(b) {
-		if !ok && v != types.NullValue {
-			in.fail(rule, path, fmt.Errorf("when is a %s, not a bool", v.Type().TypeName()))
-		}
+	if !v.b {
 		return false
 	}
 	is := interceptors.Issue{Code: rule.Code, Severity: rule.severity, Path: path, Validator: ValidatorName}
 	for i, id := range rule.args {
-		v, err := in.value(id)
-		if err != nil {
-			in.fail(rule, path, err)
+		v := in.value(id)
+		if v.k == vErr {
+			in.fail(rule, path, v.err())
 			return false
 		}
-		if v == types.NullValue {
+		if v.k == vNull {
 			continue
 		}
 		if is.Args == nil {
@@ -348,20 +371,18 @@ func (in *instance) eval(rule *engineRule, path string, it *itemVal) bool {
 	is.Recommendation.EvidenceLevel = rule.RecommendLevel
 	is.Recommendation.Remove = rule.RecommendRemove
 	if rule.player >= 0 {
-		v, err := in.value(rule.player)
-		if err != nil {
-			in.fail(rule, path, err)
+		v := in.value(rule.player)
+		if v.k == vErr {
+			in.fail(rule, path, v.err())
 			return false
 		}
-		if s, ok := v.(types.String); ok {
-			is.Recommendation.Player = string(s)
-		}
+		is.Recommendation.Player = v.s
 	}
 	f := finding{issue: is}
-	var err2 error
+	var err error
 	if rule.alts >= 0 {
-		if f.issue.Recommendation.Alternatives, err2 = in.strings(rule.alts); err2 != nil {
-			in.fail(rule, path, err2)
+		if f.issue.Recommendation.Alternatives, err = valStrings(in.value(rule.alts)); err != nil {
+			in.fail(rule, path, err)
 			return false
 		}
 	}
@@ -370,25 +391,20 @@ func (in *instance) eval(rule *engineRule, path string, it *itemVal) bool {
 		f.units, f.assets, f.powers = itemSubjects(it.ev, fields)
 	}
 	if rule.units >= 0 {
-		v, err := in.value(rule.units)
-		if err != nil {
-			in.fail(rule, path, err)
-			return false
-		}
-		if f.units, err = intList(v); err != nil {
+		if f.units, err = valInts(in.value(rule.units)); err != nil {
 			in.fail(rule, path, err)
 			return false
 		}
 	}
 	if rule.assets >= 0 {
-		if f.assets, err2 = in.strings(rule.assets); err2 != nil {
-			in.fail(rule, path, err2)
+		if f.assets, err = valStrings(in.value(rule.assets)); err != nil {
+			in.fail(rule, path, err)
 			return false
 		}
 	}
 	if rule.powers >= 0 {
-		if f.powers, err2 = in.strings(rule.powers); err2 != nil {
-			in.fail(rule, path, err2)
+		if f.powers, err = valStrings(in.value(rule.powers)); err != nil {
+			in.fail(rule, path, err)
 			return false
 		}
 	}
@@ -396,22 +412,17 @@ func (in *instance) eval(rule *engineRule, path string, it *itemVal) bool {
 	return true
 }
 
-// value evaluates expression id with the instance's activation.
-func (in *instance) value(id int) (ref.Val, error) {
+// value evaluates expression id: its node, else its cel-go program with the
+// instance's activation.
+func (in *instance) value(id int) val {
+	if n := in.nodes[id]; n != nil {
+		return n(&in.frames[id])
+	}
 	v, _, err := in.progs[id].Eval(&in.st.act)
 	if err != nil {
-		return nil, err
+		return val{k: vErr, o: err}
 	}
-	return v, nil
-}
-
-// strings evaluates expression id as a list of strings (nil for null or empty).
-func (in *instance) strings(id int) ([]string, error) {
-	v, err := in.value(id)
-	if err != nil {
-		return nil, err
-	}
-	return stringList(v)
+	return toVal(v)
 }
 
 // fail reports a rule that failed at run time: an Info issue and the metric.
@@ -422,26 +433,22 @@ func (in *instance) fail(rule *engineRule, path string, err error) {
 }
 
 // argText renders a rule argument: strings as they are, numbers in decimal,
-// durations as a game clock, lists joined with the pack's separator.
-func argText(v ref.Val) string {
-	switch x := v.(type) {
-	case types.String:
-		return string(x)
-	case types.Int:
-		return strconv.FormatInt(int64(x), 10)
-	case types.Uint:
-		return strconv.FormatUint(uint64(x), 10)
-	case types.Double:
-		return strconv.FormatFloat(float64(x), 'g', -1, 64)
-	case types.Bool:
-		return strconv.FormatBool(bool(x))
-	case types.Duration:
-		return interceptors.FormatClock(x.Duration)
+// durations as a game clock, lists joined with ", ".
+func argText(v val) string {
+	switch v.k {
+	case vStr:
+		return v.s
+	case vInt:
+		return strconv.FormatInt(v.i, 10)
+	case vBool:
+		return strconv.FormatBool(v.b)
+	case vDur:
+		return interceptors.FormatClock(time.Duration(v.i))
 	}
-	if s, err := stringList(v); err == nil {
+	if s, err := valStrings(v); err == nil {
 		return joinList(s, ", ")
 	}
-	return fmt.Sprint(v.Value())
+	return ""
 }
 
 func joinList(s []string, sep string) string {
@@ -465,56 +472,54 @@ func joinList(s []string, sep string) string {
 	return string(b)
 }
 
-// stringList converts a CEL list of strings (nil for null and for an empty list).
-func stringList(v ref.Val) ([]string, error) {
-	if v == types.NullValue {
+// valStrings converts a list of strings (nil for null and for an empty list);
+// the slice is the caller's.
+func valStrings(v val) ([]string, error) {
+	switch v.k {
+	case vNull:
 		return nil, nil
-	}
-	l, ok := v.(interface {
-		Size() ref.Val
-		Get(ref.Val) ref.Val
-	})
-	if !ok {
-		return nil, fmt.Errorf("want a list of strings, got %s", v.Type().TypeName())
-	}
-	n := int(l.Size().(types.Int))
-	if n == 0 {
-		return nil, nil
-	}
-	out := make([]string, n)
-	for i := range n {
-		s, ok := l.Get(types.Int(i)).(types.String)
-		if !ok {
-			return nil, fmt.Errorf("want a list of strings")
+	case vErr:
+		return nil, v.err()
+	case vStrs:
+		if len(v.ss) == 0 {
+			return nil, nil
 		}
-		out[i] = string(s)
+		return slices.Clone(v.ss), nil
+	case vList:
+		if len(v.l) == 0 {
+			return nil, nil
+		}
+		out := make([]string, len(v.l))
+		for i, x := range v.l {
+			if x.k != vStr {
+				return nil, fmt.Errorf("want a list of strings, got a %s in it", x.kindName())
+			}
+			out[i] = x.s
+		}
+		return out, nil
 	}
-	return out, nil
+	return nil, fmt.Errorf("want a list of strings, got a %s", v.kindName())
 }
 
-// intList converts a CEL list of ints (nil for null and for an empty list).
-func intList(v ref.Val) ([]int64, error) {
-	if v == types.NullValue {
+// valInts converts a list of ints (nil for null and for an empty list).
+func valInts(v val) ([]int64, error) {
+	switch v.k {
+	case vNull:
 		return nil, nil
-	}
-	l, ok := v.(interface {
-		Size() ref.Val
-		Get(ref.Val) ref.Val
-	})
-	if !ok {
-		return nil, fmt.Errorf("want a list of ints, got %s", v.Type().TypeName())
-	}
-	n := int(l.Size().(types.Int))
-	if n == 0 {
-		return nil, nil
-	}
-	out := make([]int64, n)
-	for i := range n {
-		x, ok := l.Get(types.Int(i)).(types.Int)
-		if !ok {
-			return nil, fmt.Errorf("want a list of ints")
+	case vErr:
+		return nil, v.err()
+	case vList:
+		if len(v.l) == 0 {
+			return nil, nil
 		}
-		out[i] = int64(x)
+		out := make([]int64, len(v.l))
+		for i, x := range v.l {
+			if x.k != vInt {
+				return nil, fmt.Errorf("want a list of ints, got a %s in it", x.kindName())
+			}
+			out[i] = x.i
+		}
+		return out, nil
 	}
-	return out, nil
+	return nil, fmt.Errorf("want a list of ints, got a %s", v.kindName())
 }

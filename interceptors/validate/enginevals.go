@@ -25,10 +25,10 @@ type evalState struct {
 	item  *itemVal
 	facts factsVal
 	act   activation
-	progs []cel.Program
+	in    *instance
 	// letVals[slot] is the let's value for the current claim (or item) when
 	// letGen[slot] == gen.
-	letVals []ref.Val
+	letVals []val
 	letGen  []uint32
 	gen     uint32
 }
@@ -41,14 +41,11 @@ func (st *evalState) reset() {
 // let returns the let's value, computing it on first use for the current claim
 // (or item): a let no rule reads is never computed, and one that several rules
 // declare alike is computed once.
-func (st *evalState) let(l letRef) ref.Val {
-	if st.letGen[l.slot] == st.gen && st.letVals[l.slot] != nil {
+func (st *evalState) letVal(l letRef) val {
+	if st.letGen[l.slot] == st.gen {
 		return st.letVals[l.slot]
 	}
-	v, _, err := st.progs[l.expr].Eval(&st.act)
-	if err != nil {
-		v = types.WrapErr(err)
-	}
+	v := st.in.value(l.expr)
 	st.letVals[l.slot], st.letGen[l.slot] = v, st.gen
 	return v
 }
@@ -77,7 +74,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	}
 	for _, l := range a.lets {
 		if l.name == name {
-			return a.st.let(l), true
+			return toRef(a.st.letVal(l)), true
 		}
 	}
 	return nil, false
@@ -143,10 +140,24 @@ func fieldOf(name string) claimField {
 // claimVal is a claim as a CEL value over the parsed claim itself: a unit claim
 // (u) or an event or timeline claim (c).
 type claimVal struct {
-	u     *claims.UnitClaim
-	c     *claims.Claim
-	items []ref.Val // *itemVal, one per evidence item
-	list  ref.Val   // items as a CEL list, made on first use
+	u      *claims.UnitClaim
+	c      *claims.Claim
+	its    []itemVal // one per evidence item (storage reused claim after claim)
+	itemsV []val     // &its[i], as values
+}
+
+// set makes cv the claim u or c, with its evidence items.
+func (cv *claimVal) set(u *claims.UnitClaim, c *claims.Claim, st *evalState) {
+	cv.u, cv.c = u, c
+	evs := cv.evidence()
+	cv.its = cv.its[:0]
+	for i := range evs {
+		cv.its = append(cv.its, itemVal{ev: &evs[i], st: st})
+	}
+	cv.itemsV = cv.itemsV[:0]
+	for i := range cv.its {
+		cv.itemsV = append(cv.itemsV, val{k: vObj, o: &cv.its[i]})
+	}
 }
 
 func (cv *claimVal) path() string {
@@ -164,10 +175,13 @@ func (cv *claimVal) level() claims.Level {
 }
 
 func (cv *claimVal) evidence() []claims.Evidence {
-	if cv.u != nil {
+	switch {
+	case cv.u != nil:
 		return cv.u.Evidence
+	case cv.c != nil:
+		return cv.c.Evidence
 	}
-	return cv.c.Evidence
+	return nil
 }
 
 func (cv *claimVal) has(f claimField) bool {
@@ -202,51 +216,50 @@ func (cv *claimVal) has(f claimField) bool {
 	return false
 }
 
-func (cv *claimVal) field(f claimField) ref.Val {
+func (cv *claimVal) fieldVal(f claimField) val {
 	u, c := cv.u, cv.c
 	switch f.id {
 	case fieldUnitID:
 		if u != nil && u.HasUnitID {
-			return types.Int(u.UnitID)
+			return intV(u.UnitID)
 		}
-		return types.NullValue
+		return nullV
 	case fieldPlayer:
 		if u != nil {
-			return types.String(u.Player)
+			return strV(u.Player)
 		}
-		return types.String("")
+		return strV("")
 	case fieldClaimText:
 		if u != nil {
-			return types.String(u.Claim)
+			return strV(u.Claim)
 		}
-		return types.String(c.Claim)
+		return strV(c.Claim)
 	case fieldLevelRaw:
 		if u != nil {
-			return types.String(u.LevelRaw)
+			return strV(u.LevelRaw)
 		}
-		return types.String(c.LevelRaw)
+		return strV(c.LevelRaw)
 	case fieldEvidence:
-		if cv.list == nil {
-			cv.list = types.NewRefValList(types.DefaultTypeAdapter, cv.items)
-		}
-		return cv.list
+		return val{k: vList, l: cv.itemsV}
 	case fieldAlternatives:
 		if u != nil {
-			return types.NewStringList(types.DefaultTypeAdapter, u.Alternatives)
+			return strsV(u.Alternatives)
 		}
-		return types.NewStringList(types.DefaultTypeAdapter, nil)
+		return strsV(nil)
 	case fieldNeeds:
 		if u != nil {
-			return types.NewStringList(types.DefaultTypeAdapter, u.NeedsConfirmation)
+			return strsV(u.NeedsConfirmation)
 		}
-		return types.NewStringList(types.DefaultTypeAdapter, c.NeedsConfirmation)
+		return strsV(c.NeedsConfirmation)
 	case fieldPath:
-		return types.String(cv.path())
+		return strV(cv.path())
 	case fieldLevel:
-		return types.String(cv.level().String())
+		return strV(cv.level().String())
 	}
-	return types.NewErr("no such field %q in the claim", f.name)
+	return errV("no such field %q in the claim", f.name)
 }
+
+func (cv *claimVal) field(f claimField) ref.Val { return toRef(cv.fieldVal(f)) }
 
 // written returns a field as the model wrote it.
 func (cv *claimVal) written(name string) string {
@@ -263,8 +276,8 @@ func (cv *claimVal) written(name string) string {
 		}
 		return cv.c.LevelRaw
 	}
-	if s, ok := cv.field(f).(types.String); ok {
-		return string(s)
+	if v := cv.fieldVal(f); v.k == vStr {
+		return v.s
 	}
 	return ""
 }
@@ -321,27 +334,31 @@ func (it *itemVal) kind() facts.Kind {
 	return it.k
 }
 
-// Get implements traits.Indexer.
-func (it *itemVal) Get(index ref.Val) ref.Val {
-	name, _ := fieldName(index)
+func (it *itemVal) fieldVal(name string) val {
 	ev := it.ev
 	switch name {
 	case "type":
-		return types.String(ev.Type)
+		return strV(ev.Type)
 	case "time":
-		return types.Duration{Duration: ev.Time}
+		return durV(ev.Time)
 	case "params":
-		return types.NewStringList(types.DefaultTypeAdapter, ev.Params)
+		return strsV(ev.Params)
 	case "raw":
-		return types.String(ev.Raw)
+		return strV(ev.Raw)
 	case "structured":
-		return types.Bool(ev.Structured)
+		return boolV(ev.Structured)
 	case "path":
-		return types.String(ev.Path)
+		return strV(ev.Path)
 	case "verified":
-		return types.Bool(it.verified)
+		return boolV(it.verified)
 	}
-	return types.NewErr("no such field %q in an evidence item", name)
+	return errV("no such field %q in an evidence item", name)
+}
+
+// Get implements traits.Indexer.
+func (it *itemVal) Get(index ref.Val) ref.Val {
+	name, _ := fieldName(index)
+	return toRef(it.fieldVal(name))
 }
 
 // IsSet implements traits.FieldTester.
@@ -455,209 +472,209 @@ func levelRank(l claims.Level) int {
 	return 4
 }
 
-func durOrNull(d time.Duration, ok bool) ref.Val {
-	if !ok {
-		return types.NullValue
-	}
-	return types.Duration{Duration: d}
+// native is a rule function's implementation over vals (knowledge.RuleFuncs).
+type native struct {
+	arity int
+	fn    func(st *evalState, a, b val) val
 }
 
-func strList(s []string) ref.Val { return types.NewStringList(types.DefaultTypeAdapter, s) }
+// natives are the rule functions, by name; the planner calls them directly and
+// the cel-go programs through bind.
+var natives = map[string]native{}
 
-var emptyList = types.NewStringList(types.DefaultTypeAdapter, nil)
-
-// bind returns the implementation of a rule function's overload over st
-// (knowledge.RuleFuncs).
-func (st *evalState) bind(overload string) cel.OverloadOpt {
-	unit := func(v ref.Val) (facts.Unit, bool) {
-		id, ok := v.(types.Int)
-		if !ok || !st.r.hasFacts {
+func init() {
+	unit := func(st *evalState, v val) (facts.Unit, bool) {
+		if v.k != vInt || !st.r.hasFacts {
 			return facts.Unit{}, false
 		}
-		return st.r.unit(int64(id)), true
+		return st.r.unit(v.i), true
 	}
-	item := func(v ref.Val) (*itemVal, bool) {
-		it, ok := v.(*itemVal)
+	item := func(v val) (*itemVal, bool) {
+		it, ok := v.o.(*itemVal)
 		return it, ok
 	}
-	str := func(v ref.Val) string { s, _ := v.(types.String); return string(s) }
-	notItem := types.NewErr("want an evidence item")
-	switch overload {
-	case "observed_int":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val {
-			u, ok := unit(v)
-			return types.Bool(ok && u.Observed())
-		})
-	case "owners_int":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val {
-			u, ok := unit(v)
-			if !ok {
-				return emptyList
+	notItem := func(v val) val { return errV("want an evidence item, got a %s", v.kindName()) }
+	evidence := func(it *itemVal) facts.Evidence {
+		return facts.Evidence{Type: it.ev.Type, At: it.ev.Time, Params: it.ev.Params}
+	}
+	one := func(name string, fn func(st *evalState, a val) val) {
+		natives[name] = native{1, func(st *evalState, a, _ val) val { return fn(st, a) }}
+	}
+	two := func(name string, fn func(st *evalState, a, b val) val) { natives[name] = native{2, fn} }
+
+	one("observed", func(st *evalState, v val) val {
+		u, ok := unit(st, v)
+		return boolV(ok && u.Observed())
+	})
+	one("owners", func(st *evalState, v val) val {
+		u, ok := unit(st, v)
+		if !ok {
+			return strsV(nil)
+		}
+		return strsV(u.Players())
+	})
+	one("unit_powers", func(st *evalState, v val) val {
+		u, ok := unit(st, v)
+		if !ok {
+			return strsV(nil)
+		}
+		return strsV(u.Powers())
+	})
+	two("used_power", func(st *evalState, v, p val) val {
+		u, ok := unit(st, v)
+		return boolV(ok && u.UsedPower(p.s))
+	})
+	two("acted_as", func(st *evalState, v, role val) val {
+		u, ok := unit(st, v)
+		return boolV(ok && u.ActedAs(role.s))
+	})
+	one("first_seen", func(st *evalState, v val) val {
+		u, ok := unit(st, v)
+		if !ok {
+			return nullV
+		}
+		return durOrNullV(u.FirstObserved())
+	})
+	two("first_production", func(st *evalState, player, asset val) val {
+		if !st.r.hasFacts {
+			return nullV
+		}
+		return durOrNullV(st.r.ix.FirstProduction(player.s, asset.s))
+	})
+	one("is_player", func(st *evalState, v val) val { return boolV(st.r.knownPlayer(v.s)) })
+	two("has_role", func(st *evalState, kind, role val) val {
+		return boolV(st.r.ix.Kind(kind.s).HasRole(role.s))
+	})
+	one("cites", func(st *evalState, v val) val {
+		it, ok := item(v)
+		if !ok {
+			return notItem(v)
+		}
+		return boolV(it.ev.Structured && it.kind().Matches(evidence(it), st.r.tol))
+	})
+	one("nearest", func(st *evalState, v val) val {
+		it, ok := item(v)
+		if !ok {
+			return notItem(v)
+		}
+		if !it.ev.Structured {
+			return nullV
+		}
+		if op, ok := it.kind().Nearest(evidence(it), st.r.tol); ok {
+			return strV(op.Text)
+		}
+		return nullV
+	})
+	two("item_field", func(st *evalState, v, field val) val {
+		it, ok := item(v)
+		if !ok {
+			return notItem(v)
+		}
+		fields, _ := it.kind().EvidenceFields()
+		return strV(param(it.ev, fields, field.s))
+	})
+	one("item_unit", func(st *evalState, v val) val {
+		it, ok := item(v)
+		if !ok {
+			return notItem(v)
+		}
+		fields, _ := it.kind().EvidenceFields()
+		if id, ok := unitParam(it.ev, fields); ok {
+			return intV(id)
+		}
+		return nullV
+	})
+	two("record", func(st *evalState, set, key val) val { return st.record(set.s, key.s) })
+	one("records", func(st *evalState, set val) val { return st.records(set.s) })
+	one("scope_of", func(st *evalState, v val) val { return strV(st.r.scopeOf(v.s)) })
+	one("knows_scope", func(st *evalState, v val) val { return boolV(st.r.view(v.s).Exists()) })
+	two("asset", func(st *evalState, scope, name val) val {
+		if e := st.r.view(scope.s).Entry(name.s); e != nil {
+			return val{k: vObj, o: entryVal{e}}
+		}
+		return nullV
+	})
+	two("has_tag", func(st *evalState, e, tag val) val {
+		ev, ok := e.o.(entryVal)
+		return boolV(ok && ev.e.HasTag(tag.s))
+	})
+	two("assets_with_tag", func(st *evalState, scope, tag val) val {
+		return strsV(st.r.view(scope.s).AssetsWithTag(tag.s))
+	})
+	two("assets_with_power", func(st *evalState, scope, power val) val {
+		var buf powerTagBuf
+		return strsV(st.r.view(scope.s).AssetsWithTag(buf.tag(power.s)))
+	})
+	two("carries_power", func(st *evalState, e, power val) val {
+		ev, ok := e.o.(entryVal)
+		var buf powerTagBuf
+		return boolV(ok && ev.e.HasTag(buf.tag(power.s)))
+	})
+	two("any_asset_has_tag", func(st *evalState, name, tag val) val {
+		if st.r.set == nil {
+			return falseV
+		}
+		for _, e := range st.r.set.Lookup(name.s) {
+			if e.Entry.HasTag(tag.s) {
+				return trueV
 			}
-			return strList(u.Players())
-		})
-	case "unit_powers_int":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val {
-			u, ok := unit(v)
-			if !ok {
-				return emptyList
-			}
-			return strList(u.Powers())
-		})
-	case "used_power_int_string":
-		return cel.BinaryBinding(func(v, p ref.Val) ref.Val {
-			u, ok := unit(v)
-			return types.Bool(ok && u.UsedPower(str(p)))
-		})
-	case "acted_as_int_string":
-		return cel.BinaryBinding(func(v, role ref.Val) ref.Val {
-			u, ok := unit(v)
-			return types.Bool(ok && u.ActedAs(str(role)))
-		})
-	case "first_seen_int":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val {
-			u, ok := unit(v)
-			if !ok {
-				return types.NullValue
-			}
-			return durOrNull(u.FirstObserved())
-		})
-	case "first_production_string_string":
-		return cel.BinaryBinding(func(player, asset ref.Val) ref.Val {
-			if !st.r.hasFacts {
-				return types.NullValue
-			}
-			return durOrNull(st.r.ix.FirstProduction(str(player), str(asset)))
-		})
-	case "is_player_string":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val { return types.Bool(st.r.knownPlayer(str(v))) })
-	case "has_role_string_string":
-		return cel.BinaryBinding(func(kind, role ref.Val) ref.Val {
-			return types.Bool(st.r.ix.Kind(str(kind)).HasRole(str(role)))
-		})
-	case "cites_dyn":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val {
-			it, ok := item(v)
-			if !ok {
-				return notItem
-			}
-			ev := it.ev
-			return types.Bool(ev.Structured && it.kind().Matches(facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}, st.r.tol))
-		})
-	case "nearest_dyn":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val {
-			it, ok := item(v)
-			if !ok {
-				return notItem
-			}
-			ev := it.ev
-			if !ev.Structured {
-				return types.NullValue
-			}
-			if op, ok := it.kind().Nearest(facts.Evidence{Type: ev.Type, At: ev.Time, Params: ev.Params}, st.r.tol); ok {
-				return types.String(op.Text)
-			}
-			return types.NullValue
-		})
-	case "item_field_dyn_string":
-		return cel.BinaryBinding(func(v, field ref.Val) ref.Val {
-			it, ok := item(v)
-			if !ok {
-				return notItem
-			}
-			fields, _ := it.kind().EvidenceFields()
-			return types.String(param(it.ev, fields, str(field)))
-		})
-	case "item_unit_dyn":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val {
-			it, ok := item(v)
-			if !ok {
-				return notItem
-			}
-			fields, _ := it.kind().EvidenceFields()
-			if id, ok := unitParam(it.ev, fields); ok {
-				return types.Int(id)
-			}
-			return types.NullValue
-		})
-	case "record_string_string":
-		return cel.BinaryBinding(func(set, key ref.Val) ref.Val { return st.record(str(set), str(key)) })
-	case "records_string":
-		return cel.UnaryBinding(func(set ref.Val) ref.Val { return st.records(str(set)) })
-	case "scope_of_string":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val { return types.String(st.r.scopeOf(str(v))) })
-	case "knows_scope_string":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val { return types.Bool(st.r.view(str(v)).Exists()) })
-	case "asset_string_string":
-		return cel.BinaryBinding(func(scope, name ref.Val) ref.Val {
-			if e := st.r.view(str(scope)).Entry(str(name)); e != nil {
-				return entryVal{e}
-			}
-			return types.NullValue
-		})
-	case "has_tag_dyn_string":
-		return cel.BinaryBinding(func(e, tag ref.Val) ref.Val {
-			ev, ok := e.(entryVal)
-			return types.Bool(ok && ev.e.HasTag(str(tag)))
-		})
-	case "assets_with_tag_string_string":
-		return cel.BinaryBinding(func(scope, tag ref.Val) ref.Val {
-			return strList(st.r.view(str(scope)).AssetsWithTag(str(tag)))
-		})
-	case "assets_with_power_string_string":
-		return cel.BinaryBinding(func(scope, power ref.Val) ref.Val {
-			var buf powerTagBuf
-			return strList(st.r.view(str(scope)).AssetsWithTag(buf.tag(str(power))))
-		})
-	case "carries_power_dyn_string":
-		return cel.BinaryBinding(func(e, power ref.Val) ref.Val {
-			ev, ok := e.(entryVal)
-			var buf powerTagBuf
-			return types.Bool(ok && ev.e.HasTag(buf.tag(str(power))))
-		})
-	case "any_asset_has_tag_string_string":
-		return cel.BinaryBinding(func(name, tag ref.Val) ref.Val {
-			if st.r.set == nil {
-				return types.False
-			}
-			t := str(tag)
-			for _, e := range st.r.set.Lookup(str(name)) {
-				if e.Entry.HasTag(t) {
-					return types.True
-				}
-			}
-			return types.False
-		})
-	case "level_at_least_string_string":
-		return cel.BinaryBinding(func(a, b ref.Val) ref.Val {
-			la, oka := claims.ParseLevel(str(a))
-			lb, okb := claims.ParseLevel(str(b))
-			if !oka || !okb {
-				return types.NewErr("unknown evidence level")
-			}
-			return types.Bool(levelRank(la) >= levelRank(lb))
-		})
-	case "clock_duration":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val {
-			d, _ := v.(types.Duration)
-			return types.String(interceptors.FormatClock(d.Duration))
-		})
-	case "listing_list":
-		return cel.UnaryBinding(func(v ref.Val) ref.Val {
-			s, err := stringList(v)
-			if err != nil {
-				return types.WrapErr(err)
-			}
-			return types.String(joinList(s, st.r.c.sep))
-		})
-	case "written_dyn_string":
-		return cel.BinaryBinding(func(v, field ref.Val) ref.Val {
-			cv, ok := v.(*claimVal)
-			if !ok {
-				return types.NewErr("want a claim")
-			}
-			return types.String(cv.written(str(field)))
-		})
+		}
+		return falseV
+	})
+	two("level_at_least", func(st *evalState, a, b val) val {
+		la, oka := claims.ParseLevel(a.s)
+		lb, okb := claims.ParseLevel(b.s)
+		if !oka || !okb {
+			return errV("unknown evidence level %q or %q", a.s, b.s)
+		}
+		return boolV(levelRank(la) >= levelRank(lb))
+	})
+	one("clock", func(st *evalState, v val) val {
+		if v.k != vDur {
+			return errV("clock wants a duration, got a %s", v.kindName())
+		}
+		return strV(interceptors.FormatClock(time.Duration(v.i)))
+	})
+	one("listing", func(st *evalState, v val) val {
+		s, err := valStrings(v)
+		if err != nil {
+			return val{k: vErr, o: err}
+		}
+		return strV(joinList(s, st.r.c.sep))
+	})
+	two("written", func(st *evalState, v, field val) val {
+		cv, ok := v.o.(*claimVal)
+		if !ok {
+			return errV("written wants a claim, got a %s", v.kindName())
+		}
+		return strV(cv.written(field.s))
+	})
+}
+
+func durOrNullV(d time.Duration, ok bool) val {
+	if !ok {
+		return nullV
+	}
+	return durV(d)
+}
+
+// bind returns the cel-go binding of a rule function's overload over st: its
+// native implementation, for the expressions that run as cel-go programs.
+func (st *evalState) bind(overload string) cel.OverloadOpt {
+	for _, f := range knowledge.RuleFuncs {
+		if f.Overload != overload {
+			continue
+		}
+		impl, ok := natives[f.Name]
+		if !ok {
+			return nil
+		}
+		switch impl.arity {
+		case 1:
+			return cel.UnaryBinding(func(a ref.Val) ref.Val { return toRef(impl.fn(st, toVal(a), nullV)) })
+		case 2:
+			return cel.BinaryBinding(func(a, b ref.Val) ref.Val { return toRef(impl.fn(st, toVal(a), toVal(b))) })
+		}
 	}
 	return nil
 }
@@ -665,8 +682,6 @@ func (st *evalState) bind(overload string) cel.OverloadOpt {
 // record and records answer the records functions; the facts read from JSON
 // arrive with the records index (interceptors/facts): until then no set has
 // records.
-func (st *evalState) record(set, key string) ref.Val { return types.NullValue }
+func (st *evalState) record(set, key string) val { return nullV }
 
-func (st *evalState) records(set string) ref.Val {
-	return types.NewRefValList(types.DefaultTypeAdapter, nil)
-}
+func (st *evalState) records(set string) val { return val{k: vList} }

@@ -23,7 +23,6 @@ var (
 	levelRuledOut  = claims.RuledOut.String()
 )
 
-
 // unit returns a UnitId as the facts know it, remembering the last one: a unit
 // claim's evidence is mostly about the claimed unit.
 func (r *run) unit(id int64) facts.Unit {
@@ -52,10 +51,6 @@ func (r *run) view(scope string) knowledge.ScopeView {
 	return v
 }
 
-
-
-
-
 // itemSubjects returns the units, assets and powers an evidence item names, for its
 // related facts.
 func itemSubjects(ev *claims.Evidence, fields []string) (units []int64, assets, powers []string) {
@@ -76,10 +71,6 @@ func itemSubjects(ev *claims.Evidence, fields []string) (units []int64, assets, 
 	}
 	return units, assets, powers
 }
-
-
-
-
 
 // powerTagBuf is room for a special-power tag (knowledge.SpecialPowerTag) that is
 // only looked up in the knowledge set: built here, on the caller's stack, it costs
@@ -120,6 +111,3 @@ func param(ev *claims.Evidence, fields []string, field string) string {
 	}
 	return ""
 }
-
-
-
