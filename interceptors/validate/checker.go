@@ -104,6 +104,9 @@ type Checker struct {
 	// reference, when set (by the differential test only), runs instead of the
 	// engine.
 	reference func(*run, *claims.Claims)
+	// kinds runs the rules of the claim kinds the pack declares beyond ra3's
+	// (enginekinds.go); nil when there are none.
+	kinds *kindsEngine
 }
 
 // NewChecker builds a checker for pack with cfg. It fails for a nil pack, a pack
@@ -128,6 +131,9 @@ func NewChecker(pack *knowledge.Pack, cfg Config) (*Checker, error) {
 		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
 	}
 	c := &Checker{pack: pack, parser: p, settings: cfg.Settings(), sep: ", "}
+	if c.kinds, err = newKindsEngine(pack); err != nil {
+		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
+	}
 	if c.rules, err = newEngine(pack); err != nil {
 		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
 	}
@@ -199,6 +205,7 @@ func (c *Checker) check(parsed *claims.Claims, in Input) []interceptors.Issue {
 		} else {
 			ei.runClaims(parsed)
 		}
+		c.kinds.run(r, parsed)
 	}
 	return r.finish()
 }
