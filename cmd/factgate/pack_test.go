@@ -73,3 +73,26 @@ func TestPackInitScaffoldsAPackThatPassesItsCases(t *testing.T) {
 		t.Errorf("init over an existing folder: exit %d: %s", code, errOut.String())
 	}
 }
+
+// TestCheckReadsJSONFacts: factgate check with a JSON facts file picks the pack
+// that reads records and checks the answer's claims against them.
+func TestCheckReadsJSONFacts(t *testing.T) {
+	t.Parallel()
+	c, err := loadCase(filepath.Join("..", "..", "knowledge", "packs", "orders", "cases", "status.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := filepath.Join(t.TempDir(), "answer.md")
+	if err := os.WriteFile(answer, []byte(c.Answer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCmd(t, runCheck, "--facts", filepath.Join("..", "..", "knowledge", "packs", "orders", "cases", "orders.json"), "--answer", answer)
+	if code != checkFailed {
+		t.Fatalf("exit %d (want 1): %s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"Contradiction order.status_mismatch", "Order A-1001 is shipped, not delivered.", "knowledge set orders; 3 records (orders)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+}

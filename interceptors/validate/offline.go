@@ -128,6 +128,10 @@ type Report struct {
 	Segments   int
 	Operations int
 	End        time.Duration
+	// Records counts the JSON records the facts hold (facts.records), over
+	// RecordSets, the sets that hold some.
+	Records    int
+	RecordSets []string
 
 	playersDim string // shown through Players, not Scopes
 }
@@ -176,6 +180,7 @@ func (o *Offline) Check(req CheckRequest) (*Report, error) {
 		ix = facts.Merge(idx...)
 	}
 	rep.Operations, rep.End = ix.Len(), ix.End()
+	rep.Records, rep.RecordSets = ix.RecordCount(), ix.RecordSets()
 	rep.Scopes, rep.Players = resolveScopes(op.checker.dim, ctx, req.Scopes, ix)
 	rep.Issues = op.checker.Check(req.Answer, Input{
 		Index:         ix,
