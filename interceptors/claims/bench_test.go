@@ -182,3 +182,17 @@ func BenchmarkLocateBenchAnswer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParse18ClaimsGeneric: the 18-claim answer read by the generic reader
+// (what any pack's kinds cost), against BenchmarkParse18Claims's typed reader.
+func BenchmarkParse18ClaimsGeneric(b *testing.B) {
+	p := newGenericRA3Parser(b)
+	content := answer18()
+	b.SetBytes(int64(len(content)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if c := p.Parse(content, Required); len(c.Records) != 18 {
+			b.Fatal("parse failed")
+		}
+	}
+}

@@ -24,6 +24,71 @@ import (
 // own.
 const CodeMissingField = "claims.missing_field"
 
+// The field names the revision's edits know (Edit): a kind that declares them
+// with these types gets alternatives, a corrected player and what would confirm
+// the claim added by the downgrade.
+const (
+	FieldAlternatives      = "alternatives"
+	FieldNeedsConfirmation = "needsConfirmation"
+	FieldPlayer            = "player"
+)
+
+// declares reports a field of that name and type.
+func (k *kindSpec) declares(name string, t knowledge.FieldType) bool {
+	i, ok := k.shape.slot[name]
+	return ok && k.fields[i].typ == t
+}
+
+// lacks says that the kind does not declare a field; seed says it as the seed's
+// reader did ("only unit claims have alternatives").
+func (k *kindSpec) lacks(field, seed string) string {
+	if _, ok := kindOf(k.name); ok && seed != "" {
+		return seed
+	}
+	return fmt.Sprintf("%s declares no %s", k.name, field)
+}
+
+// seedSpecs are the seed's kinds (ra3's), for Claims read without a declaration.
+var seedSpecs = func() []*kindSpec {
+	kinds := knowledge.DefaultClaimKinds(nil)
+	out := make([]*kindSpec, len(kinds))
+	for i := range kinds {
+		out[i] = newKindSpec(&kinds[i])
+	}
+	return out
+}()
+
+// kindSpec returns the declared kind named name (the seed's kinds when c was
+// not read by a Parser), or nil.
+func (c *Claims) kindSpec(name string) *kindSpec {
+	kinds := c.kinds
+	if kinds == nil {
+		kinds = seedSpecs
+	}
+	for _, k := range kinds {
+		if k.name == name {
+			return k
+		}
+	}
+	return nil
+}
+
+// firstKind names a declared kind, for messages.
+func (c *Claims) firstKind() string {
+	if len(c.kinds) > 0 {
+		return c.kinds[0].name
+	}
+	return UnitClaimsField
+}
+
+// levelValues are the canonical level names as Field returns them, boxed once.
+var levelValues = func() (out [len(levelNames)]any) {
+	for l, name := range levelNames {
+		out[l] = name
+	}
+	return out
+}()
+
 // kindSpec is one declared kind as the generic reader uses it.
 type kindSpec struct {
 	name     string
@@ -37,6 +102,8 @@ type kindSpec struct {
 	claim    int // the slot of a field named "claim", -1 when none
 	required []int
 	codes    map[int]*knowledge.MissingCode // by slot
+	paths    []string                       // the claim paths below maxPathClaims
+	evPaths  [][]string                     // their evidence items' paths below maxPathEvidence
 }
 
 type fieldSpec struct {
@@ -87,6 +154,16 @@ func newKindSpec(k *knowledge.ClaimKind) *kindSpec {
 			ks.fields[i].aliases = append(ks.fields[i].aliases, a)
 			ks.fields[i].akeys = append(ks.fields[i].akeys, ks.nkeys)
 			ks.nkeys++
+		}
+	}
+	for i := range min(ks.cap, maxPathClaims) {
+		ks.paths = append(ks.paths, ks.name+"["+strconv.Itoa(i)+"]")
+		if ks.evidence >= 0 {
+			ev := make([]string, maxPathEvidence)
+			for j := range ev {
+				ev[j] = ks.paths[i] + "." + ks.fields[ks.evidence].name + "[" + strconv.Itoa(j) + "]"
+			}
+			ks.evPaths = append(ks.evPaths, ev)
 		}
 	}
 	for _, name := range k.Required {
@@ -144,6 +221,18 @@ type genericClaim struct {
 	met  []bool
 	ev   [][]Evidence
 	strs [][]string
+}
+
+// reset makes g hold n keys, none met.
+func (g *genericClaim) reset(n int) {
+	if cap(g.raw) < n {
+		g.raw, g.met, g.ev, g.strs = make([]value, n), make([]bool, n), make([][]Evidence, n), make([][]string, n)
+	}
+	g.raw, g.met, g.ev, g.strs = g.raw[:n], g.met[:n], g.ev[:n], g.strs[:n]
+	clear(g.raw)
+	clear(g.met)
+	clear(g.ev)
+	clear(g.strs)
 }
 
 // readGeneric is read for the declared kinds (see read): it reads c.JSON into
@@ -228,10 +317,17 @@ func (p *Parser) kindIndex(key string) int {
 // offset just past it (-1 for a value that is not an object: an empty claim).
 func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 	s := st.c.JSON
-	r.Kind, r.Index, r.Path = spec.name, i, spec.name+"["+strconv.Itoa(i)+"]"
-	r.shape = spec.shape
+	r.Kind, r.Index = spec.name, i
+	if i < len(spec.paths) {
+		r.Path = spec.paths[i]
+	} else {
+		r.Path = spec.name + "[" + strconv.Itoa(i) + "]"
+	}
 	own := len(st.c.Issues) // the claim's alias and level issues precede its evidence's
-	g := genericClaim{raw: make([]value, spec.nkeys), met: make([]bool, spec.nkeys)}
+	// The values met are kept only while the claim is read: one buffer serves
+	// every claim of the read.
+	g := &st.generic
+	g.reset(spec.nkeys)
 	end := -1
 	if s[at] == '{' {
 		end = st.w.Members(at, func(key string, v int) int {
@@ -242,16 +338,10 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 			g.met[ref.key] = true
 			switch spec.fields[ref.slot].typ {
 			case knowledge.FieldEvidence:
-				if g.ev == nil {
-					g.ev = make([][]Evidence, spec.nkeys)
-				}
 				var end int
-				g.ev[ref.key], end = st.evidenceItems(r.Path+"."+key, v)
+				g.ev[ref.key], end = st.evidenceItems(spec, i, r.Path+"."+key, v)
 				return end
 			case knowledge.FieldStrings:
-				if g.strs == nil {
-					g.strs = make([][]string, spec.nkeys)
-				}
 				var end int
 				g.strs[ref.key], end = st.stringList(v)
 				return end
@@ -261,7 +351,8 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 			return end
 		})
 	}
-	r.vals = make([]fieldValue, len(spec.fields))
+	vals := make([]fieldValue, len(spec.fields))
+	r.gen = &genericValues{spec: spec, vals: vals}
 	for slot := range spec.fields {
 		f := &spec.fields[slot]
 		fv, ok := g.field(f, f.key)
@@ -276,7 +367,7 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 				}
 			}
 		}
-		r.vals[slot] = fv
+		vals[slot] = fv
 	}
 	if spec.level >= 0 {
 		f := &spec.fields[spec.level]
@@ -289,18 +380,18 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 		}
 		r.Level, r.LevelRaw, r.LevelKnown = st.level(&own, r.Path, v)
 		if r.LevelKnown {
-			r.vals[spec.level].v = r.Level.String()
+			vals[spec.level].v = levelValues[r.Level]
 		} else {
-			r.vals[spec.level].raw = r.LevelRaw
+			vals[spec.level].raw = r.LevelRaw
 		}
 	}
 	if spec.evidence >= 0 {
-		if list, ok := r.vals[spec.evidence].v.([]Evidence); ok {
+		if list, ok := vals[spec.evidence].v.([]Evidence); ok {
 			r.Evidence = list
 		}
 	}
 	for _, slot := range spec.required {
-		if r.vals[slot].v != nil {
+		if vals[slot].v != nil {
 			continue
 		}
 		f := &spec.fields[slot]
@@ -309,14 +400,14 @@ func (st *parseState) genericClaim(r *Record, spec *kindSpec, i, at int) int {
 			for _, a := range mc.ArgOrder {
 				args = append(args, a, r.FieldText(mc.Args[a]))
 			}
-			st.c.Issues = append(st.c.Issues, issue(mc.Code, interceptors.Warning, r.Path, missingMessage(spec.name, f.name, r.vals[slot].raw), args...))
+			st.c.Issues = append(st.c.Issues, issue(mc.Code, interceptors.Warning, r.Path, missingMessage(spec.name, f.name, vals[slot].raw), args...))
 			continue
 		}
 		claim := ""
 		if spec.claim >= 0 {
 			claim = r.FieldText("claim")
 		}
-		st.c.Issues = append(st.c.Issues, issue(CodeMissingField, interceptors.Warning, r.Path, missingMessage(spec.name, f.name, r.vals[slot].raw),
+		st.c.Issues = append(st.c.Issues, issue(CodeMissingField, interceptors.Warning, r.Path, missingMessage(spec.name, f.name, vals[slot].raw),
 			"kind", spec.name, "field", f.name, "claim", claim))
 	}
 	return end
@@ -335,12 +426,12 @@ func missingMessage(kind, field, raw string) string {
 func (g *genericClaim) field(f *fieldSpec, key int) (fieldValue, bool) {
 	switch f.typ {
 	case knowledge.FieldEvidence:
-		if g.ev != nil && len(g.ev[key]) > 0 {
+		if len(g.ev[key]) > 0 {
 			return fieldValue{v: g.ev[key]}, true
 		}
 		return fieldValue{}, false
 	case knowledge.FieldStrings:
-		if g.strs != nil && len(g.strs[key]) > 0 {
+		if len(g.strs[key]) > 0 {
 			return fieldValue{v: g.strs[key]}, true
 		}
 		return fieldValue{}, false
@@ -451,14 +542,19 @@ func parseDate(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// evidenceItems reads an evidence list at c.JSON[at] (an array, or a lone string
-// as one item) whose items' paths are prefix[j]: a list of its own, and the offset
-// just past it; nil and -1 for another value.
-func (st *parseState) evidenceItems(prefix string, at int) ([]Evidence, int) {
+// evidenceItems reads the evidence list of claim i of spec at c.JSON[at] (an
+// array, or a lone string as one item) whose items' paths are prefix[j]: a list
+// of its own, and the offset just past it; nil and -1 for another value.
+func (st *parseState) evidenceItems(spec *kindSpec, i int, prefix string, at int) ([]Evidence, int) {
 	s := st.c.JSON
 	var list []Evidence
 	add := func(v int) int {
-		path := prefix + "[" + strconv.Itoa(len(list)) + "]"
+		var path string
+		if j := len(list); i < len(spec.evPaths) && j < maxPathEvidence {
+			path = spec.evPaths[i][j]
+		} else {
+			path = prefix + "[" + strconv.Itoa(j) + "]"
+		}
 		var ev Evidence
 		var err error
 		var end int

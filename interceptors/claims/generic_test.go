@@ -2,6 +2,7 @@ package claims
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,129 @@ func orderedKeys(issues []interceptors.Issue) []string {
 		out = append(out, is.Code+"@"+is.Path)
 	}
 	return out
+}
+
+func TestDowngradeAnyDeclaredKind(t *testing.T) {
+	t.Parallel()
+	p := newOrdersParser(t)
+	answer := "Prose stays.\n\n[claims]\n```json\n{\n  \"noteClaims\": [{\"text\": \"n\"}],\n  \"orderClaims\": [\n" +
+		`    {"order": "A1", "claim": "shipped", "evidenceLevel": "confirmed", "evidence": ["order|0:00|A1", "order|0:01|A2"]},` + "\n" +
+		`    {"order": "A2", "claim": "refunded", "evidenceLevel": "sure"}` + "\n  ]\n}\n```\n"
+	c := p.Parse(answer, Required)
+	out, err := Downgrade(answer, c, []Edit{
+		{Path: "orderClaims[0]", Level: "possible", RemoveEvidence: []int{1}, AddAlternatives: []string{"pending"}},
+		{Path: "orderClaims[1]", Remove: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "Prose stays.\n\n[claims]\n```json\n") {
+		t.Fatalf("the prose changed:\n%s", out)
+	}
+	again := p.Parse(out, Required)
+	if len(again.Records) != 2 || again.Records[0].Path != "orderClaims[0]" || again.Records[0].Level != Possible ||
+		len(again.Records[0].Evidence) != 1 || again.Records[0].Evidence[0].Raw != "order|0:00|A1" {
+		t.Fatalf("downgraded block:\n%s", out)
+	}
+	if alts, _ := again.Records[0].Field("alternatives"); !reflect.DeepEqual(alts, []string{"pending"}) {
+		t.Errorf("alternatives = %v", alts)
+	}
+	for _, tc := range []struct {
+		edit Edit
+		want string
+	}{
+		{Edit{Path: "orderClaims[0]", AddNeedsConfirmation: []string{"x"}}, "orderClaims declares no needsConfirmation"},
+		{Edit{Path: "noteClaims[0]", Level: "possible"}, "noteClaims declares no level field"},
+		{Edit{Path: "noteClaims[0]", Player: "p"}, "noteClaims declares no player"},
+		{Edit{Path: "unitClaims[0]", Level: "possible"}, "is not a claim path like orderClaims[2]"},
+		{Edit{Path: "orderClaims[2]", Remove: true}, "no such claim (2 kept in orderClaims)"},
+	} {
+		if _, err := Downgrade(answer, c, []Edit{tc.edit}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.edit, err, tc.want)
+		}
+	}
+	if r := c.Records[2]; r.Declares("text") != knowledge.FieldString || r.Declares("order") != "" || r.HasLevel() {
+		t.Errorf("noteClaims declares %q %q %v", r.Declares("text"), r.Declares("order"), r.HasLevel())
+	}
+	if got := p.Required("orderClaims"); !reflect.DeepEqual(got, []string{"order", "claim"}) {
+		t.Errorf("required = %v", got)
+	}
+}
+
+// Without a marker the fallback finds a block by the declared kinds' arrays.
+func TestGenericFallbackFindsDeclaredArrays(t *testing.T) {
+	t.Parallel()
+	p := newOrdersParser(t)
+	c := p.Parse(`Done {"orderClaims": [{"order": "A1", "claim": "x"}]} then {"unitClaims": []} {注`, Required)
+	if !c.Usable() || len(c.Records) != 1 || c.Records[0].Path != "orderClaims[0]" {
+		t.Fatalf("fallback: %+v", c)
+	}
+}
+
+func FuzzGenericReader(f *testing.F) {
+	f.Add("[claims]\n```json\n{\"orderClaims\": [{\"order\": \"A1\", \"qty\": 2, \"claim\": \"x\", \"evidence\": [\"order|0:00|A1\"]}], \"noteClaims\": [{}]}\n```")
+	f.Add(`{"noteClaims": [1, {"text": " "}], "orderClaims": [{"status": "s", "placed": "2026-01-01", "paid": "true"}, {}, {}]}`)
+	for _, s := range diffSeeds {
+		f.Add(strings.ReplaceAll(strings.ReplaceAll(s, "unitClaims", "orderClaims"), "eventClaims", "noteClaims"))
+	}
+	p := newOrdersParser(f)
+	f.Fuzz(func(t *testing.T, content string) {
+		c := p.Parse(content, Required)
+		if !c.Valid && len(c.Records) > 0 {
+			t.Fatalf("records of an invalid block")
+		}
+		counts := map[string]int{}
+		last := -1
+		for i := range c.Records {
+			r := &c.Records[i]
+			ki := p.kindIndex(r.Kind)
+			if ki < last || ki < 0 {
+				t.Fatalf("records out of declaration order: %s after kind %d", r.Path, last)
+			}
+			last = ki
+			if r.Index != counts[r.Kind] || r.Path != r.Kind+"["+strconv.Itoa(r.Index)+"]" {
+				t.Fatalf("record %d: index %d path %s", i, r.Index, r.Path)
+			}
+			counts[r.Kind]++
+			if counts[r.Kind] > p.Cap(r.Kind) {
+				t.Fatalf("%s over its cap", r.Kind)
+			}
+			for _, e := range r.Evidence {
+				if !strings.HasPrefix(e.Path, r.Path+".evidence[") {
+					t.Fatalf("evidence path %s in %s", e.Path, r.Path)
+				}
+			}
+		}
+		p.ReadIn(nil, content, Required, func(read *Claims) {
+			if len(read.Records) != len(c.Records) || !reflect.DeepEqual(orderedKeys(read.Issues), orderedKeys(c.Issues)) {
+				t.Fatalf("ReadIn differs from Parse")
+			}
+		})
+		// Removing every claim leaves a block that reads with no claims.
+		if c.Usable() && len(c.Records) > 0 {
+			var edits []Edit
+			for _, r := range c.Records {
+				edits = append(edits, Edit{Path: r.Path, Remove: true})
+			}
+			out, err := Downgrade(content, c, edits)
+			if err != nil {
+				if strings.Contains(err.Error(), "not a JSON object") {
+					return
+				}
+				t.Fatalf("Downgrade: %v", err)
+			}
+			// Only the claims past a cap (never kept, never edited) stay.
+			dropped := 0
+			for _, is := range c.Issues {
+				if is.Code == CodeTruncated {
+					n, _ := strconv.Atoi(is.Args["count"])
+					m, _ := strconv.Atoi(is.Args["cap"])
+					dropped += min(n-m, m)
+				}
+			}
+			if again := p.Parse(out, Required); len(again.Records) > dropped && again.Usable() {
+				t.Fatalf("claims left after removing all: %d\n%s", len(again.Records), out)
+			}
+		}
+	})
 }

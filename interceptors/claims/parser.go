@@ -87,6 +87,8 @@ type Claims struct {
 	// (pack.yaml's), each kind's claims in array order: the claims read
 	// generically, for every pack (for ra3 they wrap the typed claims above).
 	Records []Record
+	// kinds are the declared kinds of the parser that read c (nil: the seed's).
+	kinds []*kindSpec
 	// Issues are the format and self-consistency issues: per array (unitClaims,
 	// eventClaims, timelineClaims) its claims' issues in order, then its truncation.
 	Issues []interceptors.Issue
@@ -285,6 +287,21 @@ func (p *Parser) Cap(field string) int {
 	return 0
 }
 
+// Required returns the required fields of a declared kind, in order (nil for
+// another name).
+func (p *Parser) Required(kind string) []string {
+	i := p.kindIndex(kind)
+	if i < 0 {
+		return nil
+	}
+	k := p.kinds[i]
+	out := make([]string, len(k.required))
+	for j, slot := range k.required {
+		out[j] = k.fields[slot].name
+	}
+	return out
+}
+
 // Kinds returns the names of the declared claim kinds, in order.
 func (p *Parser) Kinds() []string {
 	out := make([]string, len(p.kinds))
@@ -375,6 +392,7 @@ func (p *Parser) ReadIn(l *Locations, content string, req Requirement, use func(
 // copied out and sc is left empty.
 func (p *Parser) parseInto(c *Claims, content string, loc Location, req Requirement, sc *readScratch, transient bool) {
 	c.Location = loc
+	c.kinds = p.kinds
 	if !c.Found {
 		sev := interceptors.Warning
 		if req == Required {
@@ -569,12 +587,13 @@ type parseState struct {
 	p         *Parser
 	c         *Claims
 	w         rawjson.Walker
-	transient bool        // the lists stay in the scratch buffers (see read)
-	evidence  []Evidence  // the claims' evidence items in walk order (see settle)
-	units     []UnitClaim // the unit claims (see claimArray)
-	claims    []Claim     // the event and timeline claims, one run per array
-	runs      [3]claimRun // where each array's claims are in units or claims
-	strs      []string    // arena for parameters, alternatives and confirmations (see strArena)
+	transient bool         // the lists stay in the scratch buffers (see read)
+	evidence  []Evidence   // the claims' evidence items in walk order (see settle)
+	units     []UnitClaim  // the unit claims (see claimArray)
+	claims    []Claim      // the event and timeline claims, one run per array
+	runs      [3]claimRun  // where each array's claims are in units or claims
+	strs      []string     // arena for parameters, alternatives and confirmations (see strArena)
+	generic   genericClaim // the generic reader's values of the claim it reads
 }
 
 // claimRun is where one array's claims are in parseState.units or .claims.

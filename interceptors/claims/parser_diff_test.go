@@ -52,10 +52,12 @@ func checkParseAsRef(t *testing.T, p *Parser, content string) {
 }
 
 // withoutRecords is a copy of c without its Records, which the gjson walk
-// (written before them) does not fill: record_test.go checks them.
+// (written before them) does not fill (nor the kinds it read them with):
+// record_diff_test.go checks them.
 func withoutRecords(c *Claims) *Claims {
 	d := *c
 	d.Records = nil
+	d.kinds = nil
 	return &d
 }
 

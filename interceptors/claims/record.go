@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/knowledge"
 )
 
 // Record is one claim of a declared kind (knowledge.ClaimKind), read generically:
@@ -30,27 +31,33 @@ import (
 type Record struct {
 	// Kind is the claim kind: the claims array's key ("orderClaims").
 	Kind string
-	// Index is the claim's index in its JSON array.
-	Index int
 	// Path locates the claim: "orderClaims[2]".
 	Path string
-	// Level is the evidence level; Uncertain when LevelKnown is false (and for a
-	// kind without a level field).
-	Level Level
 	// LevelRaw is the level as written ("" when absent).
 	LevelRaw string
-	// LevelKnown reports that LevelRaw is a known spelling.
-	LevelKnown bool
 	// Evidence is the evidence field's items, parsed as the ra3 evidence is
 	// (nil for a kind without an evidence field).
 	Evidence []Evidence
+	// Index is the claim's index in its JSON array.
+	Index int
+	// Level is the evidence level; Uncertain when LevelKnown is false (and for a
+	// kind without a level field).
+	Level Level
+	// LevelKnown reports that LevelRaw is a known spelling.
+	LevelKnown bool
 
 	// One of the three holds the fields: a generic read's values, or the typed
-	// claim ra3's fast path read.
-	shape *kindShape
-	vals  []fieldValue
+	// claim ra3's fast path read (a Record is kept small: ra3 fills one per claim
+	// on every Parse).
+	gen   *genericValues
 	unit  *UnitClaim
 	claim *Claim
+}
+
+// genericValues are a generically read claim's declared fields.
+type genericValues struct {
+	spec *kindSpec
+	vals []fieldValue // by slot
 }
 
 // fieldValue is one declared field's value in a generically read Record.
@@ -68,17 +75,38 @@ func (r *Record) Field(name string) (any, bool) {
 		v, ok = r.unit.field(name)
 	case r.claim != nil:
 		v, ok = r.claim.field(name)
-	case r.shape != nil:
-		i, ok := r.shape.slot[name]
-		if !ok || i >= len(r.vals) || r.vals[i].v == nil {
+	case r.gen != nil:
+		i, ok := r.gen.spec.shape.slot[name]
+		if !ok || r.gen.vals[i].v == nil {
 			return nil, false
 		}
-		return r.vals[i].v, true
+		return r.gen.vals[i].v, true
 	}
 	if !ok {
 		return nil, false
 	}
 	return v, true
+}
+
+// Declares returns the type of a field the record's kind declares ("" when it
+// declares none of that name).
+func (r *Record) Declares(name string) knowledge.FieldType {
+	spec := r.spec()
+	if spec == nil {
+		return ""
+	}
+	if i, ok := spec.shape.slot[name]; ok {
+		return spec.fields[i].typ
+	}
+	return ""
+}
+
+// HasLevel reports that the record's kind has a level field.
+func (r *Record) HasLevel() bool {
+	if spec := r.spec(); spec != nil {
+		return spec.level >= 0
+	}
+	return false
 }
 
 // FieldText returns a declared field as text: a converted value formatted
@@ -89,9 +117,9 @@ func (r *Record) FieldText(name string) string {
 	if v, ok := r.Field(name); ok {
 		return formatValue(v)
 	}
-	if r.shape != nil {
-		if i, ok := r.shape.slot[name]; ok && i < len(r.vals) {
-			return r.vals[i].raw
+	if r.gen != nil {
+		if i, ok := r.gen.spec.shape.slot[name]; ok {
+			return r.gen.vals[i].raw
 		}
 	}
 	switch {
@@ -141,7 +169,7 @@ func (c *Claim) field(name string) (any, bool) {
 
 // kindShape is a declared kind as the generic reader uses it.
 type kindShape struct {
-	slot map[string]int // field name -> index in Record.vals
+	slot map[string]int // field name -> index in genericValues.vals
 }
 
 // recordsFromTyped returns the records of ra3's typed claims, appended to buf.
@@ -204,3 +232,17 @@ func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) 
 func formatClock(d time.Duration) string { return interceptors.FormatClock(d) }
 
 func joinComma(list []string) string { return strings.Join(list, ", ") }
+
+// spec returns the declaration of the record's kind (the seed's for a claim of
+// ra3's typed reader), or nil.
+func (r *Record) spec() *kindSpec {
+	if r.gen != nil {
+		return r.gen.spec
+	}
+	for _, k := range seedSpecs {
+		if k.name == r.Kind {
+			return k
+		}
+	}
+	return nil
+}
