@@ -261,7 +261,37 @@ func (k *kindsEngine) kindFields(kind string) []string {
 	return nil
 }
 
+// applies checks a rule's preconditions (levels, has, lacks, requires).
+func kindApplies(r *run, rule *kindRule, rec *claims.Record, claim map[string]any) bool {
+	if len(rule.Levels) > 0 && !slices.ContainsFunc(rule.Levels, func(l string) bool {
+		lv, ok := claims.ParseLevel(l)
+		return ok && lv == rec.Level
+	}) {
+		return false
+	}
+	for _, f := range rule.Has {
+		if _, ok := claim[f]; !ok {
+			return false
+		}
+	}
+	for _, f := range rule.Lacks {
+		if _, ok := claim[f]; ok {
+			return false
+		}
+	}
+	if slices.Contains(rule.Requires, "facts") && !r.hasFacts && r.ix.RecordCount() == 0 {
+		return false
+	}
+	if slices.Contains(rule.Requires, "knowledge") && r.set == nil {
+		return false
+	}
+	return true
+}
+
 func (in *kindInstance) eval(r *run, rule *kindRule, rec *claims.Record, claim map[string]any) {
+	if !kindApplies(r, rule, rec, claim) {
+		return
+	}
 	vars := map[string]any{"claim": claim, "facts": map[string]any{"present": r.hasFacts}}
 	fail := func(err error) {
 		RuleErrors.WithLabelValues(r.c.pack.Name, rule.ID).Inc()
