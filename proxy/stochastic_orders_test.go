@@ -217,3 +217,34 @@ func ordersRequest(h *harness, analyst *mockupstream.OrdersAnalyst, off *validat
 	}
 	return r, nil
 }
+
+// TestOrdersFromAResponsesFunctionCallOutput: the orders a Responses request
+// carries in a function_call_output item are the records its answer is checked
+// against; a contradicted draft is revised before the client sees it.
+func TestOrdersFromAResponsesFunctionCallOutput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "", ordersRouteConfig)
+	analyst := &mockupstream.OrdersAnalyst{Seed: 13, ErrorRate: 1, FixRate: 1}
+	if err := h.mock.SetScript(&mockupstream.Script{Rules: []mockupstream.Rule{analyst.Rule()}}); err != nil {
+		t.Fatal(err)
+	}
+	output, _ := json.Marshal(stochasticOrders)
+	body := `{"model": "support", "instructions": "You are a support assistant. #case 4", "input": [
+	  {"role": "user", "content": "Where are my orders?"},
+	  {"type": "function_call", "call_id": "c1", "name": "get_orders", "arguments": "{}"},
+	  {"type": "function_call_output", "call_id": "c1", "output": ` + string(output) + `}]}`
+	status, hdr, resp := h.post(t, "/v1/responses", body)
+	if status != 200 {
+		t.Fatalf("status %d: %s", status, resp)
+	}
+	if got := hdr.Get("X-Factgate-Revisions"); got == "0" || got == "" {
+		t.Fatalf("X-Factgate-Revisions %q, X-Factgate-Issues %q: the draft's errors were not caught", got, hdr.Get("X-Factgate-Issues"))
+	}
+	if issues := hdr.Get("X-Factgate-Issues"); !strings.HasPrefix(issues, "draft=C") || !strings.Contains(issues, "delivered=0") {
+		t.Errorf("X-Factgate-Issues %q: want a draft with Contradictions and nothing delivered", issues)
+	}
+	tr := h.trace(t, hdr.Get("X-Factgate-Trace-Id"))
+	if !strings.Contains(tr.Get("notes").Raw, "facts: records orders 5") {
+		t.Errorf("the trace does not note the five orders read: %s", tr.Get("notes").Raw)
+	}
+}
