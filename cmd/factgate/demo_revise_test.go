@@ -51,6 +51,7 @@ func TestDemoTellsTheOrdersStory(t *testing.T) {
 	for _, want := range []string{
 		"Contradiction order.status_mismatch    orderClaims[0]  Order A-1001 is shipped, not delivered.",
 		"| 1. Order A-1001 is shipped, not delivered.",
+		"| orders A-1001: channel web, currency EUR, items Trail shoes, placed 2026-03-01, region EU, shipped 2026-03-03, status shipped, total 59.90",
 		"X-Factgate-Revisions: 1",
 		"X-Factgate-Issues:    draft=C1;final=0;delivered=0",
 		`outcome "resolved"`,

@@ -349,7 +349,61 @@ func (in *kindInstance) eval(r *run, rule *kindRule, rec *claims.Record, claim m
 			return
 		}
 	}
+	is.Facts = recordFacts(r.ix, is.Args, r.c.settings.MaxFactsPerIssue)
 	r.add(finding{issue: is})
+}
+
+// recordFacts returns the records an issue's arguments name by key (an order id
+// in args.order), each as one line — the set, the key and the record's fields —
+// for the revision request's "relevant facts", at most max.
+func recordFacts(ix *facts.Index, args map[string]string, max int) []interceptors.FactLine {
+	if ix.RecordCount() == 0 || len(args) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(args))
+	for name := range args {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var out []interceptors.FactLine
+	seen := map[string]bool{}
+	for _, set := range ix.RecordSets() {
+		for _, name := range names {
+			rec, ok := ix.Record(set, args[name])
+			if !ok || seen[set+"\x00"+rec.Key] || (max > 0 && len(out) >= max) {
+				continue
+			}
+			seen[set+"\x00"+rec.Key] = true
+			out = append(out, interceptors.FactLine{Text: recordLine(rec)})
+		}
+	}
+	return out
+}
+
+// recordLine renders a record as "orders A-1001: status shipped, total 59.9,
+// placed 2026-03-01".
+func recordLine(rec facts.Record) string {
+	var b strings.Builder
+	b.WriteString(rec.Set)
+	b.WriteByte(' ')
+	b.WriteString(rec.Key)
+	b.WriteByte(':')
+	first := true
+	for _, name := range rec.Fields() {
+		v, _ := rec.Field(name)
+		if s, ok := v.(string); ok && s == rec.Key {
+			continue
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteByte(' ')
+		b.WriteString(name)
+		b.WriteByte(' ')
+		b.WriteString(refText(types.DefaultTypeAdapter.NativeToValue(v)))
+	}
+	return b.String()
 }
 
 // claimMap is a claim as the rules see it: its present fields, path and level.
