@@ -2,7 +2,10 @@ package facts
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -226,7 +229,30 @@ func ordersBody(tb testing.TB, tool string) []byte {
 
 func TestTheStageReadsRecordsAndCachesThem(t *testing.T) {
 	t.Parallel()
-	shared := newMemoryCache()
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		stageRecords(t, newMemoryCache())
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		url := os.Getenv("FACTGATE_TEST_REDIS_URL")
+		if url == "" {
+			t.Skip("FACTGATE_TEST_REDIS_URL is not set")
+		}
+		var nonce [6]byte
+		_, _ = rand.Read(nonce[:])
+		r, err := cache.NewRedis(cache.RedisConfig{URL: url, KeyPrefix: "factgate:test:" + hex.EncodeToString(nonce[:]) + ":"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		stageRecords(t, r)
+	})
+}
+
+// stageRecords runs requests carrying orders through facts stages over shared:
+// built, then from memory, then on another replica from the shared cache.
+func stageRecords(t *testing.T, shared cache.Cache) {
 	f := recordsStage(t, shared)
 	run := func(f *Interceptor, body []byte) (*Index, Info) {
 		ex := newExchange(body, "")
