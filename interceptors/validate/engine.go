@@ -177,7 +177,7 @@ type instance struct {
 }
 
 func (e *engine) newInstance() (*instance, error) {
-	st := &evalState{letVals: make([]val, e.lets), letGen: make([]uint32, e.lets)}
+	st := &evalState{letVals: make([]val, e.lets), letGen: make([]uint32, e.lets), strs: make([][]string, 0, 256)}
 	st.act.st = st
 	in := &instance{e: e, st: st, nodes: make([]node, len(e.exprs)), frames: make([]frame, len(e.exprs)), progs: make([]cel.Program, len(e.exprs))}
 	st.in = in
@@ -481,16 +481,17 @@ func valStrings(v val) ([]string, error) {
 	case vErr:
 		return nil, v.err()
 	case vStrs:
-		if len(v.ss) == 0 {
+		if len(v.strs()) == 0 {
 			return nil, nil
 		}
-		return slices.Clone(v.ss), nil
+		return slices.Clone(v.strs()), nil
 	case vList:
-		if len(v.l) == 0 {
+		l := v.list()
+		if len(l) == 0 {
 			return nil, nil
 		}
-		out := make([]string, len(v.l))
-		for i, x := range v.l {
+		out := make([]string, len(l))
+		for i, x := range l {
 			if x.k != vStr {
 				return nil, fmt.Errorf("want a list of strings, got a %s in it", x.kindName())
 			}
@@ -509,11 +510,12 @@ func valInts(v val) ([]int64, error) {
 	case vErr:
 		return nil, v.err()
 	case vList:
-		if len(v.l) == 0 {
+		l := v.list()
+		if len(l) == 0 {
 			return nil, nil
 		}
-		out := make([]int64, len(v.l))
-		for i, x := range v.l {
+		out := make([]int64, len(l))
+		for i, x := range l {
 			if x.k != vInt {
 				return nil, fmt.Errorf("want a list of ints, got a %s in it", x.kindName())
 			}
