@@ -48,8 +48,10 @@ type engine struct {
 type engineRule struct {
 	*knowledge.Rule
 	severity interceptors.Severity
-	has      []claimField
+	has      []claimField // fields of other claim shapes (fieldOther)
 	lacks    []claimField
+	hasMask  uint16 // the typed fields it needs present (bit 1<<field)
+	lackMask uint16 // and absent
 	levels   levelSet
 	facts    bool // requires facts
 	know     bool // requires knowledge
@@ -102,10 +104,18 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 			er.levels |= 1 << l
 		}
 		for _, f := range r.Has {
-			er.has = append(er.has, fieldOf(f))
+			if cf := fieldOf(f); cf.id != fieldOther {
+				er.hasMask |= 1 << cf.id
+			} else {
+				er.has = append(er.has, cf)
+			}
 		}
 		for _, f := range r.Lacks {
-			er.lacks = append(er.lacks, fieldOf(f))
+			if cf := fieldOf(f); cf.id != fieldOther {
+				er.lackMask |= 1 << cf.id
+			} else {
+				er.lacks = append(er.lacks, cf)
+			}
 		}
 		er.facts = slices.Contains(r.Requires, "facts")
 		er.know = slices.Contains(r.Requires, "knowledge")
@@ -312,6 +322,9 @@ func (in *instance) applies(rule *engineRule, cv *claimVal, it *itemVal) bool {
 	if rule.levels != 0 && rule.levels&(1<<cv.level()) == 0 {
 		return false
 	}
+	if cv.present&rule.hasMask != rule.hasMask || cv.present&rule.lackMask != 0 {
+		return false
+	}
 	for _, f := range rule.has {
 		if !cv.has(f) {
 			return false
@@ -418,6 +431,11 @@ func (in *instance) value(id int) val {
 	if n := in.nodes[id]; n != nil {
 		return n(&in.frames[id])
 	}
+	return in.program(id)
+}
+
+// program evaluates expression id as a cel-go program.
+func (in *instance) program(id int) val {
 	v, _, err := in.progs[id].Eval(&in.st.act)
 	if err != nil {
 		return val{k: vErr, o: err}

@@ -344,7 +344,14 @@ func (p *planner) ident(name string) node {
 	}
 	for _, l := range p.lets {
 		if l.name == name {
-			return func(f *frame) val { return f.st.letVal(l) }
+			slot := l.slot
+			return func(f *frame) val {
+				st := f.st
+				if st.letGen[slot] == st.gen {
+					return st.letVals[slot]
+				}
+				return st.letVal(l)
+			}
 		}
 	}
 	return p.unplanned()

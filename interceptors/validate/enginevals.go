@@ -148,6 +148,8 @@ type claimVal struct {
 	c      *claims.Claim
 	its    []itemVal // one per evidence item (storage reused claim after claim)
 	itemsV []val     // &its[i], as values
+	// present has bit 1<<field set for each typed field the claim has.
+	present uint16
 }
 
 // set makes cv the claim u or c, with its evidence items.
@@ -161,6 +163,15 @@ func (cv *claimVal) set(u *claims.UnitClaim, c *claims.Claim, st *evalState) {
 	cv.itemsV = cv.itemsV[:0]
 	for i := range cv.its {
 		cv.itemsV = append(cv.itemsV, val{k: vObj, o: &cv.its[i]})
+	}
+	cv.present = 0
+	if u == nil && c == nil {
+		return
+	}
+	for f := fieldUnitID; f <= fieldLevel; f++ {
+		if cv.has(claimField{id: f}) {
+			cv.present |= 1 << f
+		}
 	}
 }
 
