@@ -113,7 +113,8 @@ type NoticeGroup struct {
 type NoticeClaim struct {
 	// Path is the claim ("unitClaims[0]").
 	Path string
-	// Kind is "unit", "event" or "timeline".
+	// Kind is "unit", "event" or "timeline" for the ra3 kinds, else the claim
+	// kind as declared ("orderClaims").
 	Kind string
 	// Unit and Player are a unit claim's UnitId and player (as the answer states
 	// them); Claim is the claimed asset, or an event or timeline claim's text.

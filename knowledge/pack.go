@@ -189,7 +189,12 @@ type ClaimsContract struct {
 	// Contract is the file with the contract text injected into the system prompt.
 	Contract string `yaml:"contract"`
 	// Caps bound each claim list: unitClaims 10, eventClaims 5, timelineClaims 3.
+	// Kept for packs written before Kinds; a contract with Kinds may not have Caps.
 	Caps map[string]int `yaml:"caps"`
+	// Kinds declares the claim kinds (the block's arrays and their items' fields),
+	// in order. Empty: the seed's unitClaims/eventClaims/timelineClaims with Caps
+	// (see ClaimKinds).
+	Kinds ClaimKinds `yaml:"kinds"`
 	// Levels lists extra spellings per evidence level ("confirmed": ["确认"]).
 	// The English names in any case, with spaces, "_" or "-" between words, are
 	// always accepted.

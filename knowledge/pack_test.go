@@ -226,8 +226,9 @@ func TestRA3ContractStatesTheWholeSchema(t *testing.T) {
 			t.Errorf("contract lacks %q", want)
 		}
 	}
-	if c.Caps["unitClaims"] != 10 || c.Caps["eventClaims"] != 5 || c.Caps["timelineClaims"] != 3 {
-		t.Errorf("caps = %v", c.Caps)
+	kinds := c.ClaimKinds()
+	if len(kinds) != 3 || kinds[0].Cap != 10 || kinds[1].Cap != 5 || kinds[2].Cap != 3 {
+		t.Errorf("kinds = %+v", kinds)
 	}
 	// The contract's example block is itself valid JSON of the schema.
 	i := strings.LastIndex(c.ContractText, "```json\n")

@@ -469,6 +469,8 @@ func (l *packLoader) claims() {
 			l.fail(c.Contract, "", "the contract text never mentions the marker %q", c.Marker)
 		}
 	}
+	l.claimKinds(c)
+	l.claimsContract(c)
 	for _, list := range sortedKeys(c.Caps) {
 		if !slices.Contains(claimLists, list) {
 			l.fail(PackFile, "claims.caps."+list, "unknown claim list (want %s)", strings.Join(claimLists, ", "))

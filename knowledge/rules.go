@@ -193,13 +193,18 @@ func (l *packLoader) rules() {
 }
 
 // declaredKinds returns the claim kinds the pack declares beyond the ra3 lists
-// (its claims.caps keys; the claim kinds of pack.yaml when declared).
+// (claims.kinds, and the keys of the older claims.caps).
 func (l *packLoader) declaredKinds() []string {
 	var out []string
 	if c := l.p.Claims; c != nil {
 		for k := range c.Caps {
 			if !slices.Contains(claimLists, k) {
 				out = append(out, k)
+			}
+		}
+		for _, k := range c.Kinds {
+			if !slices.Contains(claimLists, k.Name) && !slices.Contains(out, k.Name) {
+				out = append(out, k.Name)
 			}
 		}
 	}

@@ -182,3 +182,32 @@ func BenchmarkLocateBenchAnswer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParse18ClaimsGeneric: the 18-claim answer read by the generic reader
+// (what any pack's kinds cost), against BenchmarkParse18Claims's typed reader.
+func BenchmarkParse18ClaimsGeneric(b *testing.B) {
+	p := newGenericRA3Parser(b)
+	content := answer18()
+	b.SetBytes(int64(len(content)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if c := p.Parse(content, Required); len(c.Records) != 18 {
+			b.Fatal("parse failed")
+		}
+	}
+}
+
+// BenchmarkRecordsFromTyped: what filling Records costs ra3's typed reader on the
+// 18-claim answer (a part of BenchmarkParse18Claims).
+func BenchmarkRecordsFromTyped(b *testing.B) {
+	c := newRA3Parser(b).Parse(answer18(), Required)
+	b.ReportAllocs()
+	for b.Loop() {
+		if recordSink = c.recordsFromTyped(make([]Record, 0, 18)); len(recordSink) != 18 {
+			b.Fatal("records")
+		}
+	}
+}
+
+// recordSink keeps the benchmark's records on the heap, as Parse's are.
+var recordSink []Record

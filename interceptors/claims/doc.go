@@ -1,6 +1,16 @@
 // Package claims finds, reads and edits the machine-readable claims block of a
-// model's answer (seed 001's contract): unitClaims, eventClaims and timelineClaims
+// model's answer: the claim kinds a pack declares (knowledge.ClaimKind, pack.yaml's
+// claims.kinds) — for ra3 seed 001's unitClaims, eventClaims and timelineClaims —
 // with evidence levels and structured evidence "type|time|p1|p2...".
+//
+// Every pack's claims are read into Claims.Records (one Record per claim, its
+// declared fields by name; generic.go), with the tolerance described below. A
+// declaration of exactly the seed's three kinds (ra3's) is read by the typed reader
+// into UnitClaims, EventClaims and TimelineClaims, its fast path, and the Records
+// wrap those claims; record_diff_test.go shows the generic reader reads every ra3
+// answer alike. The schema below is ra3's; another kind's fields, types, caps,
+// required fields (claims.missing_field, or the kind's own code) and aliases are its
+// declaration's (docs/knowledge.md, "Claim kinds").
 //
 // It is a pure library. The validation interceptor (interceptors/validate) parses
 // every answer with a Parser and checks the claims against facts and knowledge; the
@@ -34,8 +44,8 @@
 //
 // The groups are tried from the last closing brace to the first (so an enclosing
 // group before the groups inside it). The block is the first that, after Normalize,
-// parses as a JSON object holding at least one of unitClaims, eventClaims or
-// timelineClaims as an array. If none does, the block is the last group that names
+// parses as a JSON object holding at least one of the declared arrays (unitClaims,
+// eventClaims or timelineClaims for ra3) as an array. If none does, the block is the last group that names
 // one of those fields but does not parse (reported as claims.json_invalid);
 // otherwise there is no block (claims.missing). So prose after the block such as
 // "以上推测 {例如兵种比例} 不作保证" never displaces it, and a wrapper object
@@ -98,6 +108,8 @@
 //	evidence.unstructured           Info                  unitClaims[4].evidence[0]   evidence (the raw item), reason (English)
 //	unit.missing_id                 Warning               unitClaims[i]               unit (raw unitId; "" when missing), claim
 //	unit.missing_claim              Warning               unitClaims[i]               unit (the UnitId, or the raw value)
+//	claims.missing_field            Warning               orderClaims[i]              kind, field, claim (a declared kind's
+//	                                                                                  required field, unless the kind maps it)
 //
 // The names match the RA3 pack's message templates (knowledge/packs/ra3/messages.yaml).
 //

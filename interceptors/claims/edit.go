@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/factgate/factgate/knowledge"
 	"github.com/factgate/factgate/knowledge/rawjson"
 )
 
@@ -167,21 +168,26 @@ func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
 		return content, nil
 	}
 	doc := c.JSON
-	var removals [timelineKind + 1][]int // claim indexes to remove, per kind
+	removals := map[string][]int{} // claim indexes to remove, per kind
+	var removalOrder []string
 	for _, e := range edits {
-		kind, idx, ok := parseClaimPath(e.Path)
-		if !ok {
-			return "", fmt.Errorf("claims: downgrade: path %q is not a claim path like unitClaims[2]", e.Path)
+		name, idx, ok := parseClaimPath(e.Path)
+		spec := c.kindSpec(name)
+		if !ok || spec == nil {
+			return "", fmt.Errorf("claims: downgrade: path %q is not a claim path like %s[2]", e.Path, c.firstKind())
 		}
-		if n := c.count(kind); idx >= n {
-			return "", fmt.Errorf("claims: downgrade %s: no such claim (%d kept in %s)", e.Path, n, claimFields[kind])
+		if n := c.count(name); idx >= n {
+			return "", fmt.Errorf("claims: downgrade %s: no such claim (%d kept in %s)", e.Path, n, name)
 		}
-		base := claimFields[kind] + "." + strconv.Itoa(idx)
+		base := name + "." + strconv.Itoa(idx)
 		if !gjson.Get(doc, base).IsObject() {
 			return "", fmt.Errorf("claims: downgrade %s: the claim is not a JSON object", e.Path)
 		}
 		if e.Remove {
-			removals[kind] = append(removals[kind], idx)
+			if _, seen := removals[name]; !seen {
+				removalOrder = append(removalOrder, name)
+			}
+			removals[name] = append(removals[name], idx)
 			continue
 		}
 		var err error
@@ -190,44 +196,55 @@ func Downgrade(content string, c *Claims, edits []Edit) (string, error) {
 			if !ok {
 				return "", fmt.Errorf("claims: downgrade %s: unknown evidence level %q", e.Path, e.Level)
 			}
-			if doc, err = sjson.SetRaw(doc, base+".evidenceLevel", quoteJSON(l.String())); err != nil {
-				return "", fmt.Errorf("claims: downgrade %s: setting evidenceLevel: %w", e.Path, err)
+			if spec.level < 0 {
+				return "", fmt.Errorf("claims: downgrade %s: %s declares no level field", e.Path, name)
+			}
+			field := spec.fields[spec.level].name
+			if doc, err = sjson.SetRaw(doc, base+"."+field, quoteJSON(l.String())); err != nil {
+				return "", fmt.Errorf("claims: downgrade %s: setting %s: %w", e.Path, field, err)
 			}
 		}
 		if len(e.AddAlternatives) > 0 {
-			if kind != unitKind {
-				return "", fmt.Errorf("claims: downgrade %s: only unit claims have alternatives", e.Path)
+			if !spec.declares(FieldAlternatives, knowledge.FieldStrings) {
+				return "", fmt.Errorf("claims: downgrade %s: %s", e.Path, spec.lacks(FieldAlternatives, "only unit claims have alternatives"))
 			}
-			if doc, err = addAlternatives(doc, base+".alternatives", e.AddAlternatives); err != nil {
+			if doc, err = addAlternatives(doc, base+"."+FieldAlternatives, e.AddAlternatives); err != nil {
 				return "", fmt.Errorf("claims: downgrade %s: adding alternatives: %w", e.Path, err)
 			}
 		}
 		if e.Player != "" {
-			if kind != unitKind {
-				return "", fmt.Errorf("claims: downgrade %s: only unit claims name a player", e.Path)
+			if !spec.declares(FieldPlayer, knowledge.FieldString) {
+				return "", fmt.Errorf("claims: downgrade %s: %s", e.Path, spec.lacks(FieldPlayer, "only unit claims name a player"))
 			}
-			if doc, err = sjson.SetRaw(doc, base+".player", quoteJSON(e.Player)); err != nil {
+			if doc, err = sjson.SetRaw(doc, base+"."+FieldPlayer, quoteJSON(e.Player)); err != nil {
 				return "", fmt.Errorf("claims: downgrade %s: setting player: %w", e.Path, err)
 			}
 		}
 		if len(e.RemoveEvidence) > 0 {
-			if doc, err = removeEvidence(doc, base+".evidence", e.RemoveEvidence); err != nil {
+			if spec.evidence < 0 {
+				return "", fmt.Errorf("claims: downgrade %s: %s declares no evidence field", e.Path, name)
+			}
+			if doc, err = removeEvidence(doc, base+"."+spec.fields[spec.evidence].name, e.RemoveEvidence); err != nil {
 				return "", fmt.Errorf("claims: downgrade %s: %w", e.Path, err)
 			}
 		}
 		if len(e.AddNeedsConfirmation) > 0 {
-			if doc, err = addAlternatives(doc, base+".needsConfirmation", e.AddNeedsConfirmation); err != nil {
+			if !spec.declares(FieldNeedsConfirmation, knowledge.FieldStrings) {
+				return "", fmt.Errorf("claims: downgrade %s: %s", e.Path, spec.lacks(FieldNeedsConfirmation, ""))
+			}
+			if doc, err = addAlternatives(doc, base+"."+FieldNeedsConfirmation, e.AddNeedsConfirmation); err != nil {
 				return "", fmt.Errorf("claims: downgrade %s: adding needsConfirmation: %w", e.Path, err)
 			}
 		}
 	}
-	for kind, idxs := range removals {
+	for _, name := range removalOrder {
+		idxs := removals[name]
 		slices.Sort(idxs)
 		idxs = slices.Compact(idxs)
 		for k := len(idxs) - 1; k >= 0; k-- {
 			var err error
-			if doc, err = sjson.Delete(doc, claimFields[kind]+"."+strconv.Itoa(idxs[k])); err != nil {
-				return "", fmt.Errorf("claims: downgrade %s[%d]: removing the claim: %w", claimFields[kind], idxs[k], err)
+			if doc, err = sjson.Delete(doc, name+"."+strconv.Itoa(idxs[k])); err != nil {
+				return "", fmt.Errorf("claims: downgrade %s[%d]: removing the claim: %w", name, idxs[k], err)
 			}
 		}
 	}
@@ -332,19 +349,32 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (c *Claims) count(kind claimKind) int {
-	switch kind {
-	case unitKind:
-		return len(c.UnitClaims)
-	case eventKind:
-		return len(c.EventClaims)
+// count returns the number of claims of a kind kept in c.
+func (c *Claims) count(kind string) int {
+	if len(c.Records) == 0 {
+		// Claims of ra3's typed reader built without records.
+		switch kind {
+		case UnitClaimsField:
+			return len(c.UnitClaims)
+		case EventClaimsField:
+			return len(c.EventClaims)
+		case TimelineClaimsField:
+			return len(c.TimelineClaims)
+		}
 	}
-	return len(c.TimelineClaims)
+	n := 0
+	for i := range c.Records {
+		if c.Records[i].Kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 // ClaimPath returns the claim an issue path belongs to: "unitClaims[0]" for
 // "unitClaims[0].evidence[1]" or "unitClaims[0]" itself, and "" for a path that is
-// not inside a claim ("", "unitClaims").
+// not inside a claim ("", "unitClaims"). A claim path is a kind's name (a JSON key
+// of letters, digits and _, as claims.kinds declares them) and an index.
 func ClaimPath(path string) string {
 	end := strings.IndexByte(path, ']')
 	if end < 0 {
@@ -360,22 +390,25 @@ func ClaimPath(path string) string {
 	return p
 }
 
-// parseClaimPath reads "field[index]".
-func parseClaimPath(path string) (claimKind, int, bool) {
+// parseClaimPath reads "kind[index]".
+func parseClaimPath(path string) (string, int, bool) {
 	open := strings.IndexByte(path, '[')
-	if open < 0 || !strings.HasSuffix(path, "]") {
-		return 0, 0, false
+	if open <= 0 || !strings.HasSuffix(path, "]") {
+		return "", 0, false
 	}
-	kind, ok := kindOf(path[:open])
-	if !ok {
-		return 0, 0, false
+	name := path[:open]
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+			return "", 0, false
+		}
 	}
 	digits := path[open+1 : len(path)-1]
 	if digits == "" || len(digits) > 9 || strings.Trim(digits, "0123456789") != "" {
-		return 0, 0, false
+		return "", 0, false
 	}
 	idx, _ := strconv.Atoi(digits)
-	return kind, idx, true
+	return name, idx, true
 }
 
 // quoteJSON renders s as a JSON string.

@@ -336,7 +336,11 @@ func TestClaimPath(t *testing.T) {
 		{"timelineClaims[12].evidence[0]", "timelineClaims[12]"},
 		{"unitClaims", ""},
 		{"", ""},
-		{"units[0]", ""},
+		// Any declared kind's claims have paths (claims.kinds names are JSON keys).
+		{"orderClaims[0].amount", "orderClaims[0]"},
+		{"order claims[0]", ""},
+		{"[0]", ""},
+		{"0x[1]", ""},
 		{"unitClaims[x]", ""},
 		{"unitClaims[1]x", ""},
 	}

@@ -262,13 +262,13 @@ func (p *Parser) fallback(s string) Location {
 	budget := 4*len(s) + fallbackSlack
 	for i := len(groups) - 1; i >= 0 && budget > 0; i-- {
 		g := s[groups[i].Start:groups[i].End]
-		if !mentionsClaims(g) || len(g) > MaxBlockBytes {
+		if !p.mentionsClaims(g) || len(g) > MaxBlockBytes {
 			continue
 		}
 		budget -= len(g)
 		norm, err := NormalizeString(g)
 		if err == nil && rawjson.ValidString(norm, MaxDepth) {
-			if holdsClaimArray(gjson.Parse(norm)) {
+			if p.holdsClaimArray(gjson.Parse(norm)) {
 				loc := Location{Found: true, Span: groups[i], Fence: groups[i], norm: norm, hasNorm: true}
 				adoptFence(s, &loc)
 				return loc
@@ -287,20 +287,37 @@ func (p *Parser) fallback(s string) Location {
 	return loc
 }
 
-// mentionsClaims reports whether text names one of the claim arrays.
-func mentionsClaims(text string) bool {
-	return strings.Contains(text, UnitClaimsField) ||
-		strings.Contains(text, EventClaimsField) ||
-		strings.Contains(text, TimelineClaimsField)
+// mentionsClaims reports whether text names one of the declared claim arrays.
+func (p *Parser) mentionsClaims(text string) bool {
+	if p.typed || len(p.kinds) == 0 {
+		return strings.Contains(text, UnitClaimsField) ||
+			strings.Contains(text, EventClaimsField) ||
+			strings.Contains(text, TimelineClaimsField)
+	}
+	for _, k := range p.kinds {
+		if strings.Contains(text, k.name) {
+			return true
+		}
+	}
+	return false
 }
 
-// holdsClaimArray reports an object with at least one claims field that is an array.
-func holdsClaimArray(root gjson.Result) bool {
+// holdsClaimArray reports an object with at least one declared claims field that
+// is an array.
+func (p *Parser) holdsClaimArray(root gjson.Result) bool {
 	if !root.IsObject() {
 		return false
 	}
-	for _, f := range claimFields {
-		if root.Get(f).IsArray() {
+	if p.typed || len(p.kinds) == 0 {
+		for _, f := range claimFields {
+			if root.Get(f).IsArray() {
+				return true
+			}
+		}
+		return false
+	}
+	for _, k := range p.kinds {
+		if root.Get(k.name).IsArray() {
 			return true
 		}
 	}

@@ -83,6 +83,12 @@ type Claims struct {
 	UnitClaims     []UnitClaim
 	EventClaims    []Claim
 	TimelineClaims []Claim
+	// Records are every claim of every declared kind, in the block's kind order
+	// (pack.yaml's), each kind's claims in array order: the claims read
+	// generically, for every pack (for ra3 they wrap the typed claims above).
+	Records []Record
+	// kinds are the declared kinds of the parser that read c (nil: the seed's).
+	kinds []*kindSpec
 	// Issues are the format and self-consistency issues: per array (unitClaims,
 	// eventClaims, timelineClaims) its claims' issues in order, then its truncation.
 	Issues []interceptors.Issue
@@ -154,6 +160,11 @@ type Parser struct {
 	types         []evidenceType          // the same, by name
 	evidenceNames string
 	paths         [3]claimPaths
+	// kinds are the declared claim kinds, in order; typed reports that they are
+	// the seed's three, which the typed reader reads (filling Records from its
+	// claims) instead of the generic one.
+	kinds []*kindSpec
+	typed bool
 }
 
 // Precomputed paths: claims below maxPathClaims and evidence below maxPathEvidence
@@ -217,6 +228,17 @@ func NewParser(c *knowledge.ClaimsContract, evidence map[string][]string) (*Pars
 			}
 		}
 	}
+	kinds := c.ClaimKinds()
+	for i := range kinds {
+		p.kinds = append(p.kinds, newKindSpec(&kinds[i]))
+	}
+	if p.typed = isSeedShape(kinds); p.typed && c != nil && len(c.Kinds) > 0 {
+		for _, k := range p.kinds {
+			if kind, ok := kindOf(k.name); ok {
+				p.caps[kind] = k.cap
+			}
+		}
+	}
 	names := make([]string, 0, len(evidence))
 	for typ, params := range evidence {
 		name := strings.ToLower(typ)
@@ -253,12 +275,40 @@ func NewParser(c *knowledge.ClaimsContract, evidence map[string][]string) (*Pars
 // Marker returns the marker that precedes the claims block ("" when none).
 func (p *Parser) Marker() string { return p.marker }
 
-// Cap returns the cap of a claims field (UnitClaimsField...), or 0 for another name.
+// Cap returns the cap of a declared claim kind (UnitClaimsField...), or 0 for
+// another name.
 func (p *Parser) Cap(field string) int {
-	if k, ok := kindOf(field); ok {
-		return p.caps[k]
+	if i := p.kindIndex(field); i >= 0 {
+		if k, ok := kindOf(field); ok && p.typed {
+			return p.caps[k]
+		}
+		return p.kinds[i].cap
 	}
 	return 0
+}
+
+// Required returns the required fields of a declared kind, in order (nil for
+// another name).
+func (p *Parser) Required(kind string) []string {
+	i := p.kindIndex(kind)
+	if i < 0 {
+		return nil
+	}
+	k := p.kinds[i]
+	out := make([]string, len(k.required))
+	for j, slot := range k.required {
+		out[j] = k.fields[slot].name
+	}
+	return out
+}
+
+// Kinds returns the names of the declared claim kinds, in order.
+func (p *Parser) Kinds() []string {
+	out := make([]string, len(p.kinds))
+	for i, k := range p.kinds {
+		out[i] = k.name
+	}
+	return out
 }
 
 // ParseLevel reads an evidence level in the English spellings ParseLevel accepts
@@ -342,6 +392,7 @@ func (p *Parser) ReadIn(l *Locations, content string, req Requirement, use func(
 // copied out and sc is left empty.
 func (p *Parser) parseInto(c *Claims, content string, loc Location, req Requirement, sc *readScratch, transient bool) {
 	c.Location = loc
+	c.kinds = p.kinds
 	if !c.Found {
 		sev := interceptors.Warning
 		if req == Required {
@@ -437,6 +488,9 @@ func (p *Parser) read(c *Claims, sc *readScratch, transient bool) bool {
 			"the claims block is a JSON "+typ+", not an object", "got", typ))
 		return true
 	}
+	if !p.typed {
+		return p.readGeneric(c, &st, root)
+	}
 	issues := c.Issues
 	st.evidence, st.units, st.claims = sc.evidence, sc.units, sc.claims
 	if transient {
@@ -461,6 +515,14 @@ func (p *Parser) read(c *Claims, sc *readScratch, transient bool) bool {
 		c.Valid = true
 		c.Issues = order.sortIssues(c.Issues)
 		st.settle(&order)
+		if n := len(c.UnitClaims) + len(c.EventClaims) + len(c.TimelineClaims); n > 0 {
+			if transient {
+				sc.records = c.recordsFromTyped(sc.records[:0])
+				c.Records = sc.records
+			} else {
+				c.Records = c.recordsFromTyped(make([]Record, 0, n))
+			}
+		}
 	} else {
 		c.Issues = issues
 	}
@@ -525,12 +587,13 @@ type parseState struct {
 	p         *Parser
 	c         *Claims
 	w         rawjson.Walker
-	transient bool        // the lists stay in the scratch buffers (see read)
-	evidence  []Evidence  // the claims' evidence items in walk order (see settle)
-	units     []UnitClaim // the unit claims (see claimArray)
-	claims    []Claim     // the event and timeline claims, one run per array
-	runs      [3]claimRun // where each array's claims are in units or claims
-	strs      []string    // arena for parameters, alternatives and confirmations (see strArena)
+	transient bool         // the lists stay in the scratch buffers (see read)
+	evidence  []Evidence   // the claims' evidence items in walk order (see settle)
+	units     []UnitClaim  // the unit claims (see claimArray)
+	claims    []Claim      // the event and timeline claims, one run per array
+	runs      [3]claimRun  // where each array's claims are in units or claims
+	strs      []string     // arena for parameters, alternatives and confirmations (see strArena)
+	generic   genericClaim // the generic reader's values of the claim it reads
 }
 
 // claimRun is where one array's claims are in parseState.units or .claims.
@@ -784,6 +847,7 @@ type readScratch struct {
 	units    []UnitClaim
 	claims   []Claim
 	strs     []string // a transient read's arena (see strArena)
+	records  []Record // a transient read's records
 	parsed   Claims   // a transient read's result
 }
 
@@ -805,13 +869,14 @@ func (sc *readScratch) empty() {
 	clear(sc.units)
 	clear(sc.claims)
 	clear(sc.strs[:cap(sc.strs)])
-	sc.evidence, sc.units, sc.claims, sc.strs = sc.evidence[:0], sc.units[:0], sc.claims[:0], sc.strs[:0]
+	clear(sc.records)
+	sc.evidence, sc.units, sc.claims, sc.strs, sc.records = sc.evidence[:0], sc.units[:0], sc.claims[:0], sc.strs[:0], sc.records[:0]
 }
 
 // release empties sc and returns it to the pool, unless its buffers grew past
 // the bounds.
 func (sc *readScratch) release() {
-	if cap(sc.evidence) > maxScratchEvidence || cap(sc.units) > maxScratchClaims || cap(sc.claims) > maxScratchClaims || cap(sc.strs) > maxScratchStrings {
+	if cap(sc.evidence) > maxScratchEvidence || cap(sc.units) > maxScratchClaims || cap(sc.claims) > maxScratchClaims || cap(sc.records) > maxScratchClaims || cap(sc.strs) > maxScratchStrings {
 		return
 	}
 	sc.empty()

@@ -38,17 +38,27 @@ var diffSeeds = []string{
 func checkParseAsRef(t *testing.T, p *Parser, content string) {
 	t.Helper()
 	for _, req := range []Requirement{Optional, Required} {
-		got, want := p.Parse(content, req), p.refParse(content, req)
+		got, want := withoutRecords(p.Parse(content, req)), p.refParse(content, req)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("Parse(%q) = %+v\nthe gjson walk gives %+v", content, got, want)
 		}
 		// ReadIn reads into reused buffers what Parse copies out.
 		p.ReadIn(nil, content, req, func(read *Claims) {
-			if !reflect.DeepEqual(read, want) {
+			if read := withoutRecords(read); !reflect.DeepEqual(read, want) {
 				t.Fatalf("ReadIn(%q) = %+v\nthe gjson walk gives %+v", content, read, want)
 			}
 		})
 	}
+}
+
+// withoutRecords is a copy of c without its Records, which the gjson walk
+// (written before them) does not fill (nor the kinds it read them with):
+// record_diff_test.go checks them.
+func withoutRecords(c *Claims) *Claims {
+	d := *c
+	d.Records = nil
+	d.kinds = nil
+	return &d
 }
 
 func TestParseAsGjsonWalk(t *testing.T) {

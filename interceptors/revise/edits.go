@@ -8,13 +8,15 @@ import (
 
 	"github.com/factgate/factgate/interceptors"
 	"github.com/factgate/factgate/interceptors/claims"
+	"github.com/factgate/factgate/knowledge"
 )
 
 // claimIdentity names a claim independently of its position: unitId and claim for
-// a unit claim, the claim text for an event or timeline claim.
+// a unit claim, the claim text for an event or timeline claim, and for a claim of
+// another declared kind the text of its required fields (else of its claim field).
 type claimIdentity struct {
-	field string // unitClaims, eventClaims, timelineClaims
-	unit  string // the UnitId ("" for event and timeline claims)
+	field string // the kind: unitClaims, eventClaims, timelineClaims, orderClaims...
+	unit  string // the UnitId ("" for other claims)
 	claim string
 }
 
@@ -33,6 +35,27 @@ func unitIdentity(u *claims.UnitClaim) claimIdentity {
 	return claimIdentity{field: claims.UnitClaimsField, unit: id, claim: u.Claim}
 }
 
+// recordIdentity is the identity of any declared kind's claim (unitIdentity for
+// a unit claim).
+func recordIdentity(rec *claims.Record, required []string) claimIdentity {
+	claim, _ := rec.Field("claim")
+	text, _ := claim.(string)
+	switch rec.Kind {
+	case claims.UnitClaimsField:
+		return claimIdentity{field: rec.Kind, unit: strings.TrimSpace(rec.FieldText("unitId")), claim: text}
+	case claims.EventClaimsField, claims.TimelineClaimsField:
+		return claimIdentity{field: rec.Kind, claim: text}
+	}
+	if len(required) > 0 {
+		parts := make([]string, len(required))
+		for i, f := range required {
+			parts[i] = strings.TrimSpace(rec.FieldText(f))
+		}
+		text = strings.Join(parts, " | ")
+	}
+	return claimIdentity{field: rec.Kind, claim: text}
+}
+
 // allIdentities returns the identities of every claim of content's usable block.
 func (r *Revise) allIdentities(content string) ([]claimIdentity, []string, bool) {
 	if r.parser == nil {
@@ -44,18 +67,10 @@ func (r *Revise) allIdentities(content string) ([]claimIdentity, []string, bool)
 	}
 	var ids []claimIdentity
 	var paths []string
-	for i := range c.UnitClaims {
-		ids = append(ids, unitIdentity(&c.UnitClaims[i]))
-		paths = append(paths, c.UnitClaims[i].Path)
-	}
-	for _, list := range [...]struct {
-		field string
-		cs    []claims.Claim
-	}{{claims.EventClaimsField, c.EventClaims}, {claims.TimelineClaimsField, c.TimelineClaims}} {
-		for i := range list.cs {
-			ids = append(ids, claimIdentity{field: list.field, claim: list.cs[i].Claim})
-			paths = append(paths, list.cs[i].Path)
-		}
+	for i := range c.Records {
+		rec := &c.Records[i]
+		ids = append(ids, recordIdentity(rec, r.parser.Required(rec.Kind)))
+		paths = append(paths, rec.Path)
 	}
 	return ids, paths, true
 }
@@ -237,12 +252,18 @@ func (r *Revise) confirmText(is interceptors.Issue) (string, bool) {
 	return msg, false
 }
 
-// claimState is what a downgrade needs to know of one claim.
+// claimState is what a downgrade needs to know of one claim: its level and the
+// fields its kind declares that the downgrade edits (a unit claim of ra3 has them
+// all; its event and timeline claims only a level and needsConfirmation).
 type claimState struct {
 	level        claims.Level
 	known        bool
 	raw          string
-	unit         bool
+	hasLevel     bool // the kind has a level field
+	hasAlts      bool // ... alternatives
+	hasPlayer    bool // ... player
+	hasConfirm   bool // ... needsConfirmation
+	hedge        bool // the contract's rule: a hedged claim names alternatives or what would confirm it
 	player       string
 	alternatives []string
 	confirm      []string // needsConfirmation
@@ -307,18 +328,26 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 			items[evidence[j].Path] = item{j, evidence[j].Raw}
 		}
 	}
-	for i := range c.UnitClaims {
-		u := &c.UnitClaims[i]
-		order = append(order, u.Path)
-		states[u.Path] = claimState{level: u.Level, known: u.LevelKnown, raw: u.LevelRaw, unit: true, player: u.Player, alternatives: u.Alternatives, confirm: u.NeedsConfirmation}
-		addItems(u.Evidence)
-	}
-	for _, list := range [...][]claims.Claim{c.EventClaims, c.TimelineClaims} {
-		for i := range list {
-			order = append(order, list[i].Path)
-			states[list[i].Path] = claimState{level: list[i].Level, known: list[i].LevelKnown, raw: list[i].LevelRaw, confirm: list[i].NeedsConfirmation}
-			addItems(list[i].Evidence)
+	for i := range c.Records {
+		rec := &c.Records[i]
+		order = append(order, rec.Path)
+		st := claimState{level: rec.Level, known: rec.LevelKnown, raw: rec.LevelRaw,
+			hasLevel:   rec.HasLevel(),
+			hasAlts:    rec.Declares(claims.FieldAlternatives) == knowledge.FieldStrings,
+			hasPlayer:  rec.Declares(claims.FieldPlayer) == knowledge.FieldString,
+			hasConfirm: rec.Declares(claims.FieldNeedsConfirmation) == knowledge.FieldStrings}
+		st.hedge = st.hasAlts && st.hasConfirm
+		if v, ok := rec.Field(claims.FieldPlayer); ok {
+			st.player, _ = v.(string)
 		}
+		if v, ok := rec.Field(claims.FieldAlternatives); ok {
+			st.alternatives, _ = v.([]string)
+		}
+		if v, ok := rec.Field(claims.FieldNeedsConfirmation); ok {
+			st.confirm, _ = v.([]string)
+		}
+		states[rec.Path] = st
+		addItems(rec.Evidence)
 	}
 	plans := map[string]*claimPlan{}
 	var notes []string
@@ -352,7 +381,7 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 		for _, a := range is.Recommendation.Alternatives {
 			plan.alts = appendNew(plan.alts, a)
 		}
-		if pl := strings.TrimSpace(is.Recommendation.Player); pl != "" && st.unit {
+		if pl := strings.TrimSpace(is.Recommendation.Player); pl != "" && st.hasPlayer {
 			plan.player = pl
 		}
 		if p != is.Path {
@@ -383,7 +412,7 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 		// A claim whose player this edit corrects is removed only when its issue
 		// survives the correction (asset.unknown is judged in the claimed player's
 		// faction): the next round's re-validation decides.
-		fixesPlayer := st.unit && plan.player != "" && plan.player != st.player
+		fixesPlayer := st.hasPlayer && plan.player != "" && plan.player != st.player
 		if plan.drop && !fixesPlayer {
 			// Removed: the other edits of the claim would be moot.
 			edits = append(edits, claims.Edit{Path: p, Remove: true})
@@ -392,29 +421,31 @@ func (r *Revise) downgrade(content string, issues []interceptors.Issue, threshol
 		}
 		e := claims.Edit{Path: p}
 		to := st.level
-		if belief(plan.level) < belief(st.level) || (!st.known && plan.level != claims.Confirmed) {
+		if st.hasLevel && (belief(plan.level) < belief(st.level) || (!st.known && plan.level != claims.Confirmed)) {
 			to = min2(plan.level, st.level)
 			e.Level = to.String()
 		}
-		if st.unit {
+		if st.hasAlts {
 			for _, a := range plan.alts {
 				if !containsTrimmed(st.alternatives, a) {
 					e.AddAlternatives = append(e.AddAlternatives, a)
 				}
 			}
-			if plan.player != "" && plan.player != st.player {
-				e.Player = plan.player
-			}
+		}
+		if st.hasPlayer && plan.player != "" && plan.player != st.player {
+			e.Player = plan.player
 		}
 		e.RemoveEvidence = plan.remove
-		for _, t := range plan.confirm {
-			if !containsTrimmed(st.confirm, t) {
-				e.AddNeedsConfirmation = append(e.AddNeedsConfirmation, t)
+		if st.hasConfirm {
+			for _, t := range plan.confirm {
+				if !containsTrimmed(st.confirm, t) {
+					e.AddNeedsConfirmation = append(e.AddNeedsConfirmation, t)
+				}
 			}
 		}
-		// The contract: a possible or uncertain unit claim names alternatives or
-		// what would confirm it.
-		if st.unit && to.Hedged() && len(st.alternatives)+len(e.AddAlternatives) == 0 && len(st.confirm)+len(e.AddNeedsConfirmation) == 0 {
+		// The contract: a possible or uncertain unit claim (a claim of a kind
+		// with both lists) names alternatives or what would confirm it.
+		if st.hedge && to.Hedged() && len(st.alternatives)+len(e.AddAlternatives) == 0 && len(st.confirm)+len(e.AddNeedsConfirmation) == 0 {
 			e.AddNeedsConfirmation = plan.fallback
 		}
 		if e.Level == "" && len(e.AddAlternatives) == 0 && e.Player == "" && len(e.RemoveEvidence) == 0 && len(e.AddNeedsConfirmation) == 0 {
@@ -507,16 +538,9 @@ func (r *Revise) evidenceTexts(content string) map[string]string {
 		return out
 	}
 	c := r.parser.Parse(content, claims.Optional)
-	for i := range c.UnitClaims {
-		for _, e := range c.UnitClaims[i].Evidence {
+	for i := range c.Records {
+		for _, e := range c.Records[i].Evidence {
 			out[e.Path] = e.Raw
-		}
-	}
-	for _, list := range [...][]claims.Claim{c.EventClaims, c.TimelineClaims} {
-		for i := range list {
-			for _, e := range list[i].Evidence {
-				out[e.Path] = e.Raw
-			}
 		}
 	}
 	return out

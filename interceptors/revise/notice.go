@@ -360,19 +360,22 @@ func (r *Revise) describeClaims(content string) map[string]knowledge.NoticeClaim
 	if !c.Usable() {
 		return out
 	}
-	for i := range c.UnitClaims {
-		u := &c.UnitClaims[i]
-		out[u.Path] = knowledge.NoticeClaim{Path: u.Path, Kind: "unit", Unit: unitIdentity(u).unit, Player: u.Player, Claim: u.Claim,
-			Level: u.Level.String(), Alternatives: u.Alternatives}
-	}
-	for _, list := range [...]struct {
-		kind string
-		cs   []claims.Claim
-	}{{"event", c.EventClaims}, {"timeline", c.TimelineClaims}} {
-		for i := range list.cs {
-			cl := &list.cs[i]
-			out[cl.Path] = knowledge.NoticeClaim{Path: cl.Path, Kind: list.kind, Claim: cl.Claim, Level: cl.Level.String()}
+	for i := range c.Records {
+		rec := &c.Records[i]
+		nc := knowledge.NoticeClaim{Path: rec.Path, Kind: noticeKind(rec.Kind), Level: rec.Level.String()}
+		if v, ok := rec.Field("claim"); ok {
+			nc.Claim, _ = v.(string)
 		}
+		if rec.Kind == claims.UnitClaimsField {
+			nc.Unit = strings.TrimSpace(rec.FieldText("unitId"))
+		}
+		if v, ok := rec.Field(claims.FieldPlayer); ok {
+			nc.Player, _ = v.(string)
+		}
+		if v, ok := rec.Field(claims.FieldAlternatives); ok {
+			nc.Alternatives, _ = v.([]string)
+		}
+		out[rec.Path] = nc
 	}
 	return out
 }
@@ -489,4 +492,18 @@ func percentEncode(s string) string {
 		b.WriteByte(hex[c&15])
 	}
 	return b.String()
+}
+
+// noticeKind is how a notice names a claim's kind: "unit", "event" and
+// "timeline" for ra3's, another kind's name as declared.
+func noticeKind(kind string) string {
+	switch kind {
+	case claims.UnitClaimsField:
+		return "unit"
+	case claims.EventClaimsField:
+		return "event"
+	case claims.TimelineClaimsField:
+		return "timeline"
+	}
+	return kind
 }

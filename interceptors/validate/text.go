@@ -52,6 +52,10 @@ var englishText = func() map[string][2]*template.Template {
 			"The rule {{.Args.rule}} could not check this claim ({{.Args.error}}).",
 			"Nothing to change because of it; the pack's rule needs fixing.",
 		},
+		"claims.missing_field": {
+			"A claim in {{.Args.kind}}{{with .Args.claim}} ({{.}}){{end}} has no usable {{.Args.field}}.",
+			"Give {{.Args.field}} as the claims contract describes it, or drop the claim.",
+		},
 		CodeNoEvidence: {
 			`The claim "{{.Args.claim}}" is {{.Args.level}} but gives no evidence.`,
 			"Add structured evidence from the log; without evidence, lower the level to possible or uncertain.",
