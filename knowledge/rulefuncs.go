@@ -57,7 +57,7 @@ var RuleFuncs = []RuleFunc{
 	{"first_seen", "first_seen_int", []*cel.Type{tInt}, tDyn, "the time of the unit's first operation (a duration), or null"},
 	{"first_production", "first_production_string_string", []*cel.Type{tStr, tStr}, tDyn, "the time the player first produced the asset (an operation of a producer kind), or null"},
 	{"is_player", "is_player_string", []*cel.Type{tStr}, tBool, "the name is a player of the request (its players list or an operation line)"},
-	{"has_role", "has_role_string_string", []*cel.Type{tStr, tStr}, tBool, "operations of that kind (an evidence type) have that role"},
+	{"has_role", "has_role_dyn_string", []*cel.Type{tDyn, tStr}, tBool, "operations of the kind of an evidence item (or of an evidence type) have that role"},
 	{"cites", "cites_dyn", []*cel.Type{tDyn}, tBool, "the evidence item matches an operation of the facts (its type, time within the tolerance, its parameters)"},
 	{"nearest", "nearest_dyn", []*cel.Type{tDyn}, tDyn, "the text of the operation the facts have closest to an evidence item that matches none, or null"},
 	{"item_field", "item_field_dyn_string", []*cel.Type{tDyn, tStr}, tStr, "the evidence item's parameter the pack compares with that operation field (unit, asset, power...), or \"\""},

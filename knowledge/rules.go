@@ -193,7 +193,7 @@ func (l *packLoader) rules() {
 }
 
 // declaredKinds returns the claim kinds the pack declares beyond the ra3 lists
-// (its claims.caps keys; the claim kinds of pack.yaml when declared).
+// (claims.kinds, and the keys of the older claims.caps).
 func (l *packLoader) declaredKinds() []string {
 	var out []string
 	if c := l.p.Claims; c != nil {
@@ -202,9 +202,9 @@ func (l *packLoader) declaredKinds() []string {
 				out = append(out, k)
 			}
 		}
-		for _, k := range c.Kinds.Names() {
-			if !slices.Contains(claimLists, k) && !slices.Contains(out, k) {
-				out = append(out, k)
+		for _, k := range c.Kinds {
+			if !slices.Contains(claimLists, k.Name) && !slices.Contains(out, k.Name) {
+				out = append(out, k.Name)
 			}
 		}
 	}

@@ -196,3 +196,18 @@ func BenchmarkParse18ClaimsGeneric(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRecordsFromTyped: what filling Records costs ra3's typed reader on the
+// 18-claim answer (a part of BenchmarkParse18Claims).
+func BenchmarkRecordsFromTyped(b *testing.B) {
+	c := newRA3Parser(b).Parse(answer18(), Required)
+	b.ReportAllocs()
+	for b.Loop() {
+		if recordSink = c.recordsFromTyped(make([]Record, 0, 18)); len(recordSink) != 18 {
+			b.Fatal("records")
+		}
+	}
+}
+
+// recordSink keeps the benchmark's records on the heap, as Parse's are.
+var recordSink []Record

@@ -45,11 +45,6 @@ const (
 	CodeSessionUnconfirmed = "facts.session_unconfirmed"
 )
 
-// The knowledge tag that marks an asset able to build structures. Identity rules
-// ask the knowledge set for it (and for knowledge.SpecialPowerTag(power)); no asset
-// name appears in code.
-const builderTag = "builder"
-
 // Input is what one answer is checked against. The zero Input has no facts and no
 // knowledge: only the format and self-consistency rules apply.
 type Input struct {

@@ -48,8 +48,10 @@ type engine struct {
 type engineRule struct {
 	*knowledge.Rule
 	severity interceptors.Severity
-	has      []claimField
+	has      []claimField // fields of other claim shapes (fieldOther)
 	lacks    []claimField
+	hasMask  uint16 // the typed fields it needs present (bit 1<<field)
+	lackMask uint16 // and absent
 	levels   levelSet
 	facts    bool // requires facts
 	know     bool // requires knowledge
@@ -102,10 +104,18 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 			er.levels |= 1 << l
 		}
 		for _, f := range r.Has {
-			er.has = append(er.has, fieldOf(f))
+			if cf := fieldOf(f); cf.id != fieldOther {
+				er.hasMask |= 1 << cf.id
+			} else {
+				er.has = append(er.has, cf)
+			}
 		}
 		for _, f := range r.Lacks {
-			er.lacks = append(er.lacks, fieldOf(f))
+			if cf := fieldOf(f); cf.id != fieldOther {
+				er.lackMask |= 1 << cf.id
+			} else {
+				er.lacks = append(er.lacks, cf)
+			}
 		}
 		er.facts = slices.Contains(r.Requires, "facts")
 		er.know = slices.Contains(r.Requires, "knowledge")
@@ -177,7 +187,7 @@ type instance struct {
 }
 
 func (e *engine) newInstance() (*instance, error) {
-	st := &evalState{letVals: make([]val, e.lets), letGen: make([]uint32, e.lets)}
+	st := &evalState{letVals: make([]val, e.lets), letGen: make([]uint32, e.lets), strs: make([][]string, 0, 256)}
 	st.act.st = st
 	in := &instance{e: e, st: st, nodes: make([]node, len(e.exprs)), frames: make([]frame, len(e.exprs)), progs: make([]cel.Program, len(e.exprs))}
 	st.in = in
@@ -312,6 +322,9 @@ func (in *instance) applies(rule *engineRule, cv *claimVal, it *itemVal) bool {
 	if rule.levels != 0 && rule.levels&(1<<cv.level()) == 0 {
 		return false
 	}
+	if cv.present&rule.hasMask != rule.hasMask || cv.present&rule.lackMask != 0 {
+		return false
+	}
 	for _, f := range rule.has {
 		if !cv.has(f) {
 			return false
@@ -418,6 +431,11 @@ func (in *instance) value(id int) val {
 	if n := in.nodes[id]; n != nil {
 		return n(&in.frames[id])
 	}
+	return in.program(id)
+}
+
+// program evaluates expression id as a cel-go program.
+func (in *instance) program(id int) val {
 	v, _, err := in.progs[id].Eval(&in.st.act)
 	if err != nil {
 		return val{k: vErr, o: err}
@@ -481,16 +499,17 @@ func valStrings(v val) ([]string, error) {
 	case vErr:
 		return nil, v.err()
 	case vStrs:
-		if len(v.ss) == 0 {
+		if len(v.strs()) == 0 {
 			return nil, nil
 		}
-		return slices.Clone(v.ss), nil
+		return slices.Clone(v.strs()), nil
 	case vList:
-		if len(v.l) == 0 {
+		l := v.list()
+		if len(l) == 0 {
 			return nil, nil
 		}
-		out := make([]string, len(v.l))
-		for i, x := range v.l {
+		out := make([]string, len(l))
+		for i, x := range l {
 			if x.k != vStr {
 				return nil, fmt.Errorf("want a list of strings, got a %s in it", x.kindName())
 			}
@@ -509,11 +528,12 @@ func valInts(v val) ([]int64, error) {
 	case vErr:
 		return nil, v.err()
 	case vList:
-		if len(v.l) == 0 {
+		l := v.list()
+		if len(l) == 0 {
 			return nil, nil
 		}
-		out := make([]int64, len(v.l))
-		for i, x := range v.l {
+		out := make([]int64, len(l))
+		for i, x := range l {
 			if x.k != vInt {
 				return nil, fmt.Errorf("want a list of ints, got a %s in it", x.kindName())
 			}

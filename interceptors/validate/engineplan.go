@@ -34,21 +34,43 @@ const (
 	vInt
 	vStr
 	vDur
-	vList // l
-	vStrs // ss: a list of strings, as the facts and the knowledge give them
+	vList // o: *[]val
+	vStrs // o: *[]string, a list of strings as the claims, the facts and the knowledge give them
 	vObj  // o: *claimVal, *itemVal, *factsVal, entryVal
 	vErr  // o: error
 )
 
-// val is a rule value, passed by value: scalars never allocate.
+// val is a rule value, passed by value (48 bytes): scalars never allocate, and
+// lists point at memory that already exists (the claim's, the facts', scratch).
 type val struct {
-	k  vkind
-	b  bool
-	i  int64 // an int, or a duration in nanoseconds
-	s  string
-	l  []val
-	ss []string
-	o  any
+	k vkind
+	b bool
+	i int64 // an int, or a duration in nanoseconds
+	s string
+	o any
+}
+
+var noStrings = new([]string)
+
+func listV(p *[]val) val { return val{k: vList, o: p} }
+
+// newList returns a list value over fresh memory.
+func newList(l []val) val { return val{k: vList, o: &l} }
+
+// list returns a vList's elements.
+func (v val) list() []val {
+	if p, ok := v.o.(*[]val); ok {
+		return *p
+	}
+	return nil
+}
+
+// strs returns a vStrs's elements.
+func (v val) strs() []string {
+	if p, ok := v.o.(*[]string); ok {
+		return *p
+	}
+	return nil
 }
 
 var (
@@ -61,7 +83,7 @@ func boolV(b bool) val                 { return val{k: vBool, b: b} }
 func intV(i int64) val                 { return val{k: vInt, i: i} }
 func strV(s string) val                { return val{k: vStr, s: s} }
 func durV(d time.Duration) val         { return val{k: vDur, i: int64(d)} }
-func strsV(ss []string) val            { return val{k: vStrs, ss: ss} }
+func strsV(p *[]string) val            { return val{k: vStrs, o: p} }
 func errV(format string, a ...any) val { return val{k: vErr, o: fmt.Errorf(format, a...)} }
 
 func (v val) err() error {
@@ -75,9 +97,9 @@ func (v val) err() error {
 func (v val) size() int {
 	switch v.k {
 	case vList:
-		return len(v.l)
+		return len(v.list())
 	case vStrs:
-		return len(v.ss)
+		return len(v.strs())
 	}
 	return -1
 }
@@ -85,9 +107,9 @@ func (v val) size() int {
 // at returns a list's element i.
 func (v val) at(i int) val {
 	if v.k == vStrs {
-		return strV(v.ss[i])
+		return strV(v.strs()[i])
 	}
-	return v.l[i]
+	return v.list()[i]
 }
 
 func (v val) kindName() string {
@@ -156,7 +178,7 @@ func toVal(r ref.Val) val {
 		for i := range n {
 			out[i] = toVal(l.Get(types.Int(i)))
 		}
-		return val{k: vList, l: out}
+		return newList(out)
 	}
 	return errV("unsupported value of type %s", r.Type().TypeName())
 }
@@ -175,10 +197,11 @@ func toRef(v val) ref.Val {
 	case vDur:
 		return types.Duration{Duration: time.Duration(v.i)}
 	case vStrs:
-		return types.NewStringList(types.DefaultTypeAdapter, v.ss)
+		return types.NewStringList(types.DefaultTypeAdapter, v.strs())
 	case vList:
-		out := make([]ref.Val, len(v.l))
-		for i, x := range v.l {
+		l := v.list()
+		out := make([]ref.Val, len(l))
+		for i, x := range l {
 			out[i] = toRef(x)
 		}
 		return types.NewRefValList(types.DefaultTypeAdapter, out)
@@ -274,7 +297,7 @@ func (p *planner) expr(e celast.Expr) node {
 				}
 				out[i] = v
 			}
-			return val{k: vList, l: out}
+			return newList(out)
 		}
 	case celast.CallKind:
 		return p.call(e.AsCall())
@@ -282,6 +305,19 @@ func (p *planner) expr(e celast.Expr) node {
 		return p.comprehension(e.AsComprehension())
 	}
 	return p.unplanned()
+}
+
+// shadowed reports a name a comprehension variable or a let hides.
+func (p *planner) shadowed(name string) bool {
+	if _, ok := p.vars[name]; ok {
+		return true
+	}
+	for _, l := range p.lets {
+		if l.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *planner) ident(name string) node {
@@ -308,17 +344,62 @@ func (p *planner) ident(name string) node {
 	}
 	for _, l := range p.lets {
 		if l.name == name {
-			return func(f *frame) val { return f.st.letVal(l) }
+			slot := l.slot
+			return func(f *frame) val {
+				st := f.st
+				if st.letGen[slot] == st.gen {
+					return st.letVals[slot]
+				}
+				return st.letVal(l)
+			}
 		}
 	}
 	return p.unplanned()
 }
 
 func (p *planner) sel(s celast.SelectExpr) node {
-	op := p.expr(s.Operand())
 	name := s.FieldName()
 	cf := fieldOf(name)
 	nameV := types.String(name)
+	// claim.x and item.x read the field directly.
+	if o := s.Operand(); o.Kind() == celast.IdentKind && !p.shadowed(o.AsIdent()) {
+		switch o.AsIdent() {
+		case knowledge.RuleVarClaim:
+			if s.IsTestOnly() {
+				return func(f *frame) val { return boolV(f.st.claim.has(cf)) }
+			}
+			return func(f *frame) val { return f.st.claim.fieldVal(cf) }
+		case knowledge.RuleVarFacts:
+			if !s.IsTestOnly() {
+				switch name {
+				case "present":
+					return func(f *frame) val { return boolV(f.st.facts.present) }
+				case "end":
+					return func(f *frame) val { return durV(f.st.facts.end) }
+				case "tolerance":
+					return func(f *frame) val { return durV(f.st.facts.tol) }
+				}
+			}
+		case knowledge.RuleVarItem:
+			fi := itemFieldOf(name)
+			if s.IsTestOnly() {
+				return func(f *frame) val {
+					if f.st.item == nil {
+						return errV("item is null outside evidence rules")
+					}
+					return boolV(f.st.item.IsSet(nameV) == types.True)
+				}
+			}
+			return func(f *frame) val {
+				if f.st.item == nil {
+					return errV("item is null outside evidence rules")
+				}
+				return f.st.item.fieldVal(fi)
+			}
+		}
+	}
+	op := p.expr(s.Operand())
+	fi := itemFieldOf(name)
 	if s.IsTestOnly() {
 		return func(f *frame) val {
 			v := op(f)
@@ -344,7 +425,7 @@ func (p *planner) sel(s celast.SelectExpr) node {
 		case *claimVal:
 			return o.fieldVal(cf)
 		case *itemVal:
-			return o.fieldVal(name)
+			return o.fieldVal(fi)
 		case *factsVal:
 			switch name {
 			case "present":
@@ -410,7 +491,8 @@ func (p *planner) comprehension(c celast.ComprehensionExpr) node {
 			return errV("cannot iterate over a %s", r.kindName())
 		}
 		if scratch >= 0 {
-			f.vars[av] = val{k: vList, l: f.scratch[scratch][:0]}
+			f.scratch[scratch] = f.scratch[scratch][:0]
+			f.vars[av] = listV(&f.scratch[scratch])
 		} else {
 			f.vars[av] = init(f)
 		}
@@ -421,12 +503,17 @@ func (p *planner) comprehension(c celast.ComprehensionExpr) node {
 			}
 			f.vars[av] = step(f)
 		}
-		out := result(f)
-		if scratch >= 0 && out.k == vList {
-			f.scratch[scratch] = out.l[:0]
-		}
-		return out
+		return result(f)
 	}
+}
+
+// literal returns the value of a literal expression.
+func literal(e celast.Expr) (val, bool) {
+	if e.Kind() != celast.LiteralKind {
+		return val{}, false
+	}
+	v := toVal(e.AsLiteral())
+	return v, v.k != vErr
 }
 
 func (p *planner) call(c celast.CallExpr) node {
@@ -439,6 +526,74 @@ func (p *planner) call(c celast.CallExpr) node {
 		n[i] = p.expr(a)
 	}
 	fn := c.FunctionName()
+	// Comparisons with a literal, the most frequent conditions, compare in
+	// place: x == null, x != "", size(l) > 0...
+	if len(args) == 2 && (fn == "_==_" || fn == "_!=_") {
+		lit, ok := literal(args[1])
+		other := n[0]
+		if !ok {
+			lit, ok = literal(args[0])
+			other = n[1]
+		}
+		if ok {
+			ne := fn == "_!=_"
+			switch lit.k {
+			case vNull:
+				return func(f *frame) val {
+					x := other(f)
+					if x.k == vErr {
+						return x
+					}
+					return boolV((x.k == vNull) != ne)
+				}
+			case vStr:
+				return func(f *frame) val {
+					x := other(f)
+					if x.k == vErr {
+						return x
+					}
+					return boolV((x.k == vStr && x.s == lit.s) != ne)
+				}
+			case vInt, vBool:
+				return func(f *frame) val {
+					x := other(f)
+					if x.k == vErr {
+						return x
+					}
+					return boolV(equal(x, lit) != ne)
+				}
+			}
+		}
+	}
+	if len(args) == 2 && (fn == "_<_" || fn == "_<=_" || fn == "_>_" || fn == "_>=_") {
+		if lit, ok := literal(args[1]); ok && lit.k == vInt && args[0].Kind() == celast.CallKind &&
+			args[0].AsCall().FunctionName() == "size" && len(args[0].AsCall().Args()) == 1 && !args[0].AsCall().IsMemberFunction() {
+			inner := p.expr(args[0].AsCall().Args()[0])
+			k := lit.i
+			return func(f *frame) val {
+				x := inner(f)
+				sz := int64(x.size())
+				if sz < 0 {
+					if x.k == vErr {
+						return x
+					}
+					if x.k != vStr {
+						return errV("no such overload: size(%s)", x.kindName())
+					}
+					sz = int64(utf8.RuneCountInString(x.s))
+				}
+				switch fn {
+				case "_<_":
+					return boolV(sz < k)
+				case "_<=_":
+					return boolV(sz <= k)
+				case "_>_":
+					return boolV(sz > k)
+				}
+				return boolV(sz >= k)
+			}
+		}
+	}
 	switch fn {
 	case "_&&_", "_||_":
 		and := fn == "_&&_"
@@ -509,14 +664,15 @@ func (p *planner) call(c celast.CallExpr) node {
 			elem := p.expr(args[1].AsList().Elements()[0])
 			return func(f *frame) val {
 				acc := f.vars[av]
-				if acc.k != vList {
-					return add(acc, val{k: vList, l: []val{elem(f)}})
-				}
 				x := elem(f)
 				if x.k == vErr {
 					return x
 				}
-				acc.l = append(acc.l, x)
+				p, ok := acc.o.(*[]val)
+				if acc.k != vList || !ok {
+					return add(acc, newList([]val{x}))
+				}
+				*p = append(*p, x)
 				return acc
 			}
 		}
@@ -531,7 +687,7 @@ func (p *planner) call(c celast.CallExpr) node {
 	case "@in":
 		return binary(n[0], n[1], func(x, l val) val {
 			if l.k == vStrs && x.k == vStr {
-				for _, s := range l.ss {
+				for _, s := range l.strs() {
 					if s == x.s {
 						return trueV
 					}
@@ -600,6 +756,15 @@ func (p *planner) call(c celast.CallExpr) node {
 		}
 	case 2:
 		a, b := n[0], n[1]
+		if y, ok := literal(args[1]); ok {
+			return func(f *frame) val {
+				x := a(f)
+				if x.k == vErr {
+					return x
+				}
+				return impl.fn(f.st, x, y)
+			}
+		}
 		return func(f *frame) val {
 			x := a(f)
 			if x.k == vErr {
@@ -682,7 +847,7 @@ func add(x, y val) val {
 		for i := range y.size() {
 			out = append(out, y.at(i))
 		}
-		return val{k: vList, l: out}
+		return newList(out)
 	}
 	if x.k == y.k {
 		switch x.k {

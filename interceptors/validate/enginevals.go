@@ -31,11 +31,15 @@ type evalState struct {
 	letVals []val
 	letGen  []uint32
 	gen     uint32
+	// strs is the check's arena of list headers (keep); its capacity is fixed.
+	strs [][]string
 }
 
 func (st *evalState) reset() {
 	st.r, st.claim, st.item = nil, nil, nil
 	clear(st.letVals)
+	clear(st.strs)
+	st.strs = st.strs[:0]
 }
 
 // let returns the let's value, computing it on first use for the current claim
@@ -144,6 +148,8 @@ type claimVal struct {
 	c      *claims.Claim
 	its    []itemVal // one per evidence item (storage reused claim after claim)
 	itemsV []val     // &its[i], as values
+	// present has bit 1<<field set for each typed field the claim has.
+	present uint16
 }
 
 // set makes cv the claim u or c, with its evidence items.
@@ -157,6 +163,15 @@ func (cv *claimVal) set(u *claims.UnitClaim, c *claims.Claim, st *evalState) {
 	cv.itemsV = cv.itemsV[:0]
 	for i := range cv.its {
 		cv.itemsV = append(cv.itemsV, val{k: vObj, o: &cv.its[i]})
+	}
+	cv.present = 0
+	if u == nil && c == nil {
+		return
+	}
+	for f := fieldUnitID; f <= fieldLevel; f++ {
+		if cv.has(claimField{id: f}) {
+			cv.present |= 1 << f
+		}
 	}
 }
 
@@ -240,17 +255,17 @@ func (cv *claimVal) fieldVal(f claimField) val {
 		}
 		return strV(c.LevelRaw)
 	case fieldEvidence:
-		return val{k: vList, l: cv.itemsV}
+		return listV(&cv.itemsV)
 	case fieldAlternatives:
 		if u != nil {
-			return strsV(u.Alternatives)
+			return strsV(&u.Alternatives)
 		}
-		return strsV(nil)
+		return strsV(noStrings)
 	case fieldNeeds:
 		if u != nil {
-			return strsV(u.NeedsConfirmation)
+			return strsV(&u.NeedsConfirmation)
 		}
-		return strsV(c.NeedsConfirmation)
+		return strsV(&c.NeedsConfirmation)
 	case fieldPath:
 		return strV(cv.path())
 	case fieldLevel:
@@ -334,31 +349,63 @@ func (it *itemVal) kind() facts.Kind {
 	return it.k
 }
 
-func (it *itemVal) fieldVal(name string) val {
-	ev := it.ev
+// The fields of an evidence item.
+const (
+	itemFieldOther = iota
+	itemFieldType
+	itemTime
+	itemParams
+	itemRaw
+	itemStructured
+	itemPath
+	itemVerified
+)
+
+func itemFieldOf(name string) int {
 	switch name {
 	case "type":
-		return strV(ev.Type)
+		return itemFieldType
 	case "time":
-		return durV(ev.Time)
+		return itemTime
 	case "params":
-		return strsV(ev.Params)
+		return itemParams
 	case "raw":
-		return strV(ev.Raw)
+		return itemRaw
 	case "structured":
-		return boolV(ev.Structured)
+		return itemStructured
 	case "path":
-		return strV(ev.Path)
+		return itemPath
 	case "verified":
+		return itemVerified
+	}
+	return itemFieldOther
+}
+
+func (it *itemVal) fieldVal(f int) val {
+	ev := it.ev
+	switch f {
+	case itemFieldType:
+		return strV(ev.Type)
+	case itemTime:
+		return durV(ev.Time)
+	case itemParams:
+		return strsV(&ev.Params)
+	case itemRaw:
+		return strV(ev.Raw)
+	case itemStructured:
+		return boolV(ev.Structured)
+	case itemPath:
+		return strV(ev.Path)
+	case itemVerified:
 		return boolV(it.verified)
 	}
-	return errV("no such field %q in an evidence item", name)
+	return errV("no such field in an evidence item")
 }
 
 // Get implements traits.Indexer.
 func (it *itemVal) Get(index ref.Val) ref.Val {
 	name, _ := fieldName(index)
-	return toRef(it.fieldVal(name))
+	return toRef(it.fieldVal(itemFieldOf(name)))
 }
 
 // IsSet implements traits.FieldTester.
@@ -509,16 +556,16 @@ func init() {
 	one("owners", func(st *evalState, v val) val {
 		u, ok := unit(st, v)
 		if !ok {
-			return strsV(nil)
+			return strsV(noStrings)
 		}
-		return strsV(u.Players())
+		return strsV(st.keep(u.Players()))
 	})
 	one("unit_powers", func(st *evalState, v val) val {
 		u, ok := unit(st, v)
 		if !ok {
-			return strsV(nil)
+			return strsV(noStrings)
 		}
-		return strsV(u.Powers())
+		return strsV(st.keep(u.Powers()))
 	})
 	two("used_power", func(st *evalState, v, p val) val {
 		u, ok := unit(st, v)
@@ -543,6 +590,12 @@ func init() {
 	})
 	one("is_player", func(st *evalState, v val) val { return boolV(st.r.knownPlayer(v.s)) })
 	two("has_role", func(st *evalState, kind, role val) val {
+		if it, ok := item(kind); ok {
+			return boolV(it.kind().HasRole(role.s)) // the item's kind, looked up once
+		}
+		if kind.k != vStr {
+			return errV("has_role wants an evidence item or type, got a %s", kind.kindName())
+		}
 		return boolV(st.r.ix.Kind(kind.s).HasRole(role.s))
 	})
 	one("cites", func(st *evalState, v val) val {
@@ -599,11 +652,11 @@ func init() {
 		return boolV(ok && ev.e.HasTag(tag.s))
 	})
 	two("assets_with_tag", func(st *evalState, scope, tag val) val {
-		return strsV(st.r.view(scope.s).AssetsWithTag(tag.s))
+		return strsV(st.keep(st.r.view(scope.s).AssetsWithTag(tag.s)))
 	})
 	two("assets_with_power", func(st *evalState, scope, power val) val {
 		var buf powerTagBuf
-		return strsV(st.r.view(scope.s).AssetsWithTag(buf.tag(power.s)))
+		return strsV(st.keep(st.r.view(scope.s).AssetsWithTag(buf.tag(power.s))))
 	})
 	two("carries_power", func(st *evalState, e, power val) val {
 		ev, ok := e.o.(entryVal)
@@ -684,4 +737,17 @@ func (st *evalState) bind(overload string) cel.OverloadOpt {
 // records.
 func (st *evalState) record(set, key string) val { return nullV }
 
-func (st *evalState) records(set string) val { return val{k: vList} }
+func (st *evalState) records(set string) val { return newList(nil) }
+
+// keep returns a pointer to ss for a list value, from the check's arena of
+// slice headers (no allocation for the first ones).
+func (st *evalState) keep(ss []string) *[]string {
+	if len(ss) == 0 {
+		return noStrings
+	}
+	if len(st.strs) < cap(st.strs) {
+		st.strs = append(st.strs, ss)
+		return &st.strs[len(st.strs)-1]
+	}
+	return &ss
+}

@@ -1,5 +1,8 @@
 package validate
 
+// The lookups the rule engine's functions share: a run's memory of the last unit
+// and scopes it looked up, an evidence item's parameters by operation field.
+
 import (
 	"unsafe"
 
@@ -14,13 +17,6 @@ const (
 	fieldUnits = "units"
 	fieldAsset = "asset"
 	fieldPower = "power"
-)
-
-// The levels recommendations name (canonical spellings claims.ParseLevel reads).
-var (
-	levelPossible  = claims.Possible.String()
-	levelUncertain = claims.Uncertain.String()
-	levelRuledOut  = claims.RuledOut.String()
 )
 
 // unit returns a UnitId as the facts know it, remembering the last one: a unit

@@ -15,6 +15,18 @@ import (
 	"github.com/factgate/factgate/knowledge"
 )
 
+// The levels recommendations name (canonical spellings claims.ParseLevel reads).
+var (
+	levelPossible  = claims.Possible.String()
+	levelUncertain = claims.Uncertain.String()
+	levelRuledOut  = claims.RuledOut.String()
+)
+
+// The knowledge tag that marks an asset able to build structures. Identity rules
+// ask the knowledge set for it (and for knowledge.SpecialPowerTag(power)); no asset
+// name appears in code.
+const builderTag = "builder"
+
 // refRun is a run with the reference rules' own state.
 type refRun struct {
 	*run
