@@ -694,3 +694,30 @@ func recordsNote(ix *Index) string {
 	}
 	return b.String()
 }
+
+// overlayRecords returns merged with own's records laid over its own: in a
+// session, the request's own records are the current state (a session's
+// segments are ordered by game time, which records do not have). merged is not
+// modified; without records of own it is returned as it is.
+func overlayRecords(merged, own *Index) *Index {
+	if merged == nil || own == nil || merged == own || len(own.recordSets) == 0 {
+		return merged
+	}
+	out := *merged // shares the immutable operations and tables
+	var sets []recordSet
+	for _, ix := range [...]*Index{merged, own} {
+		for i := range ix.recordSets {
+			src := &ix.recordSets[i]
+			j := slices.IndexFunc(sets, func(s recordSet) bool { return s.name == src.name })
+			if j < 0 {
+				sets = append(sets, recordSet{name: src.name})
+				j = len(sets) - 1
+			}
+			for _, r := range src.recs {
+				sets[j].add(r)
+			}
+		}
+	}
+	out.setRecordSets(sets)
+	return &out
+}

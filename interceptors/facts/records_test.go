@@ -294,3 +294,29 @@ func stageRecords(t *testing.T, shared cache.Cache) {
 		t.Errorf("broken JSON: %s, %d records", info5.Source, ix5.RecordCount())
 	}
 }
+
+// TestASessionMergesTheRecordsOfItsSegments: a follow-up in a session is checked
+// against the records every segment carried, the latest record of a key winning.
+func TestASessionMergesTheRecordsOfItsSegments(t *testing.T) {
+	t.Parallel()
+	f := recordsStage(t, newMemoryCache())
+	run := func(tool string) *Index {
+		ex := newExchange(ordersBody(t, tool), "s-1")
+		if err := f.OnRequest(context.Background(), ex); err != nil {
+			t.Fatal(err)
+		}
+		ix, _, err := FromExchange(ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ix
+	}
+	run(`{"orders":[{"id":"A","status":"pending"},{"id":"B","status":"paid"}]}`)
+	ix := run(`{"orders":[{"id":"A","status":"shipped"},{"id":"C","status":"paid"}]}`)
+	if got := len(ix.Records("orders")); got != 3 {
+		t.Fatalf("%d records in the session, want A, B and C", got)
+	}
+	if r, _ := ix.Record("orders", "A"); r.Map()["status"] != "shipped" {
+		t.Errorf("A is %v, want the later segment's shipped", r.Map()["status"])
+	}
+}
