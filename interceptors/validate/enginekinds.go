@@ -62,10 +62,47 @@ type kindLet struct {
 	prog cel.Program
 }
 
-// kindState is what the functions of one check read.
+// kindState is what the functions of one check read, with the records already
+// converted to CEL values (a claim's rules look its record up once each).
 type kindState struct {
-	ix  *facts.Index
-	sep string
+	ix   *facts.Index
+	sep  string
+	memo map[string]ref.Val // set + "\x00" + key (or set alone, for records) -> value
+}
+
+// recordVal returns the record of set with key as a CEL map, or null.
+func (st *kindState) recordVal(set, key string) ref.Val {
+	k := set + "\x00" + key
+	if v, ok := st.memo[k]; ok {
+		return v
+	}
+	var v ref.Val = types.NullValue
+	if r, ok := st.ix.Record(set, key); ok {
+		v = types.DefaultTypeAdapter.NativeToValue(r.Map())
+	}
+	if st.memo == nil {
+		st.memo = map[string]ref.Val{}
+	}
+	st.memo[k] = v
+	return v
+}
+
+// recordsVal returns every record of set as a CEL list of maps.
+func (st *kindState) recordsVal(set string) ref.Val {
+	if v, ok := st.memo[set]; ok {
+		return v
+	}
+	recs := st.ix.Records(set)
+	out := make([]any, len(recs))
+	for i, r := range recs {
+		out[i] = r.Map()
+	}
+	v := types.DefaultTypeAdapter.NativeToValue(out)
+	if st.memo == nil {
+		st.memo = map[string]ref.Val{}
+	}
+	st.memo[set] = v
+	return v
 }
 
 // declaresKinds reports whether the pack's rules name a kind beyond ra3's.
@@ -115,7 +152,8 @@ func (k *kindsEngine) get() *kindInstance {
 }
 
 func (k *kindsEngine) put(in *kindInstance) {
-	in.st = kindState{}
+	clear(in.st.memo)
+	in.st = kindState{memo: in.st.memo}
 	k.mu.Lock()
 	k.free = append(k.free, in)
 	k.mu.Unlock()
@@ -194,21 +232,10 @@ func (st *kindState) binder(overload string) cel.OverloadOpt {
 	switch overload {
 	case "record_string_string":
 		return cel.BinaryBinding(func(set, key ref.Val) ref.Val {
-			r, ok := st.ix.Record(fmt.Sprint(set.Value()), fmt.Sprint(key.Value()))
-			if !ok {
-				return types.NullValue
-			}
-			return types.DefaultTypeAdapter.NativeToValue(r.Map())
+			return st.recordVal(fmt.Sprint(set.Value()), fmt.Sprint(key.Value()))
 		})
 	case "records_string":
-		return cel.UnaryBinding(func(set ref.Val) ref.Val {
-			recs := st.ix.Records(fmt.Sprint(set.Value()))
-			out := make([]any, len(recs))
-			for i, r := range recs {
-				out[i] = r.Map()
-			}
-			return types.DefaultTypeAdapter.NativeToValue(out)
-		})
+		return cel.UnaryBinding(func(set ref.Val) ref.Val { return st.recordsVal(fmt.Sprint(set.Value())) })
 	case "level_at_least_string_string":
 		return cel.BinaryBinding(func(a, b ref.Val) ref.Val {
 			la, oka := claims.ParseLevel(fmt.Sprint(a.Value()))
@@ -237,7 +264,8 @@ func (k *kindsEngine) run(r *run, parsed *claims.Claims) {
 	}
 	in := k.get()
 	defer k.put(in)
-	in.st = kindState{ix: r.ix, sep: r.c.sep}
+	in.st = kindState{ix: r.ix, sep: r.c.sep, memo: in.st.memo}
+	clear(in.st.memo)
 	for i := range parsed.Records {
 		rec := &parsed.Records[i]
 		rules := in.rules[rec.Kind]
