@@ -454,6 +454,9 @@ func (l *packLoader) claimKinds(c *ClaimsContract) {
 	if len(c.Kinds) > 0 && len(c.Caps) > 0 {
 		l.fail(PackFile, "claims.caps", "drop it: claims.kinds declares each kind's cap")
 	}
+	if c.Kinds != nil && len(c.Kinds) == 0 {
+		l.fail(PackFile, "claims.kinds", "empty: declare at least one claim kind, or leave kinds out for the seed's unitClaims, eventClaims and timelineClaims")
+	}
 	var evidenceFormats bool
 	if l.p.Facts != nil {
 		evidenceFormats = len(l.p.Facts.Evidence) > 0

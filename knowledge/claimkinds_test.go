@@ -144,6 +144,16 @@ func TestClaimKindErrorsNameLineAndColumn(t *testing.T) {
 	}
 }
 
+func TestEmptyKindsFail(t *testing.T) {
+	t.Parallel()
+	fsys := kindsPack("", orderContract)
+	s := strings.Replace(string(fsys["p/pack.yaml"].Data), "  kinds:\n", "  kinds: {}\n", 1)
+	fsys["p/pack.yaml"] = &fstest.MapFile{Data: []byte(s)}
+	if _, err := LoadPack(fsys, "p"); err == nil || !strings.Contains(err.Error(), "claims.kinds: empty") {
+		t.Fatalf("error = %v", err)
+	}
+}
+
 func TestEvidenceFieldNeedsEvidenceFormats(t *testing.T) {
 	t.Parallel()
 	fsys := kindsPack(orderKinds, orderContract)

@@ -40,6 +40,13 @@ func TestKnowledgeLint(t *testing.T) {
 	overlay := writeFile(t, dir, "overlay.json", `{"factions": {"盟军": {"entries": [{"id": "AlliedMiner", "disabled": true}]}}}`)
 	badOverlay := writeFile(t, dir, "bad-overlay.json", `{"factions": {"盟军": {"entries": [{"id": "NoSuchUnit", "disabled": true}]}}}`)
 	brokenPack := writeFile(t, dir, "pack/pack.yaml", "name: broken\nlanguage: en\nknowledge_sets: {s: {file: s.json}}\ndefault_set: s\nflavour: x\n")
+	// A pack whose claim kinds are declared badly and disagree with its contract.
+	writeFile(t, dir, "kinds/s.json", `{"global": {"entries": [{"id": "r", "tags": ["rule"], "text": "x"}]}}`)
+	writeFile(t, dir, "kinds/r.tmpl", "{{range .Issues}}{{.Message}}{{end}}")
+	writeFile(t, dir, "kinds/contract.md", "End with [claims]: orderClaims with order.\n\n[claims]\n```json\n{\"orderClaims\": [], \"refunds\": []}\n```\n")
+	kindsPack := writeFile(t, dir, "kinds/pack.yaml", "name: kinds\nlanguage: en\nknowledge_sets: {s: {file: s.json}}\ndefault_set: s\n"+
+		"claims:\n  marker: '[claims]'\n  contract: contract.md\n  kinds:\n    orderClaims:\n      fields: {order: string, total: money}\n      required: [order, status]\n"+
+		"revision: {template: r.tmpl, repair_template: r.tmpl}\n")
 
 	tests := []struct {
 		name       string
@@ -56,6 +63,12 @@ func TestKnowledgeLint(t *testing.T) {
 		{"a bad overlay", []string{"--set", "ra3", badOverlay}, 1, nil, []string{`entry "NoSuchUnit": disabled: disables an entry that scope factions/盟军 does not have`}, ""},
 		{"an unknown set", []string{"--set", "ra4", overlay}, 2, nil, []string{`unknown knowledge set "ra4"`}, ""},
 		{"a broken pack.yaml", []string{brokenPack}, 1, nil, []string{"pack.yaml:5: flavour: unknown key (known keys: name, description"}, ""},
+		{"claim kinds and their contract", []string{kindsPack}, 1, nil, []string{
+			`kinds/pack.yaml:10:38: claims.kinds.orderClaims.fields.total: unknown type "money"`,
+			`kinds/pack.yaml:11:25: claims.kinds.orderClaims.required: "status" is not a declared field`,
+			`kinds/contract.md:5:21: the example's claims array "refunds" is not a declared kind`,
+			`kinds/pack.yaml:10:31: claims.kinds.orderClaims.fields.total: the contract (contract.md) never mentions the field "total"`,
+		}, ""},
 		{"the built-in packs", []string{"../../knowledge/packs/ra3/pack.yaml", "../../knowledge/packs/dnd/pack.yaml", "../../knowledge/packs/dnd/sets/dnd.json"}, 0,
 			[]string{"ra3/pack.yaml: ok", "dnd/pack.yaml: ok", "dnd/sets/dnd.json: ok"}, nil, "."},
 		{"no files", nil, 2, nil, []string{"Usage: factgate knowledge lint"}, ""},
