@@ -71,6 +71,7 @@ var RuleFuncs = []RuleFunc{
 	{"has_tag", "has_tag_dyn_string", []*cel.Type{tDynEntry, tStr}, tBool, "the knowledge entry carries the tag (false for null)"},
 	{"assets_with_tag", "assets_with_tag_string_string", []*cel.Type{tStr, tStr}, tStrList, "the names of the scope's entries that carry the tag, in the set's order"},
 	{"assets_with_power", "assets_with_power_string_string", []*cel.Type{tStr, tStr}, tStrList, "the names of the scope's entries that carry that special power's tag"},
+	{"power_carriers", "power_carriers_string_dyn", []*cel.Type{tStr, tDyn}, tStrList, "the names of the scope's entries that carry the special power an evidence item cites (its power parameter); empty when it cites none"},
 	{"carries_power", "carries_power_dyn_string", []*cel.Type{tDynEntry, tStr}, tBool, "the knowledge entry carries that special power's tag (false for null)"},
 	{"any_asset_has_tag", "any_asset_has_tag_string_string", []*cel.Type{tStr, tStr}, tBool, "some entry with that name, in any scope of the set, carries the tag"},
 	// Helpers.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
@@ -31,6 +32,22 @@ type RuleSet struct {
 	File string
 	// Rules are the rules in file order.
 	Rules []*Rule
+
+	mu          sync.Mutex
+	compiled    any
+	compiledErr error
+}
+
+// Compiled returns what build made of the rule set the first time it was called
+// (the validate engine's plan of its expressions), so a pack's rules are planned
+// once however many checkers use it.
+func (s *RuleSet) Compiled(build func() (any, error)) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.compiled == nil && s.compiledErr == nil {
+		s.compiled, s.compiledErr = build()
+	}
+	return s.compiled, s.compiledErr
 }
 
 // Rule is one deterministic rule: on each claim of its kinds (or each evidence
@@ -97,7 +114,8 @@ type RuleExpr struct {
 	Name string
 	// Source is the expression as written.
 	Source string
-	// AST is the checked expression.
+	// AST is the checked expression. The validate engine releases it once it has
+	// planned the expression into Go (RuleSet.Compiled keeps the plan).
 	AST *cel.Ast
 	// Line and Column locate the expression in the rules file.
 	Line, Column int

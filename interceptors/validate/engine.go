@@ -31,6 +31,15 @@ var RuleErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 // and is safe for concurrent use: each Check takes an instance (the programs bound
 // to one evaluation state) from its free list.
 type engine struct {
+	*engineCore
+
+	mu   sync.Mutex
+	free []*instance
+}
+
+// engineCore is a pack's rules planned for the engine, once per loaded rule set
+// (knowledge.RuleSet.Compiled) and shared by its checkers.
+type engineCore struct {
 	pack     string
 	evidence []*engineRule            // rules of kind evidence, in file order
 	byKind   map[string][]*engineRule // claim rules by kind, in file order
@@ -39,9 +48,8 @@ type engine struct {
 	planned  int                      // expressions the planner takes (the others run as cel-go programs)
 	lets     int                      // let slots
 	letNames []string                 // every let name of the file
-
-	mu   sync.Mutex
-	free []*instance
+	nodes    []node                   // the planned expressions, by id (nil: a cel-go program)
+	sizes    []frame                  // their frames' sizes (len of vars and scratch)
 }
 
 // engineRule is a rule with its expressions numbered.
@@ -76,10 +84,27 @@ type letRef struct {
 type levelSet uint8
 
 func newEngine(pack *knowledge.Pack) (*engine, error) {
-	e := &engine{pack: pack.Name, byKind: map[string][]*engineRule{}}
 	if pack.RuleSet == nil {
-		return e, nil
+		return &engine{engineCore: &engineCore{pack: pack.Name, byKind: map[string][]*engineRule{}}}, nil
 	}
+	core, err := pack.RuleSet.Compiled(func() (any, error) { return planCore(pack) })
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{engineCore: core.(*engineCore)}
+	// Build one instance now: a program that cannot be planned fails here, at
+	// load, not on the first answer.
+	in, err := e.newInstance()
+	if err != nil {
+		return nil, err
+	}
+	e.free = append(e.free, in)
+	return e, nil
+}
+
+// planCore numbers a pack's rules and their expressions and plans each one.
+func planCore(pack *knowledge.Pack) (*engineCore, error) {
+	e := &engineCore{pack: pack.Name, byKind: map[string][]*engineRule{}}
 	var lets []letRef // the current rule's lets so far
 	add := func(x *knowledge.RuleExpr) int {
 		if x == nil {
@@ -156,20 +181,37 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 			}
 		}
 	}
-	// Build one instance now: a program that cannot be planned fails here, at
-	// load, not on the first answer.
-	in, err := e.newInstance()
-	if err != nil {
-		return nil, err
+	e.nodes, e.sizes = make([]node, len(e.exprs)), make([]frame, len(e.exprs))
+	ownKinds := map[*knowledge.RuleExpr]bool{} // expressions of rules this engine alone runs
+	for _, r := range pack.RuleSet.Rules {
+		own := true
+		for _, k := range r.Kinds {
+			own = own && (k == knowledge.RuleKindEvidence || slices.Contains(typedKinds, k))
+		}
+		if !own {
+			continue
+		}
+		for _, x := range append(append([]*knowledge.RuleExpr{r.When, r.RecommendPlayer, r.RecommendAlternatives, r.RelatedUnits, r.RelatedAssets, r.RelatedPowers}, r.Lets...), r.Args...) {
+			ownKinds[x] = true
+		}
 	}
-	for _, n := range in.nodes {
-		if n != nil {
+	for i, x := range e.exprs {
+		if n, fr, ok := plan(x.AST, e.exprLets[i]); ok {
+			e.nodes[i], e.sizes[i] = n, fr
 			e.planned++
 		}
 	}
-	e.free = append(e.free, in)
+	for i, x := range e.exprs {
+		if e.nodes[i] != nil && ownKinds[x] {
+			x.AST = nil // planned: the checked expression is no longer needed
+		}
+	}
 	return e, nil
 }
+
+// typedKinds are the claim kinds read into typed claims (ra3's), which this
+// engine runs.
+var typedKinds = []string{"unitClaims", "eventClaims", "timelineClaims"}
 
 // empty reports an engine without rules.
 func (e *engine) empty() bool { return len(e.exprs) == 0 }
@@ -193,10 +235,10 @@ func (e *engine) newInstance() (*instance, error) {
 	st.in = in
 	var env *cel.Env
 	for i, x := range e.exprs {
-		if n, fr, ok := plan(x.AST, e.exprLets[i]); ok {
+		if n := e.nodes[i]; n != nil {
 			in.nodes[i] = n
-			fr.st = st
-			in.frames[i] = fr
+			sz := e.sizes[i]
+			in.frames[i] = frame{st: st, vars: make([]val, len(sz.vars)), scratch: make([][]val, len(sz.scratch))}
 			continue
 		}
 		if env == nil {

@@ -658,6 +658,19 @@ func init() {
 		var buf powerTagBuf
 		return strsV(st.keep(st.r.view(scope.s).AssetsWithTag(buf.tag(power.s))))
 	})
+	two("power_carriers", func(st *evalState, scope, v val) val {
+		it, ok := item(v)
+		if !ok {
+			return notItem(v)
+		}
+		fields, _ := it.kind().EvidenceFields()
+		power := param(it.ev, fields, "power")
+		if power == "" {
+			return strsV(noStrings)
+		}
+		var buf powerTagBuf
+		return strsV(st.keep(st.r.view(scope.s).AssetsWithTag(buf.tag(power))))
+	})
 	two("carries_power", func(st *evalState, e, power val) val {
 		ev, ok := e.o.(entryVal)
 		var buf powerTagBuf
