@@ -174,11 +174,19 @@ func (k *kindsEngine) newInstance() (*kindInstance, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each expression is compiled again from its source: the engine releases the
+	// checked ASTs of the expressions it plans (RuleExpr.AST), and an instance
+	// may be built at any time. The loader checked the same source in the same
+	// environment, so this does not fail for a pack that loaded.
 	prog := func(r *knowledge.Rule, x *knowledge.RuleExpr) (cel.Program, error) {
 		if x == nil {
 			return nil, nil
 		}
-		p, err := env.Program(x.AST)
+		ast, iss := env.Compile(x.Source)
+		if iss.Err() != nil {
+			return nil, fmt.Errorf("rule %s: %s: %w", r.ID, x.Name, iss.Err())
+		}
+		p, err := env.Program(ast)
 		if err != nil {
 			return nil, fmt.Errorf("rule %s: %s: %w", r.ID, x.Name, err)
 		}

@@ -1,7 +1,9 @@
 package validate
 
 import (
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/factgate/factgate/interceptors/facts"
@@ -41,5 +43,52 @@ func BenchmarkOrdersCheck(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c.Check(answer, in)
+	}
+}
+
+// TestDeclaredKindsAfterPlanning: a second checker of a pack whose rules the
+// engine planned already (and whose checked ASTs it released), and many checks
+// at once (instances built on demand), check a declared kind alike.
+func TestDeclaredKindsAfterPlanning(t *testing.T) {
+	t.Parallel()
+	packs, err := knowledge.BuiltinPacks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p *knowledge.Pack
+	for _, q := range packs {
+		if q.Name == "orders" {
+			p = q
+		}
+	}
+	x, err := facts.NewExtractor(p.Facts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, _ := x.ExtractFile(`{"orders": [{"id": "A-1", "status": "shipped"}]}`)
+	answer := "A-1 arrived.\n\n[machine-readable claims]\n```json\n" +
+		`{"orderClaims": [{"order": "A-1", "claim": "Order A-1 was delivered", "status": "delivered", "evidenceLevel": "confirmed", "evidence": ["order|A-1|status"]}]}` + "\n```\n"
+	for round := range 2 {
+		c, err := NewChecker(p, Config{})
+		if err != nil {
+			t.Fatalf("checker %d: %v", round, err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, 16)
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got := c.Check(answer, Input{Index: ix})
+				if len(got) != 1 || got[0].Code != "order.status_mismatch" || got[0].Args["actual"] != "shipped" {
+					errs <- fmt.Sprintf("checker %d: %+v", round, got)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
 	}
 }
