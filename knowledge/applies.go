@@ -1,6 +1,9 @@
 package knowledge
 
-import "regexp"
+import (
+	"regexp"
+	"strings"
+)
 
 // ApplyRules say which requests a pack is about — which requests its contract
 // applies to. Only those get the contract (the claims contract, or the answer
@@ -30,6 +33,12 @@ type ApplyRules struct {
 	// answer must be exactly the JSON the app asked for, with nothing appended — and
 	// it gets at most the knowledge.
 	JSONMode bool `yaml:"json_mode"`
+	// Records: a message of a role the pack's record rules read (facts.records)
+	// carries their JSON — its text names the first key of a rule's path
+	// ("orders" for path orders; any JSON object for a rule without a path). A
+	// tool result with the customer's orders makes the request one the pack is
+	// about.
+	Records bool `yaml:"records"`
 	// Session: the request names a session (X-Factgate-Session or
 	// metadata.factgate.session): its facts are the session's segments, sent in
 	// earlier requests, so a follow-up without a log of its own ("and the final
@@ -66,6 +75,12 @@ type ApplyInput struct {
 	JSONMode bool
 	// Session is the request's session id ("" when it names none).
 	Session string
+}
+
+// RoleMentioner is TextHeads that can also tell whether the request's messages
+// of some roles contain a string (ApplyRules.Records).
+type RoleMentioner interface {
+	RoleMentions(roles []string, s string) bool
 }
 
 // ClientMentioner is TextHeads that can also tell whether the client's own
@@ -119,6 +134,8 @@ func (p *Pack) Applies(in ApplyInput) Applicability {
 		return rules.userLineStart.admits(line) && remembered(rules.userLineSeen, line, rules.UserLineRe.MatchString)
 	}):
 		a.Domain, a.Reason = true, "a user message has a line the pack's user_line rule matches"
+	case rules.Records && p.Facts != nil && p.carriesRecords(in):
+		a.Domain, a.Reason = true, "a message carries the JSON the pack's record rules read"
 	case rules.Marker && p.Claims != nil && in.clientMentions(p.Claims.Marker):
 		a.Domain, a.Reason = true, "the client's own prompt asks for the claims block ("+p.Claims.Marker+")"
 	case rules.Session && in.Session != "":
@@ -181,4 +198,29 @@ func (p *Pack) anyLine(texts []string, heads TextHeads, match func(string) bool)
 			return true
 		}
 	}
+}
+
+// carriesRecords reports whether a message of a record rule's roles names the
+// first key of the rule's path (as JSON writes it: "orders"), or has a "{" for
+// a rule without a path. The content is searched as written, so a tool result
+// whose content is a JSON string holding JSON is found too (\"orders\").
+func (p *Pack) carriesRecords(in ApplyInput) bool {
+	m, ok := in.Heads.(RoleMentioner)
+	if !ok {
+		return false
+	}
+	for i := range p.Facts.Records {
+		r := &p.Facts.Records[i]
+		first, _, _ := strings.Cut(r.Path, ".")
+		if first == "" || strings.ContainsAny(first, "*?#|@\\") {
+			if m.RoleMentions(r.Roles(), "{") {
+				return true
+			}
+			continue
+		}
+		if m.RoleMentions(r.Roles(), `"`+first+`"`) {
+			return true
+		}
+	}
+	return false
 }

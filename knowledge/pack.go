@@ -50,6 +50,12 @@ type Pack struct {
 	Answer *AnswerShape `yaml:"answer"`
 	// Semantic declares the pack's LLM-backed validators.
 	Semantic []SemanticSpec `yaml:"semantic"`
+	// RulesFile names the pack's rules file (relative to the pack): the
+	// deterministic rules, in CEL, that check claims against the facts and the
+	// knowledge (docs/validation.md). Empty: the pack has none.
+	RulesFile string `yaml:"rules"`
+	// RuleSet is the rules file, compiled at load; nil without one.
+	RuleSet *RuleSet `yaml:"-"`
 	// Assets are named text files shared by prompts (policy texts), read at load:
 	// name -> file. Knowledge entries and validator prompts refer to them by name.
 	Assets map[string]string `yaml:"assets"`
@@ -160,6 +166,10 @@ type FactRules struct {
 	// MaxLines bounds how many lines are read (the rest is ignored and said so in
 	// the trace). Zero means the default (1,000,000).
 	MaxLines int `yaml:"max_lines"`
+	// Records read JSON records (orders, invoices...) from the request's messages
+	// into named record sets rules look up by key (see RecordRule). A pack may
+	// have records and no ops.
+	Records []RecordRule `yaml:"records"`
 
 	DurationRe *regexp.Regexp `yaml:"-"`
 }

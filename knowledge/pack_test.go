@@ -35,10 +35,10 @@ func TestBuiltinPacksLoad(t *testing.T) {
 	for _, p := range reg.Packs() {
 		names = append(names, p.Name)
 	}
-	if !slices.Equal(names, []string{"dnd", "ra3"}) {
+	if !slices.Equal(names, []string{"dnd", "orders", "ra3"}) {
 		t.Fatalf("packs = %v", names)
 	}
-	if got := reg.SetNames(); !slices.Equal(got, []string{"dnd", "ra3", "ra3-corona"}) {
+	if got := reg.SetNames(); !slices.Equal(got, []string{"dnd", "orders", "ra3", "ra3-corona"}) {
 		t.Fatalf("sets = %v", got)
 	}
 	ra3 := reg.Pack("ra3")

@@ -150,7 +150,9 @@ func loadPack(fsys fs.FS, dir, display string) (*Pack, error) {
 	l.sets()
 	l.context()
 	l.facts()
+	l.records(data)
 	l.claims()
+	l.rules()
 	l.revision()
 	l.answer()
 	l.semantic()
@@ -391,8 +393,8 @@ func (l *packLoader) facts() {
 	if f.Duration != "" {
 		f.DurationRe = l.compile("facts.duration", f.Duration, "time")
 	}
-	if len(f.Ops) == 0 {
-		l.fail(PackFile, "facts.ops", "no operation rules")
+	if len(f.Ops) == 0 && len(f.Records) == 0 {
+		l.fail(PackFile, "facts", "no operation rules (ops) and no records: declare at least one")
 	}
 	fields := map[string][]string{} // op -> fields its rules capture
 	for i := range f.Ops {
@@ -795,8 +797,11 @@ func (l *packLoader) applies() {
 	if a.Session && l.p.Facts == nil {
 		l.fail(PackFile, "applies.session", "true, but the pack has no facts rules: a session has no facts to check against")
 	}
-	if !a.Facts && !a.Marker && a.UserLine == "" && !a.Session {
-		l.fail(PackFile, "applies", "no condition: set facts, marker, user_line or session (or leave applies out: the pack then applies to every request)")
+	if a.Records && (l.p.Facts == nil || len(l.p.Facts.Records) == 0) {
+		l.fail(PackFile, "applies.records", "true, but the pack declares no facts.records")
+	}
+	if !a.Facts && !a.Marker && a.UserLine == "" && !a.Session && !a.Records {
+		l.fail(PackFile, "applies", "no condition: set facts, records, marker, user_line or session (or leave applies out: the pack then applies to every request)")
 	}
 }
 

@@ -12,13 +12,13 @@ import (
 )
 
 // builtinFS holds the built-in packs (a built-in pack's labelled evaluation set is
-// its eval folder). The generator's inputs under packs/*/gen are not embedded.
+// its eval folder; its example cases, its cases folder). The generator's inputs under packs/*/gen are not embedded.
 //
 //go:embed packs/*/pack.yaml packs/*/*.md packs/*/*.tmpl packs/*/*.yaml packs/*/sets/*.json packs/*/eval/*.json
 var builtinFS embed.FS
 
 // BuiltinPackNames are the packs embedded in the binary, in load order.
-var BuiltinPackNames = []string{"ra3", "dnd"}
+var BuiltinPackNames = []string{"ra3", "dnd", "orders"}
 
 // Registry holds loaded packs and resolves knowledge sets by name. Set names are
 // global across the packs of a registry. A Registry is immutable and safe for

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/factgate/factgate/interceptors/validate"
 )
 
 // metrics are the proxy's Prometheus metrics. Every series is labelled by route;
@@ -72,6 +74,7 @@ func newMetrics() *metrics {
 	}
 	reg.MustRegister(m.requests, m.duration, m.upstream, m.overhead, m.inFlight, m.errors,
 		m.attempts, m.circuitOpen, m.keyCooldowns, m.rateLimited, m.shutdownUnwritten,
+		validate.RuleErrors, // factgate_rule_errors_total: the packs' rules count their failures there
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -62,13 +62,23 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: factgate demo")
+		fmt.Fprintln(stderr, "Usage: factgate demo [--pack ra3|orders]")
 		fmt.Fprintln(stderr, "\nStarts the mock upstream and the proxy in this process on free loopback ports,")
 		fmt.Fprintln(stderr, "sends a chat completion through the proxy with the go-openai client (streaming and")
 		fmt.Fprintln(stderr, "not) and prints what happened. Needs no network and nothing installed.")
+		fmt.Fprintln(stderr, "--pack orders tells the orders pack's story instead: a support answer about the")
+		fmt.Fprintln(stderr, "orders a tool returned, its draft contradicting a record, silently revised.")
 	}
+	pack := fs.String("pack", "ra3", "whose story to tell: ra3 (the replay analyst) or orders (customer support)")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
+	}
+	if *pack == "orders" {
+		return runOrdersDemo(ctx, stdout, stderr)
+	}
+	if *pack != "ra3" {
+		fmt.Fprintf(stderr, "factgate demo: --pack %q: want ra3 or orders\n", *pack)
+		return 2
 	}
 	d, err := startDemo()
 	if err != nil {
@@ -97,11 +107,17 @@ func startDemo() (*demo, error) {
 		return nil, err
 	}
 	script.Rules = append(demoRevisionRules(), script.Rules...)
+	return startDemoWith(script, strings.NewReplacer("%REVISION_ROUTE%", demoRevisionRoute).Replace(demoConfig))
+}
+
+// startDemoWith starts the mock upstream with script and the proxy with config
+// (%MOCK% is the mock's URL).
+func startDemoWith(script *mockupstream.Script, config string) (*demo, error) {
 	mock := mockupstream.New(mockupstream.Options{Script: script, Record: true})
 	if err := mock.Start("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("starting the mock upstream: %w", err)
 	}
-	cfg, err := proxy.ParseConfig([]byte(strings.NewReplacer("%MOCK%", mock.URL(), "%REVISION_ROUTE%", demoRevisionRoute).Replace(demoConfig)), "demo")
+	cfg, err := proxy.ParseConfig([]byte(strings.ReplaceAll(config, "%MOCK%", mock.URL())), "demo")
 	if err != nil {
 		mock.Close()
 		return nil, err

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"strings"
 	"testing"
 )
@@ -35,5 +37,32 @@ func TestDemoTellsTheRevisionStory(t *testing.T) {
 	received, _, _ = strings.Cut(received, "X-Factgate-Revisions")
 	if strings.Contains(received, "[机器可读声明]") || strings.Contains(received, "出动世纪轰炸机 733") || !strings.Contains(received, "733 可能就是它") {
 		t.Errorf("the client's answer is not the clean correction:\n%s", received)
+	}
+}
+
+func TestDemoTellsTheOrdersStory(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runCmd(t, func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return runDemo(ctx, []string{"--pack", "orders"}, stdout, stderr)
+	})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"Contradiction order.status_mismatch    orderClaims[0]  Order A-1001 is shipped, not delivered.",
+		"| 1. Order A-1001 is shipped, not delivered.",
+		"| orders A-1001: channel web, currency EUR, items Trail shoes, placed 2026-03-01, region EU, shipped 2026-03-03, status shipped, total 59.90",
+		"X-Factgate-Revisions: 1",
+		"X-Factgate-Issues:    draft=C1;final=0;delivered=0",
+		`outcome "resolved"`,
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the story lacks %q:\n%s", want, stdout)
+		}
+	}
+	_, received, _ := strings.Cut(stdout, "5. What the customer received")
+	received, _, _ = strings.Cut(received, "X-Factgate-Revisions")
+	if strings.Contains(received, "[machine-readable claims]") || strings.Contains(received, "were delivered") || !strings.Contains(received, "are on their way") {
+		t.Errorf("the customer's answer is not the clean correction:\n%s", received)
 	}
 }

@@ -95,10 +95,15 @@ func printProblems(w io.Writer, err error) {
 	}
 }
 
-// lintFile checks one file: a pack manifest, an overlay of base, or a set file.
+// lintFile checks one file: a pack manifest, an overlay of base, a set file,
+// or a pack's example case (cases/*.yaml).
 func lintFile(file string, base *knowledge.Set) error {
 	if filepath.Base(file) == knowledge.PackFile {
 		_, err := knowledge.LoadPackDir(filepath.Dir(file))
+		return err
+	}
+	if filepath.Base(filepath.Dir(file)) == casesDir && filepath.Ext(file) == ".yaml" {
+		_, err := loadCase(file)
 		return err
 	}
 	data, err := os.ReadFile(file)
@@ -120,7 +125,7 @@ func lintFile(file string, base *knowledge.Set) error {
 }
 
 // declaringPack finds the pack folder (the file's folder or its parent) whose
-// pack.yaml declares file as a knowledge set.
+// pack.yaml declares file as a knowledge set or as its rules file.
 func declaringPack(file string) (string, bool) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
@@ -131,8 +136,15 @@ func declaringPack(file string) (string, bool) {
 		if err != nil {
 			continue
 		}
+		files := []string{}
 		for _, spec := range manifest.Sets {
-			if p, err := filepath.Abs(filepath.Join(dir, spec.File)); err == nil && p == abs {
+			files = append(files, spec.File)
+		}
+		if manifest.RulesFile != "" {
+			files = append(files, manifest.RulesFile) // a rules file lints with its pack
+		}
+		for _, f := range files {
+			if p, err := filepath.Abs(filepath.Join(dir, f)); err == nil && p == abs {
 				return dir, true
 			}
 		}

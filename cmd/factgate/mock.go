@@ -30,6 +30,10 @@ func runMockUpstream(ctx context.Context, args []string, stdout, stderr io.Write
 	chunkSize := fs.Int("chunk-size", mockupstream.DefaultChunkSize, "runes per streamed event, unless the answer sets its own")
 	chunkDelay := fs.Duration("chunk-delay", 0, "wait between streamed events, unless the answer sets its own (e.g. 20ms)")
 	models := fs.String("models", mockupstream.DefaultModel, "comma-separated model ids that /v1/models lists")
+	analyst := fs.String("analyst", "", "answer with a stochastic model after the script's rules: ra3 (the replay analyst) or orders (the support assistant of the orders pack)")
+	errorRate := fs.Float64("error-rate", 0.3, "with --analyst: the probability that each claim of a first answer is wrong")
+	fixRate := fs.Float64("fix-rate", 0.8, "with --analyst: the probability that a revision fixes each wrong claim it is told about")
+	seed := fs.Uint64("seed", 1, "with --analyst: the seed of its answers")
 	indent := fs.Bool("indent", false, "write answers and errors as indented JSON ending with a newline, and each streamed event's JSON over several data: lines (as many providers write JSON)")
 	usage := func(w io.Writer) {
 		fs.SetOutput(w)
@@ -72,6 +76,22 @@ func runMockUpstream(ctx context.Context, args []string, stdout, stderr io.Write
 			return 1
 		}
 		script = s
+	}
+	if *analyst != "" {
+		if script == nil {
+			script = &mockupstream.Script{}
+		}
+		switch *analyst {
+		case "ra3":
+			a := &mockupstream.Analyst{Seed: *seed, ErrorRate: *errorRate, FixRate: *fixRate}
+			script.Rules = append(script.Rules, a.Rule())
+		case "orders":
+			a := &mockupstream.OrdersAnalyst{Seed: *seed, ErrorRate: *errorRate, FixRate: *fixRate}
+			script.Rules = append(script.Rules, a.Rule())
+		default:
+			fmt.Fprintf(stderr, "factgate mock-upstream: --analyst %q: want ra3 or orders\n", *analyst)
+			return 2
+		}
 	}
 	var ids []string
 	for _, m := range strings.Split(*models, ",") {

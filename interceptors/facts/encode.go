@@ -23,12 +23,13 @@ import (
 //	  kind, zig time delta, zig line delta, text length, player/asset/power
 //	  (string position + 1, 0 = none), unit count + zig deltas, pos flag byte
 //	  [+ 3 little-endian float64]
+//	records (version 2; records_encode.go)
 //	CRC-32C of everything before, 4 bytes little-endian
 //
 // The derived lookup tables are rebuilt on decode, not stored.
 const (
 	encodingMagic   = "FGFX"
-	encodingVersion = 1
+	encodingVersion = 2 // 2: JSON records
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -144,6 +145,7 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c))
 		}
 	}
+	b = ix.appendRecords(b)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
 }
 
@@ -492,6 +494,9 @@ func (d *decoder) index() (*Index, error) {
 	}
 	if textOff != len(texts) {
 		return nil, fmt.Errorf("%d bytes of op text unused", len(texts)-textOff)
+	}
+	if err := d.records(ix); err != nil {
+		return nil, fmt.Errorf("records: %w", err)
 	}
 	if d.off != len(d.s) {
 		return nil, fmt.Errorf("%d trailing bytes", len(d.s)-d.off)

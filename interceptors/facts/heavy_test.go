@@ -25,7 +25,10 @@ func TestIndexBuildsWaitForACPU(t *testing.T) {
 		s.heavy <- struct{}{}
 	}
 	decoded := false
-	texts := func() []string { decoded = true; return []string{replay(t, "allied_vs_soviet.txt")} }
+	texts := func() requestTexts {
+		decoded = true
+		return requestTexts{user: []string{replay(t, "allied_vs_soviet.txt")}}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := s.index(ctx, "k1", texts, false); !errors.Is(err, context.DeadlineExceeded) {

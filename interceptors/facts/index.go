@@ -80,6 +80,9 @@ type Index struct {
 	lines     int
 	unparsed  int
 	truncated bool
+	// recordSets are the JSON records (records.go), sorted by set name; encoded.
+	recordSets     []recordSet
+	recordsSkipped int
 
 	// Derived by derive(), never encoded.
 	byKind    [][]int32 // kind id -> op indexes, time order
@@ -436,10 +439,10 @@ func (ix *Index) unitSlot(unit int64) int {
 
 var roleProducerBit, _ = roleBit(RoleProducer)
 
-// HasFacts reports whether the index holds at least one operation. An index of a
-// text where no rule matched (prose, garbage) has none; validators that need facts
-// then stay silent.
-func (ix *Index) HasFacts() bool { return ix != nil && len(ix.recs) > 0 }
+// HasFacts reports whether the index holds at least one operation or record. An
+// index of a text where no rule matched (prose, garbage) has none; validators that
+// need facts then stay silent, and a session does not record it as a segment.
+func (ix *Index) HasFacts() bool { return ix != nil && (len(ix.recs) > 0 || len(ix.recordSets) > 0) }
 
 // Len returns the number of operations.
 func (ix *Index) Len() int {

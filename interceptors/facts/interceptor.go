@@ -273,7 +273,7 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, msgs foundMessag
 		var err error
 		if !ok {
 			jobCtx = context.WithoutCancel(ctx)
-			r, err = f.store.index(jobCtx, info.Key, lazyTexts(body, texts), session != "")
+			r, err = f.store.index(jobCtx, info.Key, f.store.lazyTexts(body, texts), session != "")
 		}
 		if r.note != "" {
 			trace.Note(r.note)
@@ -286,6 +286,9 @@ func (f *Interceptor) resolve(ctx context.Context, body []byte, msgs foundMessag
 		own, info.Source, info.BuildTime = r.ix, r.source, r.build
 		f.sources[r.source].Inc()
 		trace.Note(sourceNote(own.Len(), r.source, r.build, info.Key))
+		if own.RecordCount() > 0 || own.RecordsSkipped() > 0 {
+			trace.Note(recordsNote(own))
+		}
 	}
 	ix := own
 	if session != "" {

@@ -310,8 +310,8 @@ func TestFactKey(t *testing.T) {
 				if got != want {
 					t.Fatalf("round %d: key %q, want %q", round, got, want)
 				}
-				if tt.texts != nil && SourceKey(version, texts()...) != want {
-					t.Fatalf("round %d: the decoded texts %q do not key as the body", round, texts())
+				if tt.texts != nil && SourceKey(version, texts().user...) != want {
+					t.Fatalf("round %d: the decoded texts %q do not key as the body", round, texts().user)
 				}
 			}
 		})

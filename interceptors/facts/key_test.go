@@ -58,12 +58,13 @@ func TestSourceKeyImpliesSameIndex(t *testing.T) {
 // TestSourceKeyGolden pins fact keys for known inputs: they name indexes in the
 // shared cache, read by other replicas and versions, so a change to how a key is
 // computed — or to the request path that finds it (the memo, the decoding of the
-// body) — must not change its value.
+// body) — must not change its value. The encoding's format version is part of
+// the key: version 2 (JSON records) gave these values.
 func TestSourceKeyGolden(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ file, want string }{
-		{"mcv_vs_miner.txt", "bdf7ca34fc0c5d10952816dfe9e547d8"},
-		{"allied_vs_soviet.large.txt", "046860436f043c8dbb864d6c61a68bbc"},
+		{"mcv_vs_miner.txt", "d89bc6eddd8f0296fc734bb91f3f2a9d"},
+		{"allied_vs_soviet.large.txt", "c8b3f0be8280860d74f14e8764959601"},
 	} {
 		if got := SourceKey("v1", replay(t, tc.file)); got != tc.want {
 			t.Errorf("SourceKey(v1, %s) = %s, want %s", tc.file, got, tc.want)
@@ -72,7 +73,7 @@ func TestSourceKeyGolden(t *testing.T) {
 	// The stage's key of a request, computed and then from the memo.
 	s := newStage(t, nil, Config{})
 	body := chatBody(t, replay(t, "mcv_vs_miner.txt"))
-	const want = "d9b66895faaef5870946d501b0952efd" // under rules version ra3-facts-test-1
+	const want = "00d2d78595c9af3b07a090f035ecf42f" // under rules version ra3-facts-test-1
 	for round := range 2 {
 		_, info, err := requestOn(t.Context(), s, body)
 		if err != nil || info.Key != want {

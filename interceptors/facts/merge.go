@@ -142,8 +142,32 @@ func Merge(indexes ...*Index) *Index {
 		out.names[i] = out.text[sp.start:sp.end]
 	}
 	slices.SortStableFunc(out.recs, cmpOpTime)
+	out.mergeRecords(segs)
 	out.derive()
 	return out
+}
+
+// mergeRecords joins the segments' record sets: a key a later segment has
+// again replaces the earlier record (the latest state), in first-seen order.
+func (out *Index) mergeRecords(segs []*Index) {
+	var sets []recordSet
+	for _, ix := range segs {
+		out.recordsSkipped += ix.recordsSkipped
+		for i := range ix.recordSets {
+			src := &ix.recordSets[i]
+			j := slices.IndexFunc(sets, func(s recordSet) bool { return s.name == src.name })
+			if j < 0 {
+				sets = append(sets, recordSet{name: src.name})
+				j = len(sets) - 1
+			}
+			for _, r := range src.recs {
+				sets[j].add(r)
+			}
+		}
+	}
+	if len(sets) > 0 {
+		out.setRecordSets(sets)
+	}
 }
 
 // maxNameBytes bounds a player, asset or power name: they are parts of one line,

@@ -99,6 +99,8 @@ type Extractor struct {
 	maxBytes int
 	// maxCaps is the most submatch slots (groups + 1) of a rule's line program.
 	maxCaps int
+	// records are the record rules (records.go).
+	records []recordRule
 	// lead is the opening the op rules' line programs share (nil: none); the
 	// rules (the duration rule among them) with shared set run it once per line
 	// (see lineLead).
@@ -196,13 +198,17 @@ func NewExtractor(r *knowledge.FactRules, opts ...Option) (*Extractor, error) {
 	if r == nil {
 		return nil, errors.New("facts: no fact rules")
 	}
-	if len(r.Ops) == 0 {
-		return nil, errors.New("facts: fact rules have no ops")
+	if len(r.Ops) == 0 && len(r.Records) == 0 {
+		return nil, errors.New("facts: fact rules have no ops and no records")
 	}
 	if r.MaxLines < 0 {
 		return nil, fmt.Errorf("facts: max_lines %d is negative", r.MaxLines)
 	}
-	x := &Extractor{version: r.Version, maxLines: r.MaxLines, maxBytes: DefaultMaxBytes}
+	records, err := compileRecords(r.Records)
+	if err != nil {
+		return nil, err
+	}
+	x := &Extractor{version: r.Version, maxLines: r.MaxLines, maxBytes: DefaultMaxBytes, records: records}
 	if x.maxLines == 0 {
 		x.maxLines = DefaultMaxLines
 	}

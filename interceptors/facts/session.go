@@ -170,7 +170,7 @@ func (s *store) session(ctx context.Context, session, key string, own *Index, tt
 		}
 		return res
 	}
-	res.ix = merged
+	res.ix = overlayRecords(merged, own)
 	return res
 }
 

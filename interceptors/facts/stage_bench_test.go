@@ -121,7 +121,7 @@ func BenchmarkLookupSharedHit(b *testing.B) {
 	run := func(b *testing.B, shared cache.Cache) {
 		s := newStage(b, shared, Config{})
 		key, texts := s.store.keyOf(body)
-		blob, _ := extract(b, texts()...).MarshalBinary()
+		blob, _ := extract(b, texts().user...).MarshalBinary()
 		if err := shared.Set(context.Background(), SharedKeyPrefix+key, blob, time.Minute); err != nil {
 			b.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func (missCache) SetMembers(context.Context, string) ([]string, error)        { 
 func BenchmarkLookupBuild(b *testing.B) {
 	s := newStage(b, missCache{}, Config{})
 	key, texts := s.store.keyOf(chatBody(b, replay(b, "allied_vs_soviet.large.txt")))
-	b.SetBytes(int64(len(texts()[0])))
+	b.SetBytes(int64(len(texts().user[0])))
 	b.ReportAllocs()
 	start := cpuTime()
 	for b.Loop() {

@@ -125,9 +125,17 @@ func newStore(x *Extractor, keyVersion string, shared cache.Cache, s settings, o
 // texts, decoded on first use (see key). The function reads body, so body must
 // stay as it is until the caller is done with it (the job holds the exchange's
 // buffers: Exchange.Hold); the texts it returns are copies.
-func (s *store) keyOf(body []byte) (string, func() []string) {
+func (s *store) keyOf(body []byte) (string, func() requestTexts) {
 	k, texts := s.key(body, foundMessages{})
-	return k, lazyTexts(body, texts)
+	return k, s.lazyTexts(body, texts)
+}
+
+// requestTexts are what an index is extracted from: the user texts (the
+// operations) and, when the rules declare records, the messages the record
+// rules read.
+type requestTexts struct {
+	user     []string
+	messages []RoleText
 }
 
 // key returns the fact key of the body's user texts (as keyOf) and, when it
@@ -137,7 +145,14 @@ func (s *store) keyOf(body []byte) (string, func() []string) {
 // only an index build needs the decoded texts. A repeated log costs no
 // allocation here. msgs is the body's messages array when it was found already
 // (msgs.known).
+//
+// With record rules the key covers the messages they read too (recordsKey),
+// and is not memoised: their digest would be another walk of the body.
 func (s *store) key(body []byte, msgs foundMessages) (string, []string) {
+	if s.extractor.HasRecords() {
+		texts := reqcontext.UserTexts(body)
+		return recordsKey(s.keyVersion, texts, roleTexts(body, s.extractor)), texts
+	}
 	d, ok := s.keys.digest(body, msgs)
 	if ok {
 		if k, hit := s.keys.lru.Get(d); hit {
@@ -155,14 +170,19 @@ func (s *store) key(body []byte, msgs foundMessages) (string, []string) {
 	return k, texts
 }
 
-// lazyTexts returns a function that returns texts when they were decoded already
-// (not nil), else the user texts of body, decoded on first use.
-func lazyTexts(body []byte, texts []string) func() []string {
-	return func() []string {
+// lazyTexts returns a function that returns the request's texts: texts when
+// they were decoded already (not nil), else the user texts of body, decoded on
+// first use, and the messages the record rules read.
+func (s *store) lazyTexts(body []byte, texts []string) func() requestTexts {
+	return func() requestTexts {
 		if texts == nil {
 			texts = reqcontext.UserTexts(body)
 		}
-		return texts
+		t := requestTexts{user: texts}
+		if s.extractor.HasRecords() {
+			t.messages = roleTexts(body, s.extractor)
+		}
+		return t
 	}
 }
 
@@ -182,7 +202,7 @@ func (s *store) inMemory(key string) (resolved, bool) {
 // of their own. A built index is written back to the shared cache: in the
 // background, or — for a session's segment (inSession), which no later request can
 // rebuild — before returning and durably (kept through a shared-tier outage).
-func (s *store) index(ctx context.Context, key string, texts func() []string, inSession bool) (resolved, error) {
+func (s *store) index(ctx context.Context, key string, texts func() requestTexts, inSession bool) (resolved, error) {
 	if r, ok := s.inMemory(key); ok {
 		return r, nil
 	}
@@ -206,7 +226,8 @@ func (s *store) index(ctx context.Context, key string, texts func() []string, in
 			return resolved{}, err
 		}
 		start := time.Now()
-		ix, err = s.extractor.ExtractTexts(texts()...)
+		t := texts()
+		ix, err = s.extractor.ExtractRequest(t.user, t.messages)
 		r.build = time.Since(start)
 		release()
 		if err != nil {
@@ -373,7 +394,7 @@ func indexHeapBytes(ix *Index) int64 {
 		allocBytes(int64(cap(ix.units))*8) + int64(len(ix.units))*unitMentionBytes +
 		allocBytes(int64(cap(ix.pos))*posBytes) +
 		int64(len(ix.unitIDs))*unitSlotBytes + int64(len(ix.names))*nameBytes +
-		int64(len(ix.firstProd))*firstProdBytes
+		int64(len(ix.firstProd))*firstProdBytes + recordsHeapBytes(ix)
 }
 
 // allocBytes is what the heap takes for an allocation of n bytes: small ones are

@@ -1,6 +1,7 @@
 package reqcontext
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -69,11 +70,17 @@ func jsonFormat(rf string) bool {
 // clientMentions reports whether a system, developer or user message of the
 // body's messages ml contains s (in its string content or a text part).
 func clientMentions(body string, ml MessageList, s string) bool {
+	return mentions(body, ml, []string{"system", "developer", "user"}, s)
+}
+
+// mentions reports whether a message of one of roles of the body's messages ml
+// contains s (in its string content or a text part).
+func mentions(body string, ml MessageList, roles []string, s string) bool {
 	// s as JSON writes it unescaped: a content without \u escapes contains s iff
 	// its raw JSON does, which costs a scan instead of decoding a long log.
 	plain := !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == '"' || r == '\\' })
 	for _, m := range ml.Items {
-		if (m.Role != "system" && m.Role != "developer" && m.Role != "user") || m.ContentEnd == 0 {
+		if !slices.Contains(roles, m.Role) || m.ContentEnd == 0 {
 			continue
 		}
 		raw := body[m.ContentStart:m.ContentEnd]
@@ -92,7 +99,8 @@ func clientMentions(body string, ml MessageList, s string) bool {
 		case c.IsArray():
 			found := false
 			c.ForEach(func(_, part gjson.Result) bool {
-				found = part.Get("type").Str == "text" && strings.Contains(part.Get("text").Str, s)
+				t := part.Get("type").Str
+				found = (t == "text" || t == "input_text" || t == "output_text") && strings.Contains(part.Get("text").Str, s)
 				return !found
 			})
 			if found {

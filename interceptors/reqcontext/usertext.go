@@ -119,6 +119,11 @@ func (h *userHeads) init(body string, ml MessageList, bounds headBounds, buf buf
 // messages contain s (clientMentions).
 func (h *userHeads) ClientMentions(s string) bool { return clientMentions(h.body, h.ml, s) }
 
+// RoleMentions implements knowledge.RoleMentioner.
+func (h *userHeads) RoleMentions(roles []string, s string) bool {
+	return mentions(h.body, h.ml, roles, s)
+}
+
 // Count implements knowledge.TextHeads.
 func (h *userHeads) Count() int { return len(h.texts) }
 

@@ -45,11 +45,6 @@ const (
 	CodeSessionUnconfirmed = "facts.session_unconfirmed"
 )
 
-// The knowledge tag that marks an asset able to build structures. Identity rules
-// ask the knowledge set for it (and for knowledge.SpecialPowerTag(power)); no asset
-// name appears in code.
-const builderTag = "builder"
-
 // Input is what one answer is checked against. The zero Input has no facts and no
 // knowledge: only the format and self-consistency rules apply.
 type Input struct {
@@ -99,6 +94,14 @@ type Checker struct {
 	dim string
 	// sep joins lists in issue arguments ("、" for a zh pack).
 	sep string
+	// rules runs the pack's rules (rules.yaml) on the claims.
+	rules *engine
+	// reference, when set (by the differential test only), runs instead of the
+	// engine.
+	reference func(*run, *claims.Claims)
+	// kinds runs the rules of the claim kinds the pack declares beyond ra3's
+	// (enginekinds.go); nil when there are none.
+	kinds *kindsEngine
 }
 
 // NewChecker builds a checker for pack with cfg. It fails for a nil pack, a pack
@@ -123,6 +126,12 @@ func NewChecker(pack *knowledge.Pack, cfg Config) (*Checker, error) {
 		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
 	}
 	c := &Checker{pack: pack, parser: p, settings: cfg.Settings(), sep: ", "}
+	if c.kinds, err = newKindsEngine(pack); err != nil {
+		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
+	}
+	if c.rules, err = newEngine(pack); err != nil {
+		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
+	}
 	if pack.Context.Players != nil {
 		c.dim = pack.Context.Players.Dimension
 	}
@@ -166,7 +175,15 @@ func (c *Checker) Check(answer string, in Input) []interceptors.Issue {
 
 // check runs the rules on the parsed answer.
 func (c *Checker) check(parsed *claims.Claims, in Input) []interceptors.Issue {
-	r := newRun(c, in) // a value: the run stays on the stack
+	// The run lives in an instance of the rule engine (taken for this check,
+	// returned after): the engine's functions read it, and it costs no
+	// allocation.
+	ei := c.rules.get()
+	defer c.rules.put(ei)
+	r := &ei.run
+	out := r.out[:0]
+	*r = newRun(c, in)
+	r.out = out
 	for _, is := range parsed.Issues {
 		r.out = append(r.out, finding{issue: is})
 	}
@@ -178,15 +195,12 @@ func (c *Checker) check(parsed *claims.Claims, in Input) []interceptors.Issue {
 		r.add(finding{issue: newIssue(CodeSessionUnconfirmed, interceptors.Warning, "", interceptors.Recommendation{})})
 	}
 	if parsed.Usable() {
-		for i := range parsed.UnitClaims {
-			r.unitClaim(&parsed.UnitClaims[i])
+		if c.reference != nil {
+			c.reference(r, parsed)
+		} else {
+			ei.runClaims(parsed)
 		}
-		for i := range parsed.EventClaims {
-			r.claim(&parsed.EventClaims[i])
-		}
-		for i := range parsed.TimelineClaims {
-			r.claim(&parsed.TimelineClaims[i])
-		}
+		c.kinds.run(r, parsed)
 	}
 	return r.finish()
 }
@@ -211,7 +225,6 @@ type run struct {
 	players  []knowledge.Player
 	sole     string // the one scope value of the players' dimension, if exactly one
 	out      []finding
-	matched  []bool // per evidence item of the current claim: it matched the facts
 	// views are the last two scopes view looked up in set: a request's unit
 	// claims are about one or two factions, and the set's scope map hashes two
 	// strings. next is the slot the next lookup takes.
@@ -299,6 +312,7 @@ func (r *run) finish() []interceptors.Issue {
 		return strings.Compare(a.issue.Code, b.issue.Code)
 	})
 	issues := make([]interceptors.Issue, len(r.out))
+	defer clear(r.out) // the findings' memory is reused by the next check
 	for i := range r.out {
 		f := &r.out[i]
 		is := f.issue

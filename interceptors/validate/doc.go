@@ -16,6 +16,13 @@
 //
 // # Rules
 //
+// The rules are the pack's data: its rules.yaml (knowledge.RuleSet), conditions in
+// CEL, run by this package's engine (engine.go): preconditions checked in Go, lets
+// computed once per claim on first use, every expression planned at load into Go
+// closures over plain values (engineplan.go), cel-go programs for what the planner
+// does not take. A rule failing at run time is an Info rule.error and
+// factgate_rule_errors_total{pack,rule}. ra3's rules.yaml expresses:
+//
 //	code                        severity       path        applies to
 //	claim.no_evidence           WeakEvidence   claim       any claim, confirmed / highly likely, no evidence
 //	claim.no_alternatives       Warning        claim       unit claim, possible / uncertain, no alternatives and no needsConfirmation

@@ -128,6 +128,10 @@ type Report struct {
 	Segments   int
 	Operations int
 	End        time.Duration
+	// Records counts the JSON records the facts hold (facts.records), over
+	// RecordSets, the sets that hold some.
+	Records    int
+	RecordSets []string
 
 	playersDim string // shown through Players, not Scopes
 }
@@ -162,7 +166,7 @@ func (o *Offline) Check(req CheckRequest) (*Report, error) {
 	rep := &Report{Pack: op.pack.Name, KnowledgeSet: set.name, Segments: len(req.Facts), playersDim: op.checker.dim}
 	idx := make([]*facts.Index, 0, len(req.Facts))
 	for i, text := range req.Facts {
-		ix, err := op.extractor.Extract(text)
+		ix, err := op.extractor.ExtractFile(text)
 		if err != nil {
 			return nil, fmt.Errorf("validate: extracting facts: %w", err)
 		}
@@ -176,6 +180,7 @@ func (o *Offline) Check(req CheckRequest) (*Report, error) {
 		ix = facts.Merge(idx...)
 	}
 	rep.Operations, rep.End = ix.Len(), ix.End()
+	rep.Records, rep.RecordSets = ix.RecordCount(), ix.RecordSets()
 	rep.Scopes, rep.Players = resolveScopes(op.checker.dim, ctx, req.Scopes, ix)
 	rep.Issues = op.checker.Check(req.Answer, Input{
 		Index:         ix,
@@ -221,6 +226,18 @@ func (o *Offline) choosePack(req CheckRequest) (*offlinePack, error) {
 		return nil, badRequest("unknown_pack", "knowledge set %q belongs to pack %s, which has no fact rules or claims contract to check", req.KnowledgeSet, p.Name)
 	case len(o.names) == 1:
 		return o.packs[o.names[0]], nil
+	}
+	// Facts that are JSON go to the one pack that reads records; any other facts
+	// (or none) to the one pack that reads operation logs.
+	jsonFacts := len(req.Facts) > 0 && facts.HasJSONDocument(req.Facts[0])
+	var fits []string
+	for _, name := range o.names {
+		if x := o.packs[name].extractor; x != nil && (x.HasRecords() == jsonFacts) {
+			fits = append(fits, name)
+		}
+	}
+	if len(fits) == 1 {
+		return o.packs[fits[0]], nil
 	}
 	return nil, badRequest("ambiguous_pack", "several packs check answers (%s): name one", strings.Join(o.names, ", "))
 }

@@ -82,9 +82,12 @@ func WriteText(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintf(&b, "; %s %s", d, strings.Join(rep.Scopes[d], ", "))
 	}
-	if rep.Operations == 0 {
-		b.WriteString("; no facts (no line of the facts is an operation): only format rules applied\n")
-	} else {
+	switch {
+	case rep.Operations == 0 && rep.Records > 0:
+		fmt.Fprintf(&b, "; %d records (%s)\n", rep.Records, strings.Join(rep.RecordSets, ", "))
+	case rep.Operations == 0:
+		b.WriteString("; no facts (no line of the facts is an operation, no record): only format rules applied\n")
+	default:
 		seg := ""
 		if rep.Segments > 1 {
 			seg = fmt.Sprintf(" in %d segments", rep.Segments)

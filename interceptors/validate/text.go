@@ -48,6 +48,10 @@ var englishText = func() map[string][2]*template.Template {
 			"The claim about UnitId {{.Args.unit}} does not say what the unit is.",
 			"Name the asset in claim, or drop the claim.",
 		},
+		CodeRuleError: {
+			"The rule {{.Args.rule}} could not check this claim ({{.Args.error}}).",
+			"Nothing to change because of it; the pack's rule needs fixing.",
+		},
 		"claims.missing_field": {
 			"A claim in {{.Args.kind}}{{with .Args.claim}} ({{.}}){{end}} has no usable {{.Args.field}}.",
 			"Give {{.Args.field}} as the claims contract describes it, or drop the claim.",
