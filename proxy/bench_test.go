@@ -14,7 +14,6 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/factgate/factgate/interceptors"
@@ -293,10 +292,9 @@ func BenchmarkPassthroughChatTraced(b *testing.B) {
 	sink := &fasthttp.Server{Handler: func(rc *fasthttp.RequestCtx) { rc.SetContentType("application/x-protobuf") }}
 	go sink.Serve(ln)
 	b.Cleanup(func() { sink.Shutdown() })
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL("http://"+ln.Addr().String()))
-	if err != nil {
-		b.Fatal(err)
-	}
+	// The exporter the environment names, as factgate serve makes it.
+	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
+	b.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	cfg, err := ParseConfig([]byte(`
 log: {access: false}
 upstreams: {u: {base_url: "`+up+`"}}
@@ -306,8 +304,7 @@ telemetry: {enabled: true}
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)), WithTelemetry(telemetry.WithExporter(exp),
-		telemetry.WithSampler(sdktrace.AlwaysSample()),
+	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)), WithTelemetry(telemetry.WithSampler(sdktrace.AlwaysSample()),
 		telemetry.WithBatching(telemetry.Batching{QueueSize: 2048, BatchSize: 512, Delay: 100 * time.Millisecond, ExportTimeout: 5 * time.Second})))
 	if err != nil {
 		b.Fatal(err)

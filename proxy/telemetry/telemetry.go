@@ -220,23 +220,25 @@ func (t *Telemetry) providerName(up string) string {
 // http/protobuf (the default), http/json or grpc. The exporters read the
 // endpoint, headers, timeout, compression and TLS settings from the environment
 // themselves. Their retries of a failing collector are bounded by the export
-// timeout (OTEL_BSP_EXPORT_TIMEOUT).
+// timeout (OTEL_BSP_EXPORT_TIMEOUT). The protobuf protocols encode the spans
+// with spanExporter and send them with the OpenTelemetry OTLP clients; http/json
+// is the OpenTelemetry exporter.
 func otlpExporter() (sdktrace.SpanExporter, error) {
 	name, protocol := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
 	if protocol == "" {
 		name, protocol = "OTEL_EXPORTER_OTLP_PROTOCOL", strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
 	}
 	ctx := context.Background()
+	httpRetry := otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true,
+		InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed})
 	switch protocol {
 	case "", "http/protobuf":
-		return otlptracehttp.New(ctx, otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true,
-			InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
+		return newSpanExporter(ctx, otlptracehttp.NewClient(httpRetry))
 	case "http/json":
-		return otlptracehttp.New(ctx, otlptracehttp.WithEncoding(otlptracehttp.EncodingJSON), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true,
-			InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
+		return otlptracehttp.New(ctx, otlptracehttp.WithEncoding(otlptracehttp.EncodingJSON), httpRetry)
 	case "grpc":
-		return otlptracegrpc.New(ctx, otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true,
-			InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
+		return newSpanExporter(ctx, otlptracegrpc.NewClient(otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true,
+			InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed})))
 	}
 	return nil, fmt.Errorf("%s=%q: use http/protobuf, http/json or grpc", name, protocol)
 }

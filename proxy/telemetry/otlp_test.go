@@ -1,0 +1,313 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+)
+
+// recordSpans keeps the spans that end, as the export queue gets them.
+type recordSpans struct {
+	mu    sync.Mutex
+	spans []sdktrace.ReadOnlySpan
+}
+
+func (r *recordSpans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (r *recordSpans) OnEnd(s sdktrace.ReadOnlySpan) {
+	r.mu.Lock()
+	r.spans = append(r.spans, s)
+	r.mu.Unlock()
+}
+func (r *recordSpans) Shutdown(context.Context) error   { return nil }
+func (r *recordSpans) ForceFlush(context.Context) error { return nil }
+
+// encoderSpans are spans of every shape the encoder writes: a continued remote
+// parent with tracestate, every attribute type, long values (lengths of two and
+// three bytes), events, links, statuses, dropped attributes, two scopes (one with
+// a version, a schema and attributes) and a resource with a schema.
+func encoderSpans(t *testing.T, n int) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	rec := &recordSpans{}
+	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("factgate"), attribute.String("deployment.environment.name", "test"))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(rec),
+		sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{AttributeCountLimit: 40, EventCountLimit: 4, LinkCountLimit: 4,
+			AttributeValueLengthLimit: -1, AttributePerEventCountLimit: -1, AttributePerLinkCountLimit: -1}))
+	proxyTracer := tp.Tracer(scopeName)
+	stageTracer := tp.Tracer("github.com/factgate/factgate/interceptors", trace.WithInstrumentationVersion("v1.2.3"),
+		trace.WithSchemaURL(semconv.SchemaURL), trace.WithInstrumentationAttributes(attribute.Bool("stage", true)))
+	var prop propagation.TraceContext
+	long := strings.Repeat("事实", 3000) // 18 KB: a three-byte length
+	for i := range n {
+		parent := context.Background()
+		if i%2 == 0 {
+			parent = prop.Extract(parent, propagation.MapCarrier{
+				"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+				"tracestate":  "vendor=opaque,other=1",
+			})
+		}
+		ctx, server := proxyTracer.Start(parent, "POST /v1/chat/completions", trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithTimestamp(time.Unix(1700000000, int64(i))))
+		server.SetAttributes(
+			attribute.String("http.request.method", "POST"),
+			attribute.String("empty", ""),
+			attribute.Int("http.response.status_code", 200),
+			attribute.Int64("negative", -42),
+			attribute.Float64("gen_ai.request.temperature", 0.35),
+			attribute.Float64("zero", 0),
+			attribute.Bool("yes", true), attribute.Bool("no", false),
+			attribute.StringSlice("gen_ai.response.finish_reasons", []string{"stop", "", "length"}),
+			attribute.Int64Slice("ints", []int64{1, -2, 300}),
+			attribute.Float64Slice("floats", []float64{0.5, -1e300}),
+			attribute.BoolSlice("bools", []bool{true, false}),
+			attribute.ByteSlice("bytes", []byte{0, 1, 255}),
+			attribute.Slice("mixed", attribute.StringValue("a"), attribute.IntValue(2), attribute.SliceValue(attribute.BoolValue(true))),
+			attribute.Map("map", attribute.String("k", "v"), attribute.Int("n", 1)),
+			attribute.String("mid", strings.Repeat("x", 200)), // a two-byte length
+		)
+		if i%3 == 0 {
+			server.SetAttributes(attribute.String("gen_ai.output.messages", long))
+		}
+		_, stage := stageTracer.Start(ctx, "factgate.validate")
+		stage.AddEvent("factgate.upstream.skipped", trace.WithAttributes(attribute.String("factgate.upstream.name", "u")),
+			trace.WithTimestamp(time.Unix(1700000001, 0)))
+		stage.AddEvent("plain")
+		stage.End()
+		_, call := proxyTracer.Start(ctx, "chat m", trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithLinks(trace.Link{SpanContext: server.SpanContext(), Attributes: []attribute.KeyValue{attribute.String("why", "x")}},
+				trace.LinkFromContext(parent)))
+		for j := range 45 { // over the limit: dropped attributes
+			call.SetAttributes(attribute.Int("a"+string(rune('a'+j%26))+string(rune('a'+j/26)), j))
+		}
+		switch i % 3 {
+		case 0:
+			call.SetStatus(codes.Error, "the upstream answered with status 503")
+		case 1:
+			call.SetStatus(codes.Ok, "")
+		}
+		call.End()
+		server.End(trace.WithTimestamp(time.Unix(1700000002, 0)))
+	}
+	if err := tp.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return rec.spans
+}
+
+// captureHTTP is an OTLP/HTTP receiver that keeps each request's body.
+func captureHTTP(t *testing.T) (url string, bodies func() [][]byte) {
+	t.Helper()
+	var mu sync.Mutex
+	var got [][]byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, b)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() [][]byte { mu.Lock(); defer mu.Unlock(); return append([][]byte(nil), got...) }
+}
+
+// The encoder's bytes are the official exporter's, byte for byte, over
+// OTLP/HTTP: the same spans exported by otlptracehttp.New (tracetransform and
+// proto.Marshal) and by spanExporter through otlptracehttp's client.
+func TestSpanEncoderMatchesOTLPExporter(t *testing.T) {
+	ctx := context.Background()
+	spans := encoderSpans(t, 7)
+	officialURL, officialBodies := captureHTTP(t)
+	ourURL, ourBodies := captureHTTP(t)
+	official, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(officialURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := newSpanExporter(ctx, otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(ourURL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Twice: the second batch reuses the encoder's buffers.
+	for _, batch := range [][]sdktrace.ReadOnlySpan{spans, spans[:5]} {
+		if err := official.ExportSpans(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		if err := ours.ExportSpans(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = official.Shutdown(ctx)
+	_ = ours.Shutdown(ctx)
+	want, got := officialBodies(), ourBodies()
+	if len(want) != 2 || len(got) != 2 {
+		t.Fatalf("%d official exports, %d of ours; want 2 each", len(want), len(got))
+	}
+	for i := range want {
+		compareExports(t, want[i], got[i])
+	}
+}
+
+func compareExports(t *testing.T, want, got []byte) {
+	t.Helper()
+	var w, g collectortrace.ExportTraceServiceRequest
+	if err := proto.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(got, &g); err != nil {
+		t.Fatalf("our export does not decode: %v", err)
+	}
+	if !proto.Equal(&w, &g) {
+		t.Fatalf("decoded exports differ:\nofficial %v\nours     %v", &w, &g)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("exports decode alike but their bytes differ (%d and %d bytes)", len(want), len(got))
+	}
+	if n := len(w.ResourceSpans[0].ScopeSpans); n != 2 {
+		t.Errorf("%d scopes, want 2", n)
+	}
+}
+
+// traceCollector is an OTLP/gRPC receiver that keeps each request.
+type traceCollector struct {
+	collectortrace.UnimplementedTraceServiceServer
+	mu  sync.Mutex
+	got [][]byte
+}
+
+func (c *traceCollector) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.got = append(c.got, b)
+	c.mu.Unlock()
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+// Over OTLP/gRPC the collector decodes the same request from either exporter.
+func TestSpanEncoderMatchesOTLPExporterGRPC(t *testing.T) {
+	ctx := context.Background()
+	spans := encoderSpans(t, 4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &traceCollector{}
+	srv := grpc.NewServer()
+	collectortrace.RegisterTraceServiceServer(srv, col)
+	go srv.Serve(ln)
+	defer srv.Stop()
+	official, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(ln.Addr().String()), otlptracegrpc.WithInsecure())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := newSpanExporter(ctx, otlptracegrpc.NewClient(otlptracegrpc.WithEndpoint(ln.Addr().String()), otlptracegrpc.WithInsecure()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := official.ExportSpans(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.ExportSpans(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	_ = official.Shutdown(ctx)
+	_ = ours.Shutdown(ctx)
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if len(col.got) != 2 {
+		t.Fatalf("%d exports, want 2", len(col.got))
+	}
+	compareExports(t, col.got[0], col.got[1])
+}
+
+// BenchmarkSpanEncoder and BenchmarkOTLPTransform compare what encoding a
+// batch of relayed requests' spans costs: written straight as OTLP bytes, or
+// turned into the protobuf structs and marshalled (the official exporter's
+// path, measured through its client to a receiver that drops the body).
+func BenchmarkSpanEncoder(b *testing.B) {
+	spans := relayBatch(b)
+	var e spanEncoder
+	b.ReportAllocs()
+	for b.Loop() {
+		e.encode(spans)
+	}
+}
+
+// relayBatch is 512 spans of BenchmarkRelaySpans' relayed requests.
+func relayBatch(b *testing.B) []sdktrace.ReadOnlySpan {
+	b.Helper()
+	rec := &recordSpans{}
+	tel, err := New(Config{Enabled: true}, nil, nil, WithExporter(noExport{}), WithSampler(sdktrace.AlwaysSample()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tel.provider.RegisterSpanProcessor(rec)
+	runRelay(tel, 256)
+	_ = tel.Shutdown(context.Background())
+	return rec.spans
+}
+
+// BenchmarkSpanExportOTLP measures exporting a batch of 512 relayed requests'
+// spans over OTLP/HTTP to a loopback receiver: the official exporter, and the
+// encoder through the official client.
+func BenchmarkSpanExportOTLP(b *testing.B) {
+	spans := relayBatch(b)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	b.Run("official", func(b *testing.B) {
+		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(srv.URL))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer exp.Shutdown(ctx)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := exp.ExportSpans(ctx, spans); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoder", func(b *testing.B) {
+		exp, err := newSpanExporter(ctx, otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(srv.URL)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer exp.Shutdown(ctx)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := exp.ExportSpans(ctx, spans); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// noExport drops every span.
+type noExport struct{}
+
+func (noExport) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (noExport) Shutdown(context.Context) error                             { return nil }
