@@ -104,7 +104,7 @@ func (t *Telemetry) StartCall(ctx context.Context, kind, path string, body []byt
 	psc := trace.SpanContextFromContext(ctx)
 	var model string
 	if psc.IsSampled() || !psc.IsValid() {
-		attrs := make([]attribute.KeyValue, 0, 24)
+		attrs := getAttrs()
 		attrs = append(attrs, semconv.GenAIOperationNameKey.String(c.op), attrCallKind.String(kind))
 		if api != "" {
 			attrs = append(attrs, semconv.OpenAIAPITypeKey.String(api))
@@ -572,6 +572,8 @@ func (c *Call) end() {
 	if len(c.attrs) > 0 {
 		c.span.SetAttributes(c.attrs...)
 	}
+	putAttrs(c.attrs)
+	c.attrs = nil
 	c.span.End()
 }
 

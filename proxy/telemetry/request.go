@@ -71,7 +71,7 @@ func (t *Telemetry) StartRequest(rc *fasthttp.RequestCtx, start time.Time) *Requ
 	ctx, span := t.tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
 	r := &Request{t: t, span: span, ctx: ctx, continued: remote.IsValid()}
 	if span.IsRecording() {
-		attrs := make([]attribute.KeyValue, 0, 8)
+		attrs := getAttrs()
 		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method), semconv.URLPath(path), semconv.URLScheme("http"))
 		if ua := rc.Request.Header.UserAgent(); len(ua) > 0 {
 			attrs = append(attrs, semconv.UserAgentOriginal(string(ua)))
@@ -152,7 +152,8 @@ func (r *Request) Finish(ex *interceptors.Exchange, pack, upstream string) {
 	if r == nil || r.attrs == nil {
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 24)
+	attrs := getAttrs()
+	defer putAttrs(attrs)
 	attrs = append(attrs, attrRoute.String(ex.Route), attrModel.String(ex.Model))
 	if upstream != "" {
 		attrs = append(attrs, attrUpstream.String(upstream))
@@ -236,6 +237,7 @@ func (r *Request) End(status int, code string) {
 			r.span.SetStatus(codes.Error, code)
 		}
 		r.span.SetAttributes(attrs...)
+		putAttrs(attrs)
 	}
 	r.span.End()
 }
