@@ -379,36 +379,18 @@ func (t *Try) End(status int, outcome string, err error) {
 		return
 	}
 	t.c.outcome = outcome
-	var end [3]attribute.KeyValue
-	n := 0
-	recording := t.recording
-	if recording {
-		end[n] = attrTryOutcome.String(outcome)
-		n++
-		if status > 0 {
-			end[n] = semconv.HTTPResponseStatusCode(status)
-			n++
-		}
-		switch {
-		case err != nil:
-			end[n] = semconv.ErrorTypeKey.String(outcome)
-			n++
-		case status >= 400:
-			end[n] = semconv.ErrorTypeKey.String(strconv.Itoa(status))
-			n++
-		}
-	}
 	if t.span == nil { // the first try: the call keeps it
 		c := t.c
 		c.first.end, c.first.err, c.first.status = time.Now(), err, status
-		if recording {
-			c.attrs = append(c.attrs, end[:n]...)
+		if t.recording {
+			c.attrs = appendTryEnd(c.attrs, status, outcome, err)
 			c.first.to = len(c.attrs)
 		}
 		return
 	}
-	if recording {
-		t.span.SetAttributes(end[:n]...)
+	if t.recording {
+		var end [3]attribute.KeyValue // escapes: only a try of its own gets here
+		t.span.SetAttributes(appendTryEnd(end[:0], status, outcome, err)...)
 		if err != nil {
 			t.span.SetStatus(codes.Error, err.Error())
 		} else if status >= 400 {
@@ -416,6 +398,22 @@ func (t *Try) End(status int, outcome string, err error) {
 		}
 	}
 	t.span.End()
+}
+
+// appendTryEnd appends how a try ended: its outcome, the upstream's status and
+// error.type.
+func appendTryEnd(attrs []attribute.KeyValue, status int, outcome string, err error) []attribute.KeyValue {
+	attrs = append(attrs, attrTryOutcome.String(outcome))
+	if status > 0 {
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
+	}
+	switch {
+	case err != nil:
+		attrs = append(attrs, semconv.ErrorTypeKey.String(outcome))
+	case status >= 400:
+		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+	}
+	return attrs
 }
 
 // Skip records an upstream the call passed over without a try (its circuit is
