@@ -27,10 +27,14 @@ func newRelayInputs() *relayInputs {
 		answer: []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"PlayerA 在 1:24 打包主基地并向地图中央迁移。"},"finish_reason":"stop"}],"usage":{"prompt_tokens":512,"completion_tokens":64,"total_tokens":576}}`),
 		req:    fasthttp.AcquireRequest(),
 	}
-	in.rc.Request.Header.SetMethod("POST")
-	in.rc.Request.SetRequestURI("/v1/chat/completions")
-	in.rc.Request.SetBody(in.body)
-	in.rc.Init(&in.rc.Request, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}, nil)
+	var req fasthttp.Request
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("/v1/chat/completions")
+	req.SetBody(in.body)
+	in.rc.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}, nil)
+	in.req.Header.SetMethod("POST")
+	in.req.Header.SetHost("127.0.0.1:8000")
+	in.req.Header.SetRequestURI("/v1/chat/completions")
 	return in
 }
 
@@ -39,9 +43,6 @@ func newRelayInputs() *relayInputs {
 func (in *relayInputs) relay(tel *Telemetry) {
 	r := tel.StartRequest(&in.rc, time.Now())
 	c := tel.StartCall(r.Context(), KindRelay, "/v1/chat/completions", in.body)
-	in.req.Header.SetMethod("POST")
-	in.req.Header.SetHost("127.0.0.1:8000")
-	in.req.Header.SetRequestURI("/v1/chat/completions")
 	t := c.StartTry(in.req, "u", "", false, 0)
 	t.End(200, "ok", nil)
 	c.Answer(200, in.answer)

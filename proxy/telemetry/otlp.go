@@ -54,9 +54,31 @@ func newSpanExporter(ctx context.Context, client otlptrace.Client) (*spanExporte
 
 // ExportSpans implements sdktrace.SpanExporter.
 func (x *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	data := make([]spanData, len(spans))
+	for i, s := range spans {
+		data[i] = s
+	}
+	return x.exportData(ctx, data)
+}
+
+// dataExporter is an exporter that takes factgate's own spans as they are
+// (spanExporter); the export queue hands any other exporter the SDK's
+// ReadOnlySpans.
+type dataExporter interface {
+	exportData(ctx context.Context, spans []spanData) error
+}
+
+// exportData exports SDK spans and factgate's own alike. The encoder copies what
+// it reads: factgate's own spans give their attributes back to the pool after.
+func (x *spanExporter) exportData(ctx context.Context, spans []spanData) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	groups := x.enc.encode(spans)
+	for _, s := range spans {
+		if own, ok := s.(*span); ok {
+			own.release()
+		}
+	}
 	if len(groups) == 0 {
 		return nil
 	}
@@ -175,7 +197,7 @@ const (
 // without the message's own tag and length), in the buffer: valid until the next
 // call. Resources, and scopes within a resource, come in the order their first
 // span comes; spans keep their order.
-func (e *spanEncoder) encode(spans []sdktrace.ReadOnlySpan) [][]byte {
+func (e *spanEncoder) encode(spans []spanData) [][]byte {
 	e.b, e.groups, e.keys, e.resources, e.bounds = e.b[:0], e.groups[:0], e.keys[:0], e.resources[:0], e.bounds[:0]
 	for _, s := range spans {
 		if s == nil {
@@ -236,7 +258,7 @@ func (e *spanEncoder) resource(r *resource.Resource) []byte {
 }
 
 // scopeSpans writes the ScopeSpans of the spans of k's resource and scope.
-func (e *spanEncoder) scopeSpans(k groupKey, spans []sdktrace.ReadOnlySpan) {
+func (e *spanEncoder) scopeSpans(k groupKey, spans []spanData) {
 	at := e.open(fieldResourceSpansScopeSpans)
 	if k.scope != (instrumentation.Scope{}) {
 		sc := e.open(fieldScopeSpansScope)
@@ -258,7 +280,7 @@ func (e *spanEncoder) scopeSpans(k groupKey, spans []sdktrace.ReadOnlySpan) {
 }
 
 // span writes one Span.
-func (e *spanEncoder) span(s sdktrace.ReadOnlySpan) {
+func (e *spanEncoder) span(s spanData) {
 	at := e.open(fieldScopeSpansSpans)
 	sc := s.SpanContext()
 	tid, sid := sc.TraceID(), sc.SpanID()

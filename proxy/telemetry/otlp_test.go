@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -240,12 +241,13 @@ func TestSpanEncoderMatchesOTLPExporterGRPC(t *testing.T) {
 	compareExports(t, col.got[0], col.got[1])
 }
 
-// BenchmarkSpanEncoder and BenchmarkOTLPTransform compare what encoding a
-// batch of relayed requests' spans costs: written straight as OTLP bytes, or
-// turned into the protobuf structs and marshalled (the official exporter's
-// path, measured through its client to a receiver that drops the body).
+// BenchmarkSpanEncoder measures encoding a batch of 512 spans of relayed
+// requests (factgate's own spans) as OTLP bytes.
 func BenchmarkSpanEncoder(b *testing.B) {
-	spans := relayBatch(b)
+	var spans []spanData
+	for _, s := range relayBatch(b) {
+		spans = append(spans, readOnly(s))
+	}
 	var e spanEncoder
 	b.ReportAllocs()
 	for b.Loop() {
@@ -253,25 +255,112 @@ func BenchmarkSpanEncoder(b *testing.B) {
 	}
 }
 
-// relayBatch is 512 spans of BenchmarkRelaySpans' relayed requests.
-func relayBatch(b *testing.B) []sdktrace.ReadOnlySpan {
-	b.Helper()
-	rec := &recordSpans{}
-	tel, err := New(Config{Enabled: true}, nil, nil, WithExporter(noExport{}), WithSampler(sdktrace.AlwaysSample()))
+// keepData is an exporter that keeps factgate's own spans as they are.
+type keepData struct {
+	mu    sync.Mutex
+	spans []spanData
+}
+
+func (k *keepData) exportData(_ context.Context, spans []spanData) error {
+	k.mu.Lock()
+	k.spans = append(k.spans, spans...)
+	k.mu.Unlock()
+	return nil
+}
+func (k *keepData) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (k *keepData) Shutdown(context.Context) error                             { return nil }
+
+// relayBatch is the 512 spans of 256 relayed requests through the hooks.
+func relayBatch(tb testing.TB) []spanData {
+	tb.Helper()
+	keep := &keepData{}
+	tel, err := New(Config{Enabled: true}, nil, nil, WithExporter(keep), WithSampler(sdktrace.AlwaysSample()))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	tel.provider.RegisterSpanProcessor(rec)
 	runRelay(tel, 256)
 	_ = tel.Shutdown(context.Background())
-	return rec.spans
+	return keep.spans
+}
+
+// factgate's own spans (a request's, its call's, a retried call's tries, a
+// skipped upstream's event, a failed call) encode as the official exporter
+// encodes the same spans made SDK spans.
+func TestOwnSpansEncodeAsTheOTLPExporter(t *testing.T) {
+	ctx := context.Background()
+	keep := &keepData{}
+	tel, err := New(Config{Enabled: true}, nil, nil, WithExporter(keep), WithSampler(sdktrace.AlwaysSample()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(tel, 3)
+	in := newRelayInputs()
+	r := tel.StartRequest(&in.rc, time.Now())
+	c := tel.StartCall(r.Context(), KindRelay, "/v1/chat/completions", in.body)
+	c.Skip("cold", "circuit_open")
+	c.StartTry(in.req, "u", "KEY_A", false, 0).End(503, "status_503", nil)
+	c.StartTry(in.req, "v", "", true, 1500*time.Millisecond).End(0, "timeout", errors.New("timed out"))
+	c.Fail(errors.New("every upstream failed"))
+	r.Fail("upstream_timeout")
+	r.End(504, "")
+	_ = tel.Shutdown(ctx)
+	if len(keep.spans) != 3*2+4 {
+		t.Fatalf("%d spans, want 10", len(keep.spans))
+	}
+	officialURL, officialBodies := captureHTTP(t)
+	ourURL, ourBodies := captureHTTP(t)
+	official, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(officialURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ros := make([]sdktrace.ReadOnlySpan, len(keep.spans))
+	for i, s := range keep.spans {
+		ros[i] = readOnly(s)
+	}
+	if err := official.ExportSpans(ctx, ros); err != nil {
+		t.Fatal(err)
+	}
+	ours, err := newSpanExporter(ctx, otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(ourURL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.exportData(ctx, keep.spans); err != nil {
+		t.Fatal(err)
+	}
+	want, got := officialBodies(), ourBodies()
+	if len(want) != 1 || len(got) != 1 {
+		t.Fatalf("%d official exports, %d of ours; want 1 each", len(want), len(got))
+	}
+	var w, g collectortrace.ExportTraceServiceRequest
+	if err := proto.Unmarshal(want[0], &w); err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(got[0], &g); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&w, &g) || !bytes.Equal(want[0], got[0]) {
+		t.Fatalf("exports differ:\nofficial %v\nours     %v", &w, &g)
+	}
+	spans := w.ResourceSpans[0].ScopeSpans[0].Spans
+	last := spans[len(spans)-4:] // the failed request: two tries, the call, the server span
+	if last[0].Name != "POST" || last[1].Name != "POST" || last[2].Name != "chat m" || last[3].Name != "POST /v1/chat/completions" {
+		t.Errorf("the failed request's spans: %q %q %q %q", last[0].Name, last[1].Name, last[2].Name, last[3].Name)
+	}
+	if len(last[2].Events) != 1 || last[2].Status.Code != 2 || last[3].Status.Code != 2 {
+		t.Errorf("the call's events %v, status %v; the server span's status %v", last[2].Events, last[2].Status, last[3].Status)
+	}
 }
 
 // BenchmarkSpanExportOTLP measures exporting a batch of 512 relayed requests'
 // spans over OTLP/HTTP to a loopback receiver: the official exporter, and the
 // encoder through the official client.
 func BenchmarkSpanExportOTLP(b *testing.B) {
-	spans := relayBatch(b)
+	// As SDK spans: exportData would give factgate's own spans' attributes
+	// back to the pool after the first export.
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range relayBatch(b) {
+		spans = append(spans, readOnly(s))
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/x-protobuf")

@@ -82,7 +82,7 @@ const (
 type exportQueue struct {
 	exporter sdktrace.SpanExporter
 	b        Batching
-	spans    chan sdktrace.ReadOnlySpan
+	spans    chan spanData
 	flush    chan chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -96,6 +96,9 @@ type exportQueue struct {
 
 	exported prometheus.Counter
 	dropped  map[string]prometheus.Counter
+	// readOnly is a batch as the SDK's spans, for an exporter other than
+	// spanExporter.
+	readOnly []sdktrace.ReadOnlySpan
 	// failing: the last export failed (its log line is written once, and the
 	// recovery's once).
 	failing bool
@@ -109,7 +112,7 @@ func newExportQueue(exp sdktrace.SpanExporter, b Batching, reg prometheus.Regist
 	q := &exportQueue{
 		exporter: exp,
 		b:        b,
-		spans:    make(chan sdktrace.ReadOnlySpan, b.QueueSize),
+		spans:    make(chan spanData, b.QueueSize),
 		flush:    make(chan chan struct{}),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -152,20 +155,29 @@ func (q *exportQueue) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
-	if q.stopped.Load() {
-		q.dropped[dropShutdown].Inc()
-		return
+	q.add(s)
+}
+
+// add queues a sampled span that ended, or drops it.
+func (q *exportQueue) add(s spanData) {
+	reason := dropShutdown
+	if !q.stopped.Load() {
+		select {
+		case q.spans <- s:
+			return
+		default:
+			reason = dropQueueFull
+		}
 	}
-	select {
-	case q.spans <- s:
-	default:
-		q.dropped[dropQueueFull].Inc()
+	q.dropped[reason].Inc()
+	if own, ok := s.(*span); ok {
+		own.release()
 	}
 }
 
 func (q *exportQueue) run() {
 	defer close(q.done)
-	batch := make([]sdktrace.ReadOnlySpan, 0, q.b.BatchSize)
+	batch := make([]spanData, 0, q.b.BatchSize)
 	timer := time.NewTimer(q.b.Delay)
 	defer timer.Stop()
 	for {
@@ -189,7 +201,7 @@ func (q *exportQueue) run() {
 }
 
 // drain exports what is queued now, batch by batch.
-func (q *exportQueue) drain(batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+func (q *exportQueue) drain(batch []spanData) []spanData {
 	for {
 		select {
 		case s := <-q.spans:
@@ -203,12 +215,23 @@ func (q *exportQueue) drain(batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySp
 }
 
 // export sends batch and returns it emptied.
-func (q *exportQueue) export(batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+func (q *exportQueue) export(batch []spanData) []spanData {
 	if len(batch) == 0 {
 		return batch
 	}
 	ctx, cancel := context.WithTimeout(q.runCtx, q.b.ExportTimeout)
-	err := q.exporter.ExportSpans(ctx, batch)
+	var err error
+	if x, ok := q.exporter.(dataExporter); ok {
+		err = x.exportData(ctx, batch)
+	} else {
+		// Another exporter (http/json, a test's) keeps what it is given.
+		q.readOnly = q.readOnly[:0]
+		for _, s := range batch {
+			q.readOnly = append(q.readOnly, readOnly(s))
+		}
+		err = q.exporter.ExportSpans(ctx, q.readOnly)
+		clear(q.readOnly)
+	}
 	cancel()
 	n := float64(len(batch))
 	switch {

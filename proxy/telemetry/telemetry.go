@@ -34,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -77,13 +78,20 @@ func (c *Config) Validate(upstreams map[string]bool) error {
 
 // Telemetry is the tracer of one proxy. Nil when tracing is off.
 type Telemetry struct {
-	provider  *sdktrace.TracerProvider
-	tracer    trace.Tracer
-	prop      propagation.TraceContext
-	queue     *exportQueue
-	content   bool
-	providers map[string]string
-	log       *slog.Logger
+	provider *sdktrace.TracerProvider
+	// sampler, limits, resource and scope are the provider's, for the spans
+	// factgate records itself (span); normalizer is a tracer of the same limits
+	// that exports nothing, whose spans apply the limits (span.normalize).
+	sampler    sdktrace.Sampler
+	limits     sdktrace.SpanLimits
+	resource   *resource.Resource
+	scope      instrumentation.Scope
+	normalizer trace.Tracer
+	prop       propagation.TraceContext
+	queue      *exportQueue
+	content    bool
+	providers  map[string]string
+	log        *slog.Logger
 	// parentBased: the sampler follows a remote parent's decision.
 	parentBased bool
 }
@@ -164,12 +172,20 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger, opts ...Option
 	if err != nil {
 		return nil, err
 	}
+	limits := sdktrace.NewSpanLimits() // the OTEL_SPAN_* variables, as the provider reads them
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sampler),
 		sdktrace.WithIDGenerator(randomIDs{}),
+		sdktrace.WithRawSpanLimits(limits),
 		sdktrace.WithSpanProcessor(q),
 	)
+	// The resource and scope of the provider's spans, read off a span of a
+	// provider that exports nothing.
+	norm := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithRawSpanLimits(limits))
+	_, probe := norm.Tracer(scopeName).Start(context.Background(), "")
+	ro := probe.(sdktrace.ReadOnlySpan)
 	content := false
 	if cfg.Content != nil {
 		content = *cfg.Content
@@ -177,12 +193,16 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger, opts ...Option
 		content = envTrue("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
 	}
 	return &Telemetry{
-		provider:  tp,
-		tracer:    tp.Tracer(scopeName),
-		queue:     q,
-		content:   content,
-		providers: cfg.Providers,
-		log:       log,
+		provider:   tp,
+		sampler:    sampler,
+		limits:     limits,
+		resource:   ro.Resource(),
+		scope:      ro.InstrumentationScope(),
+		normalizer: norm.Tracer(""),
+		queue:      q,
+		content:    content,
+		providers:  cfg.Providers,
+		log:        log,
 
 		parentBased: parentBased,
 	}, nil
