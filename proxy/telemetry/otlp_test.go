@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -400,3 +401,74 @@ type noExport struct{}
 
 func (noExport) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (noExport) Shutdown(context.Context) error                             { return nil }
+
+// The span limits of the environment apply to factgate's own spans as to the
+// SDK's: values cut to OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, at most
+// OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT attributes (the rest counted as dropped), and
+// a key set twice (a retried call's provider) kept once, with its last value.
+func TestOwnSpansKeepTheSpanLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name, env, value string
+		check            func(t *testing.T, s sdktrace.ReadOnlySpan)
+	}{
+		{"value length", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "3", func(t *testing.T, s sdktrace.ReadOnlySpan) {
+			for _, a := range s.Attributes() {
+				if a.Value.Type() == attribute.STRING && len([]rune(a.Value.AsString())) > 3 {
+					t.Errorf("%s = %q: longer than the limit", a.Key, a.Value.AsString())
+				}
+			}
+		}},
+		{"count", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "4", func(t *testing.T, s sdktrace.ReadOnlySpan) {
+			if n := len(s.Attributes()); n != 4 || s.DroppedAttributes() == 0 {
+				t.Errorf("%d attributes, %d dropped; want 4 and some dropped", n, s.DroppedAttributes())
+			}
+		}},
+		{"none", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "", func(t *testing.T, s sdktrace.ReadOnlySpan) {
+			seen := map[attribute.Key]bool{}
+			for _, a := range s.Attributes() {
+				if seen[a.Key] {
+					t.Errorf("%s twice", a.Key)
+				}
+				seen[a.Key] = true
+			}
+			if s.Name() == "chat m" && s.DroppedAttributes() != 0 {
+				t.Errorf("%d attributes dropped", s.DroppedAttributes())
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			exp := tracetest.NewInMemoryExporter()
+			tel, err := New(Config{Enabled: true}, nil, nil, WithExporter(exp), WithSampler(sdktrace.AlwaysSample()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := newRelayInputs()
+			r := tel.StartRequest(&in.rc, time.Now())
+			c := tel.StartCall(r.Context(), KindRelay, "/v1/chat/completions", in.body)
+			c.StartTry(in.req, "u", "KEY_A", false, 0).End(503, "status_503", nil)
+			c.StartTry(in.req, "v", "", true, 0).End(200, "ok", nil)
+			c.Answer(200, in.answer)
+			r.End(200, "")
+			_ = tel.ForceFlush(context.Background())
+			defer tel.Shutdown(context.Background()) // the in-memory exporter forgets its spans
+			spans := exp.GetSpans().Snapshots()
+			if len(spans) != 4 {
+				t.Fatalf("%d spans, want 4", len(spans))
+			}
+			for _, s := range spans {
+				tc.check(t, s)
+			}
+			for _, s := range spans {
+				if s.Name() != "chat m" || tc.env != "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" || tc.value != "" {
+					continue
+				}
+				for _, a := range s.Attributes() {
+					if a.Key == "gen_ai.provider.name" && a.Value.AsString() != "openai" {
+						t.Errorf("provider %q", a.Value.AsString())
+					}
+				}
+			}
+		})
+	}
+}
