@@ -284,6 +284,18 @@ func headerValue(hs [][2]string, name string) string {
 // loopback that reads and drops each export (factgate bench --tracing measures
 // the same against the proxy binary).
 func BenchmarkPassthroughChatTraced(b *testing.B) {
+	benchPassthroughTraced(b, sdktrace.AlwaysSample())
+}
+
+// BenchmarkPassthroughChatTracedUnsampled is BenchmarkPassthroughChatTraced
+// with a sampler that leaves every request out (OTEL_TRACES_SAMPLER=always_off):
+// what a request a ratio sampler does not pick costs — its ids, the traceparent
+// to the upstream, the hooks' checks.
+func BenchmarkPassthroughChatTracedUnsampled(b *testing.B) {
+	benchPassthroughTraced(b, sdktrace.NeverSample())
+}
+
+func benchPassthroughTraced(b *testing.B, sampler sdktrace.Sampler) {
 	up := benchUpstream(b)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -304,7 +316,7 @@ telemetry: {enabled: true}
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)), WithTelemetry(telemetry.WithSampler(sdktrace.AlwaysSample()),
+	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)), WithTelemetry(telemetry.WithSampler(sampler),
 		telemetry.WithBatching(telemetry.Batching{QueueSize: 2048, BatchSize: 512, Delay: 100 * time.Millisecond, ExportTimeout: 5 * time.Second})))
 	if err != nil {
 		b.Fatal(err)
