@@ -214,8 +214,8 @@ func (e *spanEncoder) encode(spans []spanData) [][]byte {
 	for _, r := range e.resources {
 		from := len(e.b)
 		if r != nil {
-			e.b = protowire.AppendTag(e.b, fieldResourceSpansResource, protowire.BytesType)
-			e.b = protowire.AppendBytes(e.b, e.resource(r))
+			e.b = appendTag(e.b, fieldResourceSpansResource, protowire.BytesType)
+			e.b = appendBytes(e.b, e.resource(r))
 		}
 		for _, k := range e.keys {
 			if resourceEqual(k.res, r) {
@@ -332,8 +332,61 @@ func (e *spanEncoder) span(s spanData) {
 	e.close(at)
 }
 
-// keyValue writes kv as a KeyValue field num.
+// keyValue writes kv as a KeyValue field num. A scalar (nearly every
+// attribute) is written with its lengths computed first, the rest as nested
+// messages whose lengths close sets.
 func (e *spanEncoder) keyValue(num protowire.Number, kv attribute.KeyValue) {
+	key := string(kv.Key)
+	v := kv.Value
+	var anyLen int
+	switch v.Type() {
+	case attribute.STRING:
+		anyLen = 1 + sizeBytes(len(v.AsString()))
+	case attribute.INT64:
+		anyLen = 1 + protowire.SizeVarint(uint64(v.AsInt64()))
+	case attribute.FLOAT64:
+		anyLen = 1 + 8
+	case attribute.BOOL:
+		anyLen = 1 + 1
+	}
+	if anyLen == 0 || num >= 16 {
+		e.nestedKeyValue(num, kv)
+		return
+	}
+	n := 1 + sizeBytes(anyLen) // the value field
+	if key != "" {
+		n += 1 + sizeBytes(len(key))
+	}
+	e.b = append(e.b, byte(num)<<3|byte(protowire.BytesType))
+	e.b = appendVarint(e.b, uint64(n))
+	if key != "" {
+		e.b = append(e.b, fieldKeyValueKey<<3|byte(protowire.BytesType))
+		e.b = appendString(e.b, key)
+	}
+	e.b = append(e.b, fieldKeyValueValue<<3|byte(protowire.BytesType))
+	e.b = appendVarint(e.b, uint64(anyLen))
+	switch v.Type() {
+	case attribute.STRING:
+		e.b = append(e.b, fieldAnyString<<3|byte(protowire.BytesType))
+		e.b = appendString(e.b, v.AsString())
+	case attribute.INT64:
+		e.b = append(e.b, fieldAnyInt<<3|byte(protowire.VarintType))
+		e.b = appendVarint(e.b, uint64(v.AsInt64()))
+	case attribute.FLOAT64:
+		e.b = append(e.b, fieldAnyDouble<<3|byte(protowire.Fixed64Type))
+		e.b = protowire.AppendFixed64(e.b, math.Float64bits(v.AsFloat64()))
+	case attribute.BOOL:
+		e.b = append(e.b, fieldAnyBool<<3|byte(protowire.VarintType), byte(protowire.EncodeBool(v.AsBool())))
+	}
+}
+
+// sizeBytes is the size of a length-delimited field's length and content of n
+// bytes.
+func sizeBytes(n int) int { return protowire.SizeVarint(uint64(n)) + n }
+
+// nestedKeyValue writes kv as a KeyValue field num, its value as a nested
+// message.
+func (e *spanEncoder) nestedKeyValue(num protowire.Number, kv attribute.KeyValue) {
 	at := e.open(num)
 	e.str(fieldKeyValueKey, string(kv.Key))
 	v := e.open(fieldKeyValueValue)
@@ -346,20 +399,20 @@ func (e *spanEncoder) keyValue(num protowire.Number, kv attribute.KeyValue) {
 func (e *spanEncoder) value(v attribute.Value) {
 	switch v.Type() {
 	case attribute.BOOL:
-		e.b = protowire.AppendTag(e.b, fieldAnyBool, protowire.VarintType)
-		e.b = protowire.AppendVarint(e.b, protowire.EncodeBool(v.AsBool()))
+		e.b = appendTag(e.b, fieldAnyBool, protowire.VarintType)
+		e.b = appendVarint(e.b, protowire.EncodeBool(v.AsBool()))
 	case attribute.INT64:
-		e.b = protowire.AppendTag(e.b, fieldAnyInt, protowire.VarintType)
-		e.b = protowire.AppendVarint(e.b, uint64(v.AsInt64()))
+		e.b = appendTag(e.b, fieldAnyInt, protowire.VarintType)
+		e.b = appendVarint(e.b, uint64(v.AsInt64()))
 	case attribute.FLOAT64:
-		e.b = protowire.AppendTag(e.b, fieldAnyDouble, protowire.Fixed64Type)
+		e.b = appendTag(e.b, fieldAnyDouble, protowire.Fixed64Type)
 		e.b = protowire.AppendFixed64(e.b, math.Float64bits(v.AsFloat64()))
 	case attribute.STRING:
-		e.b = protowire.AppendTag(e.b, fieldAnyString, protowire.BytesType)
-		e.b = protowire.AppendString(e.b, v.AsString())
+		e.b = appendTag(e.b, fieldAnyString, protowire.BytesType)
+		e.b = appendString(e.b, v.AsString())
 	case attribute.BYTESLICE:
-		e.b = protowire.AppendTag(e.b, fieldAnyBytes, protowire.BytesType)
-		e.b = protowire.AppendBytes(e.b, v.AsByteSlice())
+		e.b = appendTag(e.b, fieldAnyBytes, protowire.BytesType)
+		e.b = appendBytes(e.b, v.AsByteSlice())
 	case attribute.BOOLSLICE:
 		e.array(len(v.AsBoolSlice()), func(i int) attribute.Value { return attribute.BoolValue(v.AsBoolSlice()[i]) })
 	case attribute.INT64SLICE:
@@ -372,8 +425,8 @@ func (e *spanEncoder) value(v attribute.Value) {
 		a := e.open(fieldAnyArray)
 		for _, s := range v.AsStringSlice() {
 			el := e.open(fieldArrayValues)
-			e.b = protowire.AppendTag(e.b, fieldAnyString, protowire.BytesType)
-			e.b = protowire.AppendString(e.b, s)
+			e.b = appendTag(e.b, fieldAnyString, protowire.BytesType)
+			e.b = appendString(e.b, s)
 			e.close(el)
 		}
 		e.close(a)
@@ -388,8 +441,8 @@ func (e *spanEncoder) value(v attribute.Value) {
 		e.close(a)
 	case attribute.EMPTY:
 	default:
-		e.b = protowire.AppendTag(e.b, fieldAnyString, protowire.BytesType)
-		e.b = protowire.AppendString(e.b, "INVALID")
+		e.b = appendTag(e.b, fieldAnyString, protowire.BytesType)
+		e.b = appendString(e.b, "INVALID")
 	}
 }
 
@@ -407,7 +460,7 @@ func (e *spanEncoder) array(n int, at func(int) attribute.Value) {
 // open starts the embedded message field num, with a one-byte length that
 // close sets; it returns where the message's content starts.
 func (e *spanEncoder) open(num protowire.Number) int {
-	e.b = protowire.AppendTag(e.b, num, protowire.BytesType)
+	e.b = appendTag(e.b, num, protowire.BytesType)
 	e.b = append(e.b, 0)
 	return len(e.b)
 }
@@ -431,8 +484,8 @@ func (e *spanEncoder) str(num protowire.Number, s string) {
 	if s == "" {
 		return
 	}
-	e.b = protowire.AppendTag(e.b, num, protowire.BytesType)
-	e.b = protowire.AppendString(e.b, s)
+	e.b = appendTag(e.b, num, protowire.BytesType)
+	e.b = appendString(e.b, s)
 }
 
 // bytes writes a bytes field, left out when empty.
@@ -440,8 +493,8 @@ func (e *spanEncoder) bytes(num protowire.Number, b []byte) {
 	if len(b) == 0 {
 		return
 	}
-	e.b = protowire.AppendTag(e.b, num, protowire.BytesType)
-	e.b = protowire.AppendBytes(e.b, b)
+	e.b = appendTag(e.b, num, protowire.BytesType)
+	e.b = appendBytes(e.b, b)
 }
 
 // varint writes a varint field, left out when 0.
@@ -449,8 +502,8 @@ func (e *spanEncoder) varint(num protowire.Number, v uint64) {
 	if v == 0 {
 		return
 	}
-	e.b = protowire.AppendTag(e.b, num, protowire.VarintType)
-	e.b = protowire.AppendVarint(e.b, v)
+	e.b = appendTag(e.b, num, protowire.VarintType)
+	e.b = appendVarint(e.b, v)
 }
 
 // fixed64 writes a fixed64 field, left out when 0.
@@ -458,7 +511,7 @@ func (e *spanEncoder) fixed64(num protowire.Number, v uint64) {
 	if v == 0 {
 		return
 	}
-	e.b = protowire.AppendTag(e.b, num, protowire.Fixed64Type)
+	e.b = appendTag(e.b, num, protowire.Fixed64Type)
 	e.b = protowire.AppendFixed64(e.b, v)
 }
 
@@ -467,7 +520,7 @@ func (e *spanEncoder) fixed32(num protowire.Number, v uint32) {
 	if v == 0 {
 		return
 	}
-	e.b = protowire.AppendTag(e.b, num, protowire.Fixed32Type)
+	e.b = appendTag(e.b, num, protowire.Fixed32Type)
 	e.b = protowire.AppendFixed32(e.b, v)
 }
 
@@ -515,3 +568,24 @@ func spanFlags(tf trace.TraceFlags, parent trace.SpanContext) uint32 {
 	}
 	return f
 }
+
+// appendTag is protowire.AppendTag, a byte without a call for the fields
+// below 16 (every field but a span's flags).
+func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
+	if num < 16 {
+		return append(b, byte(num)<<3|byte(typ))
+	}
+	return protowire.AppendTag(b, num, typ)
+}
+
+// appendVarint is protowire.AppendVarint, a byte without a call below 128.
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
+func appendString(b []byte, s string) []byte { return append(appendVarint(b, uint64(len(s))), s...) }
+
+func appendBytes(b []byte, v []byte) []byte { return append(appendVarint(b, uint64(len(v))), v...) }
