@@ -14,7 +14,10 @@
 //
 // The proxy calls the hooks; a stage (interceptors/...) reaches the request's
 // span through the context of its phases, with the OpenTelemetry trace API
-// (interceptors.StartSpan).
+// (interceptors.StartSpan). The hooks' spans are factgate's own (span.go), the
+// stages' the SDK's; over the protobuf protocols both are encoded as OTLP by
+// otlp.go and sent with the OpenTelemetry OTLP clients (docs/performance.md,
+// "Tracing", says what each saves).
 package telemetry
 
 import (
