@@ -14,7 +14,6 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/factgate/factgate/interceptors"
@@ -285,6 +284,18 @@ func headerValue(hs [][2]string, name string) string {
 // loopback that reads and drops each export (factgate bench --tracing measures
 // the same against the proxy binary).
 func BenchmarkPassthroughChatTraced(b *testing.B) {
+	benchPassthroughTraced(b, sdktrace.AlwaysSample())
+}
+
+// BenchmarkPassthroughChatTracedUnsampled is BenchmarkPassthroughChatTraced
+// with a sampler that leaves every request out (OTEL_TRACES_SAMPLER=always_off):
+// what a request a ratio sampler does not pick costs — its ids, the traceparent
+// to the upstream, the hooks' checks.
+func BenchmarkPassthroughChatTracedUnsampled(b *testing.B) {
+	benchPassthroughTraced(b, sdktrace.NeverSample())
+}
+
+func benchPassthroughTraced(b *testing.B, sampler sdktrace.Sampler) {
 	up := benchUpstream(b)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -293,10 +304,9 @@ func BenchmarkPassthroughChatTraced(b *testing.B) {
 	sink := &fasthttp.Server{Handler: func(rc *fasthttp.RequestCtx) { rc.SetContentType("application/x-protobuf") }}
 	go sink.Serve(ln)
 	b.Cleanup(func() { sink.Shutdown() })
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL("http://"+ln.Addr().String()))
-	if err != nil {
-		b.Fatal(err)
-	}
+	// The exporter the environment names, as factgate serve makes it.
+	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
+	b.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	cfg, err := ParseConfig([]byte(`
 log: {access: false}
 upstreams: {u: {base_url: "`+up+`"}}
@@ -306,8 +316,7 @@ telemetry: {enabled: true}
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)), WithTelemetry(telemetry.WithExporter(exp),
-		telemetry.WithSampler(sdktrace.AlwaysSample()),
+	s, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)), WithTelemetry(telemetry.WithSampler(sampler),
 		telemetry.WithBatching(telemetry.Batching{QueueSize: 2048, BatchSize: 512, Delay: 100 * time.Millisecond, ExportTimeout: 5 * time.Second})))
 	if err != nil {
 		b.Fatal(err)

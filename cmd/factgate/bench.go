@@ -49,6 +49,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	memProfile := fs.String("mem-profile", "", "write the proxy child's pprof heap/alloc profile to `FILE` when it stops")
 	rssRequests := fs.Int("rss-requests", 0, "memory check: after the modes, send N validating requests, record the proxy's RSS, send N more, record again (0: off)")
 	tracing := fs.Bool("tracing", false, "also measure a proxy with OpenTelemetry tracing on (telemetry.enabled, OTEL_TRACES_SAMPLER=always_on) beside the one without, interleaved, exporting to --otlp-endpoint or to an OTLP receiver this process runs")
+	traceRatio := fs.Float64("trace-ratio", 1, "with --tracing: the share of requests the traced proxy samples (1: OTEL_TRACES_SAMPLER=always_on; below 1: traceidratio with that ratio)")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "with --tracing: the OTLP/HTTP collector the traced proxy exports to, e.g. http://127.0.0.1:4318 (\"\": one in this process that accepts and counts the spans)")
 	clientName := fs.String("client", loadbench.ClientFasthttp, "the load driver's HTTP client: "+loadbench.ClientFasthttp+" (the lightest), or "+loadbench.ClientNetHTTP+" (Go's standard client, as the load generator hey uses)")
 	fs.Usage = func() {
@@ -95,6 +96,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "factgate bench: --cpu-profile, --mem-profile, --proxy-bin and --tracing need the proxy child (not --in-process)")
 		return 2
 	}
+	if *traceRatio <= 0 || *traceRatio > 1 {
+		fmt.Fprintln(stderr, "factgate bench: --trace-ratio is a ratio above 0, at most 1")
+		return 2
+	}
+	if *traceRatio != 1 && !*tracing {
+		fmt.Fprintln(stderr, "factgate bench: --trace-ratio is for --tracing")
+		return 2
+	}
 	if *otlpEndpoint != "" && !*tracing {
 		fmt.Fprintln(stderr, "factgate bench: --otlp-endpoint is for --tracing")
 		return 2
@@ -121,7 +130,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Requests: *requests, Concurrency: *concurrency, Rounds: *rounds, BodySize: *bodySize,
 		Modes: selected, Warmup: *warmup, MaxTime: *maxTime, AccessLog: *accessLog, InProcess: *inProcess,
 		CPUProfile: *cpuProfile, MemProfile: *memProfile, RSSRequests: *rssRequests,
-		Tracing: *tracing, OTLPEndpoint: *otlpEndpoint, Client: *clientName,
+		Tracing: *tracing, TraceRatio: *traceRatio, OTLPEndpoint: *otlpEndpoint, Client: *clientName,
 		Corpus: benchCorpus(),
 	}, stdout)
 	if err != nil {

@@ -1,6 +1,10 @@
 package telemetry
 
-import "go.opentelemetry.io/otel/attribute"
+import (
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+)
 
 // factgate's own attributes, all under "factgate." (docs/observability.md lists
 // them with the GenAI conventions' ones). The stages' spans set theirs through
@@ -37,3 +41,25 @@ const (
 	attrTryWait     = attribute.Key("factgate.upstream.wait_ms")
 	attrTryFallback = attribute.Key("factgate.upstream.fallback")
 )
+
+// spanAttrs is the room a span's attributes are gathered in before they are set
+// on the span in one call.
+const spanAttrs = 32
+
+// attrPool holds the slices spans' attributes are gathered in. The SDK copies
+// attributes when they are set (SetAttributes), so a slice is free again once
+// they are: a traced request makes none of its own.
+var attrPool = sync.Pool{New: func() any { return new([spanAttrs]attribute.KeyValue) }}
+
+// getAttrs is an empty slice from the pool.
+func getAttrs() []attribute.KeyValue { return attrPool.Get().(*[spanAttrs]attribute.KeyValue)[:0] }
+
+// putAttrs gives a back to the pool, when it is one of the pool's.
+func putAttrs(a []attribute.KeyValue) {
+	if cap(a) != spanAttrs {
+		return // grown past the pool's size, or made elsewhere
+	}
+	p := (*[spanAttrs]attribute.KeyValue)(a[:spanAttrs])
+	clear(p[:]) // the strings of the last request are not kept alive
+	attrPool.Put(p)
+}

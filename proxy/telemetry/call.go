@@ -3,7 +3,6 @@ package telemetry
 import (
 	"context"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +36,7 @@ import (
 // relaying the answer.
 type Call struct {
 	t    *Telemetry
-	span trace.Span // nil: no GenAI operation, tries go under ctx
+	span *span // nil: no GenAI operation, tries go under ctx
 	ctx  context.Context
 	op   string
 	// responses: the call speaks the Responses API (its body and answer).
@@ -65,12 +64,6 @@ type firstTry struct {
 	err            error
 	status         int
 }
-
-// Span start options, made once: a variadic argument of an interface method
-// escapes, and would be allocated for every span.
-var (
-	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
-)
 
 // The kinds of call (factgate.call.kind).
 const (
@@ -104,7 +97,7 @@ func (t *Telemetry) StartCall(ctx context.Context, kind, path string, body []byt
 	psc := trace.SpanContextFromContext(ctx)
 	var model string
 	if psc.IsSampled() || !psc.IsValid() {
-		attrs := make([]attribute.KeyValue, 0, 24)
+		attrs := getAttrs()
 		attrs = append(attrs, semconv.GenAIOperationNameKey.String(c.op), attrCallKind.String(kind))
 		if api != "" {
 			attrs = append(attrs, semconv.OpenAIAPITypeKey.String(api))
@@ -128,7 +121,7 @@ func (t *Telemetry) StartCall(ctx context.Context, kind, path string, body []byt
 	if model != "" {
 		name += " " + model
 	}
-	c.ctx, c.span = t.tracer.Start(ctx, name, clientKind...)
+	c.ctx, c.span = t.start(ctx, name, trace.SpanKindClient, time.Time{}, nil)
 	return c
 }
 
@@ -242,7 +235,7 @@ func outputType(format string) string {
 // nothing.
 type Try struct {
 	c         *Call
-	span      trace.Span // nil: the call's first try, recorded in the call
+	span      *span // nil: the call's first try, recorded in the call
 	recording bool
 }
 
@@ -285,13 +278,13 @@ func (c *Call) StartTry(req *fasthttp.Request, upstream, key string, fallback bo
 		var attrs []attribute.KeyValue
 		if recording {
 			provider := c.provider(upstream)
-			attrs = append(make([]attribute.KeyValue, 0, 14), provider)
+			attrs = append(getAttrs(), provider)
 			attrs = appendHTTP(attrs, req, method)
 			attrs = c.tryAttributes(attrs, req, upstream, key, resend, fallback, waited)
 			// The call's provider is the one of the upstream tried last.
 			c.attrs = append(c.attrs, provider)
 		}
-		ctx, t.span = c.t.tracer.Start(c.ctx, method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+		ctx, t.span = c.t.start(c.ctx, method, trace.SpanKindClient, time.Time{}, attrs)
 	}
 	req.Header.Del("traceparent")
 	req.Header.Del("tracestate")
@@ -347,17 +340,16 @@ func (c *Call) spanFirstTry() {
 	f := &c.first
 	var attrs []attribute.KeyValue
 	if f.to > f.from {
-		attrs = slices.Clone(c.attrs[f.from-1 : f.to])
+		attrs = append(getAttrs(), c.attrs[f.from-1:f.to]...)
 		c.attrs = c.attrs[:f.from]
 	}
-	_, span := c.t.tracer.Start(c.ctx, "POST", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(f.start), trace.WithAttributes(attrs...))
+	_, span := c.t.start(c.ctx, "POST", trace.SpanKindClient, f.start, attrs)
 	if f.err != nil {
 		span.SetStatus(codes.Error, f.err.Error())
 	} else if f.status >= 400 {
 		span.SetStatus(codes.Error, "")
 	}
-	span.End(trace.WithTimestamp(f.end))
+	span.finish(f.end, nil)
 	c.first = firstTry{}
 }
 
@@ -379,43 +371,41 @@ func (t *Try) End(status int, outcome string, err error) {
 		return
 	}
 	t.c.outcome = outcome
-	var end [3]attribute.KeyValue
-	n := 0
-	recording := t.recording
-	if recording {
-		end[n] = attrTryOutcome.String(outcome)
-		n++
-		if status > 0 {
-			end[n] = semconv.HTTPResponseStatusCode(status)
-			n++
-		}
-		switch {
-		case err != nil:
-			end[n] = semconv.ErrorTypeKey.String(outcome)
-			n++
-		case status >= 400:
-			end[n] = semconv.ErrorTypeKey.String(strconv.Itoa(status))
-			n++
-		}
-	}
 	if t.span == nil { // the first try: the call keeps it
 		c := t.c
 		c.first.end, c.first.err, c.first.status = time.Now(), err, status
-		if recording {
-			c.attrs = append(c.attrs, end[:n]...)
+		if t.recording {
+			c.attrs = appendTryEnd(c.attrs, status, outcome, err)
 			c.first.to = len(c.attrs)
 		}
 		return
 	}
-	if recording {
-		t.span.SetAttributes(end[:n]...)
+	var end []attribute.KeyValue
+	if t.recording {
+		end = appendTryEnd(getAttrs(), status, outcome, err)
 		if err != nil {
 			t.span.SetStatus(codes.Error, err.Error())
 		} else if status >= 400 {
 			t.span.SetStatus(codes.Error, "")
 		}
 	}
-	t.span.End()
+	t.span.finish(time.Time{}, end)
+}
+
+// appendTryEnd appends how a try ended: its outcome, the upstream's status and
+// error.type.
+func appendTryEnd(attrs []attribute.KeyValue, status int, outcome string, err error) []attribute.KeyValue {
+	attrs = append(attrs, attrTryOutcome.String(outcome))
+	if status > 0 {
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
+	}
+	switch {
+	case err != nil:
+		attrs = append(attrs, semconv.ErrorTypeKey.String(outcome))
+	case status >= 400:
+		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+	}
+	return attrs
 }
 
 // Skip records an upstream the call passed over without a try (its circuit is
@@ -424,8 +414,8 @@ func (c *Call) Skip(upstream, outcome string) {
 	if c == nil {
 		return
 	}
-	span := c.span
-	if span == nil {
+	var span trace.Span = c.span
+	if c.span == nil {
 		span = trace.SpanFromContext(c.ctx)
 	}
 	span.AddEvent("factgate.upstream.skipped", trace.WithAttributes(attrTryUpstream.String(upstream), attrTryOutcome.String(outcome)))
@@ -569,10 +559,8 @@ func (c *Call) end() {
 		// One try: its method and path are not the call's.
 		c.attrs = append(c.attrs[:c.first.from], c.attrs[c.first.http:]...)
 	}
-	if len(c.attrs) > 0 {
-		c.span.SetAttributes(c.attrs...)
-	}
-	c.span.End()
+	c.span.finish(time.Time{}, c.attrs)
+	c.attrs = nil
 }
 
 // Stream reads the bytes of a streamed answer as they are relayed: the events'

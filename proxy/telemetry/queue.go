@@ -76,18 +76,26 @@ const (
 
 // exportQueue is the span processor: an ended span goes into a bounded queue,
 // without waiting — a full queue drops it —, and one goroutine exports the queue
-// in batches. A batch whose export fails (the collector is down or slow) is
+// in batches. The queue is a slice behind a mutex rather than a channel: the
+// goroutine is woken when a batch is full or the delay has passed, not for every
+// span (a wake-up a span cost as much as encoding it). A batch whose export fails (the collector is down or slow) is
 // dropped: the queue carries on with the next, so that a collector that comes
 // back gets the spans from then on. Every dropped span is counted.
 type exportQueue struct {
 	exporter sdktrace.SpanExporter
 	b        Batching
-	spans    chan sdktrace.ReadOnlySpan
-	flush    chan chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
-	stopped  atomic.Bool
-	once     sync.Once
+	// mu guards pending, the spans waiting (at most b.QueueSize).
+	mu      sync.Mutex
+	pending []spanData
+	// batch is the spans being exported.
+	batch []spanData
+	// full wakes the goroutine: pending holds a batch.
+	full    chan struct{}
+	flush   chan chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	stopped atomic.Bool
+	once    sync.Once
 	// runCtx is cancelled when the shutdown deadline passes: the export in
 	// flight then gives up.
 	runCtx    context.Context
@@ -96,6 +104,9 @@ type exportQueue struct {
 
 	exported prometheus.Counter
 	dropped  map[string]prometheus.Counter
+	// readOnly is a batch as the SDK's spans, for an exporter other than
+	// spanExporter.
+	readOnly []sdktrace.ReadOnlySpan
 	// failing: the last export failed (its log line is written once, and the
 	// recovery's once).
 	failing bool
@@ -109,7 +120,9 @@ func newExportQueue(exp sdktrace.SpanExporter, b Batching, reg prometheus.Regist
 	q := &exportQueue{
 		exporter: exp,
 		b:        b,
-		spans:    make(chan sdktrace.ReadOnlySpan, b.QueueSize),
+		pending:  make([]spanData, 0, min(b.QueueSize, 4096)),
+		batch:    make([]spanData, 0, b.BatchSize),
+		full:     make(chan struct{}, 1),
 		flush:    make(chan chan struct{}),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -131,7 +144,7 @@ func newExportQueue(exp sdktrace.SpanExporter, b Batching, reg prometheus.Regist
 	}
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "factgate_telemetry_queue_spans", Help: "OpenTelemetry spans waiting in the export queue.",
-	}, func() float64 { return float64(len(q.spans)) })
+	}, func() float64 { return float64(q.waiting()) })
 	if reg != nil {
 		for _, c := range []prometheus.Collector{q.exported, droppedVec, queued} {
 			if err := reg.Register(c); err != nil {
@@ -152,63 +165,101 @@ func (q *exportQueue) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
-	if q.stopped.Load() {
-		q.dropped[dropShutdown].Inc()
-		return
+	q.add(s)
+}
+
+// add queues a sampled span that ended, or drops it.
+func (q *exportQueue) add(s spanData) {
+	reason := dropShutdown
+	if !q.stopped.Load() {
+		q.mu.Lock()
+		if n := len(q.pending); n < q.b.QueueSize {
+			q.pending = append(q.pending, s)
+			q.mu.Unlock()
+			if (n+1)%q.b.BatchSize == 0 {
+				select {
+				case q.full <- struct{}{}:
+				default: // already woken
+				}
+			}
+			return
+		}
+		q.mu.Unlock()
+		reason = dropQueueFull
 	}
-	select {
-	case q.spans <- s:
-	default:
-		q.dropped[dropQueueFull].Inc()
+	q.dropped[reason].Inc()
+	if own, ok := s.(*span); ok {
+		own.release()
 	}
+}
+
+// waiting is the number of spans in the queue.
+func (q *exportQueue) waiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
 }
 
 func (q *exportQueue) run() {
 	defer close(q.done)
-	batch := make([]sdktrace.ReadOnlySpan, 0, q.b.BatchSize)
 	timer := time.NewTimer(q.b.Delay)
 	defer timer.Stop()
 	for {
 		select {
-		case s := <-q.spans:
-			if batch = append(batch, s); len(batch) >= q.b.BatchSize {
-				batch = q.export(batch)
-				timer.Reset(q.b.Delay)
-			}
+		case <-q.full:
 		case <-timer.C:
-			batch = q.export(batch)
-			timer.Reset(q.b.Delay)
 		case reply := <-q.flush:
-			batch = q.drain(batch)
+			q.exportPending()
 			close(reply)
+			continue
 		case <-q.stop:
-			q.drain(batch)
+			q.exportPending()
 			return
 		}
+		q.exportPending()
+		timer.Reset(q.b.Delay)
 	}
 }
 
-// drain exports what is queued now, batch by batch.
-func (q *exportQueue) drain(batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
-	for {
-		select {
-		case s := <-q.spans:
-			if batch = append(batch, s); len(batch) >= q.b.BatchSize {
-				batch = q.export(batch)
-			}
-		default:
-			return q.export(batch)
+// exportPending exports the spans queued now, batch by batch. The queue keeps
+// what waits for the next batch: the spans held are at most the queue's size
+// and the batch being exported, as with the SDK's batch span processor.
+func (q *exportQueue) exportPending() {
+	for left := q.waiting(); left > 0; {
+		q.mu.Lock()
+		k := min(len(q.pending), q.b.BatchSize)
+		q.batch = append(q.batch[:0], q.pending[:k]...)
+		n := copy(q.pending, q.pending[k:])
+		clear(q.pending[n:])
+		q.pending = q.pending[:n]
+		q.mu.Unlock()
+		if k == 0 {
+			return
 		}
+		q.export(q.batch)
+		clear(q.batch)
+		left -= k
 	}
 }
 
-// export sends batch and returns it emptied.
-func (q *exportQueue) export(batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+// export sends batch.
+func (q *exportQueue) export(batch []spanData) {
 	if len(batch) == 0 {
-		return batch
+		return
 	}
 	ctx, cancel := context.WithTimeout(q.runCtx, q.b.ExportTimeout)
-	err := q.exporter.ExportSpans(ctx, batch)
+	var err error
+	if x, ok := q.exporter.(dataExporter); ok {
+		err = x.exportData(ctx, batch)
+	} else {
+		// Another exporter (http/json, a test's) keeps what it is given.
+		q.readOnly = q.readOnly[:0]
+		for _, s := range batch {
+			q.readOnly = append(q.readOnly, readOnly(s))
+		}
+		err = q.exporter.ExportSpans(ctx, q.readOnly)
+		clear(q.readOnly)
+	}
 	cancel()
 	n := float64(len(batch))
 	switch {
@@ -228,8 +279,6 @@ func (q *exportQueue) export(batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlyS
 				"spans", len(batch), "error", err.Error())
 		}
 	}
-	clear(batch)
-	return batch[:0]
 }
 
 // ForceFlush implements sdktrace.SpanProcessor: it exports what is queued.
@@ -267,8 +316,18 @@ func (q *exportQueue) Shutdown(ctx context.Context) error {
 			q.cancelRun()
 			<-q.done // the export in flight gives up at once
 		}
-		if n := len(q.spans); n > 0 {
-			q.dropped[dropShutdown].Add(float64(n))
+		// Spans that ended as the queue stopped.
+		q.mu.Lock()
+		left := q.pending
+		q.pending = nil
+		q.mu.Unlock()
+		if len(left) > 0 {
+			q.dropped[dropShutdown].Add(float64(len(left)))
+		}
+		for _, s := range left {
+			if own, ok := s.(*span); ok {
+				own.release()
+			}
 		}
 		if serr := q.exporter.Shutdown(ctx); serr != nil && err == nil {
 			err = fmt.Errorf("telemetry: stopping the exporter: %w", serr)

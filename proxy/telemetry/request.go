@@ -19,7 +19,7 @@ import (
 // off) does nothing.
 type Request struct {
 	t    *Telemetry
-	span trace.Span
+	span *span
 	ctx  context.Context
 	// continued: the client sent a valid traceparent, and the span continues its
 	// trace.
@@ -68,10 +68,10 @@ func (t *Telemetry) StartRequest(rc *fasthttp.RequestCtx, start time.Time) *Requ
 	if method != "POST" && (path == "/v1/chat/completions" || path == "/v1/responses") {
 		name = method + " " + path
 	}
-	ctx, span := t.tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
+	ctx, span := t.start(parent, name, trace.SpanKindServer, start, nil)
 	r := &Request{t: t, span: span, ctx: ctx, continued: remote.IsValid()}
 	if span.IsRecording() {
-		attrs := make([]attribute.KeyValue, 0, 8)
+		attrs := getAttrs()
 		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method), semconv.URLPath(path), semconv.URLScheme("http"))
 		if ua := rc.Request.Header.UserAgent(); len(ua) > 0 {
 			attrs = append(attrs, semconv.UserAgentOriginal(string(ua)))
@@ -152,7 +152,8 @@ func (r *Request) Finish(ex *interceptors.Exchange, pack, upstream string) {
 	if r == nil || r.attrs == nil {
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 24)
+	attrs := getAttrs()
+	defer putAttrs(attrs)
 	attrs = append(attrs, attrRoute.String(ex.Route), attrModel.String(ex.Model))
 	if upstream != "" {
 		attrs = append(attrs, attrUpstream.String(upstream))
@@ -235,9 +236,8 @@ func (r *Request) End(status int, code string) {
 			attrs = append(attrs, semconv.ErrorTypeKey.String(code))
 			r.span.SetStatus(codes.Error, code)
 		}
-		r.span.SetAttributes(attrs...)
 	}
-	r.span.End()
+	r.span.finish(time.Time{}, attrs)
 }
 
 // Ended reports whether End was called.

@@ -14,7 +14,10 @@
 //
 // The proxy calls the hooks; a stage (interceptors/...) reaches the request's
 // span through the context of its phases, with the OpenTelemetry trace API
-// (interceptors.StartSpan).
+// (interceptors.StartSpan). The hooks' spans are factgate's own (span.go), the
+// stages' the SDK's; over the protobuf protocols both are encoded as OTLP by
+// otlp.go and sent with the OpenTelemetry OTLP clients (docs/performance.md,
+// "Tracing", says what each saves).
 package telemetry
 
 import (
@@ -34,6 +37,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -77,13 +81,20 @@ func (c *Config) Validate(upstreams map[string]bool) error {
 
 // Telemetry is the tracer of one proxy. Nil when tracing is off.
 type Telemetry struct {
-	provider  *sdktrace.TracerProvider
-	tracer    trace.Tracer
-	prop      propagation.TraceContext
-	queue     *exportQueue
-	content   bool
-	providers map[string]string
-	log       *slog.Logger
+	provider *sdktrace.TracerProvider
+	// sampler, limits, resource and scope are the provider's, for the spans
+	// factgate records itself (span); normalizer is a tracer of the same limits
+	// that exports nothing, whose spans apply the limits (span.normalize).
+	sampler    sdktrace.Sampler
+	limits     sdktrace.SpanLimits
+	resource   *resource.Resource
+	scope      instrumentation.Scope
+	normalizer trace.Tracer
+	prop       propagation.TraceContext
+	queue      *exportQueue
+	content    bool
+	providers  map[string]string
+	log        *slog.Logger
 	// parentBased: the sampler follows a remote parent's decision.
 	parentBased bool
 }
@@ -164,12 +175,20 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger, opts ...Option
 	if err != nil {
 		return nil, err
 	}
+	limits := sdktrace.NewSpanLimits() // the OTEL_SPAN_* variables, as the provider reads them
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sampler),
 		sdktrace.WithIDGenerator(randomIDs{}),
+		sdktrace.WithRawSpanLimits(limits),
 		sdktrace.WithSpanProcessor(q),
 	)
+	// The resource and scope of the provider's spans, read off a span of a
+	// provider that exports nothing.
+	norm := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithRawSpanLimits(limits))
+	_, probe := norm.Tracer(scopeName).Start(context.Background(), "")
+	ro := probe.(sdktrace.ReadOnlySpan)
 	content := false
 	if cfg.Content != nil {
 		content = *cfg.Content
@@ -177,12 +196,16 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger, opts ...Option
 		content = envTrue("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
 	}
 	return &Telemetry{
-		provider:  tp,
-		tracer:    tp.Tracer(scopeName),
-		queue:     q,
-		content:   content,
-		providers: cfg.Providers,
-		log:       log,
+		provider:   tp,
+		sampler:    sampler,
+		limits:     limits,
+		resource:   ro.Resource(),
+		scope:      ro.InstrumentationScope(),
+		normalizer: norm.Tracer(""),
+		queue:      q,
+		content:    content,
+		providers:  cfg.Providers,
+		log:        log,
 
 		parentBased: parentBased,
 	}, nil
@@ -220,23 +243,25 @@ func (t *Telemetry) providerName(up string) string {
 // http/protobuf (the default), http/json or grpc. The exporters read the
 // endpoint, headers, timeout, compression and TLS settings from the environment
 // themselves. Their retries of a failing collector are bounded by the export
-// timeout (OTEL_BSP_EXPORT_TIMEOUT).
+// timeout (OTEL_BSP_EXPORT_TIMEOUT). The protobuf protocols encode the spans
+// with spanExporter and send them with the OpenTelemetry OTLP clients; http/json
+// is the OpenTelemetry exporter.
 func otlpExporter() (sdktrace.SpanExporter, error) {
 	name, protocol := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
 	if protocol == "" {
 		name, protocol = "OTEL_EXPORTER_OTLP_PROTOCOL", strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
 	}
 	ctx := context.Background()
+	httpRetry := otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true,
+		InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed})
 	switch protocol {
 	case "", "http/protobuf":
-		return otlptracehttp.New(ctx, otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true,
-			InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
+		return newSpanExporter(ctx, otlptracehttp.NewClient(httpRetry))
 	case "http/json":
-		return otlptracehttp.New(ctx, otlptracehttp.WithEncoding(otlptracehttp.EncodingJSON), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true,
-			InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
+		return otlptracehttp.New(ctx, otlptracehttp.WithEncoding(otlptracehttp.EncodingJSON), httpRetry)
 	case "grpc":
-		return otlptracegrpc.New(ctx, otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true,
-			InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
+		return newSpanExporter(ctx, otlptracegrpc.NewClient(otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true,
+			InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed})))
 	}
 	return nil, fmt.Errorf("%s=%q: use http/protobuf, http/json or grpc", name, protocol)
 }

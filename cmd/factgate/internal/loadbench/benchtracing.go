@@ -28,10 +28,18 @@ type tracedProxy struct {
 	addr     string
 	endpoint string
 	sink     *otlpSink // nil with --otlp-endpoint
+	// sampler is the OTEL_TRACES_SAMPLER(_ARG) it runs with.
+	sampler string
 }
 
-func startTracedProxy(ctx context.Context, exe, mockURL string, accessLog bool, endpoint string) (*tracedProxy, error) {
-	tp := &tracedProxy{endpoint: endpoint}
+func startTracedProxy(ctx context.Context, exe, mockURL string, accessLog bool, endpoint string, ratio float64) (*tracedProxy, error) {
+	tp := &tracedProxy{endpoint: endpoint, sampler: "always_on"}
+	samplerEnv := []string{"OTEL_TRACES_SAMPLER=always_on"}
+	if ratio < 1 {
+		arg := strconv.FormatFloat(ratio, 'g', -1, 64)
+		tp.sampler = "traceidratio " + arg
+		samplerEnv = []string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=" + arg}
+	}
 	if endpoint == "" {
 		sink, err := startOTLPSink()
 		if err != nil {
@@ -48,9 +56,9 @@ func startTracedProxy(ctx context.Context, exe, mockURL string, accessLog bool, 
 	env := []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + tp.endpoint,
 		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
-		"OTEL_TRACES_SAMPLER=always_on",
 		"OTEL_SERVICE_NAME=factgate-bench",
 	}
+	env = append(env, samplerEnv...)
 	child, err := startChildProxyEnv(ctx, exe, addr, cfg, env)
 	if err != nil {
 		tp.stop()
