@@ -507,6 +507,19 @@ func (p *planner) comprehension(c celast.ComprehensionExpr) node {
 	}
 }
 
+// chain plans the terms of a chain of one operator (a && b && c) as one list.
+func (p *planner) chain(fn string, args []celast.Expr) []node {
+	var out []node
+	for _, a := range args {
+		if a.Kind() == celast.CallKind && a.AsCall().FunctionName() == fn && !a.AsCall().IsMemberFunction() {
+			out = append(out, p.chain(fn, a.AsCall().Args())...)
+			continue
+		}
+		out = append(out, p.expr(a))
+	}
+	return out
+}
+
 // literal returns the value of a literal expression.
 func literal(e celast.Expr) (val, bool) {
 	if e.Kind() != celast.LiteralKind {
@@ -596,22 +609,26 @@ func (p *planner) call(c celast.CallExpr) node {
 	}
 	switch fn {
 	case "_&&_", "_||_":
+		// A chain a && b && c... runs as one loop: the first false (true for ||)
+		// decides; else the first error; else true (false).
 		and := fn == "_&&_"
-		a, b := n[0], n[1]
+		terms := p.chain(fn, args)
 		return func(f *frame) val {
-			x := a(f)
-			if x.k == vBool && x.b != and {
-				return x // false && _, true || _
+			var bad val
+			for _, t := range terms {
+				x := t(f)
+				if x.k == vBool {
+					if x.b != and {
+						return x
+					}
+					continue
+				}
+				if bad.k != vErr {
+					bad = boolErr(x)
+				}
 			}
-			y := b(f)
-			if y.k == vBool && y.b != and {
-				return y
-			}
-			if x.k != vBool {
-				return boolErr(x)
-			}
-			if y.k != vBool {
-				return boolErr(y)
+			if bad.k == vErr {
+				return bad
 			}
 			return boolV(and)
 		}
@@ -628,6 +645,38 @@ func (p *planner) call(c celast.CallExpr) node {
 			return b(f)
 		}
 	case "!_":
+		if a := args[0]; a.Kind() == celast.CallKind && !a.AsCall().IsMemberFunction() {
+			// !f(x, "lit") with f a rule function: one closure.
+			if impl, ok := natives[a.AsCall().FunctionName()]; ok && len(a.AsCall().Args()) == impl.arity {
+				fa := a.AsCall().Args()
+				x := p.expr(fa[0])
+				var y node
+				lit, isLit := val{}, false
+				if impl.arity == 2 {
+					lit, isLit = literal(fa[1])
+					y = p.expr(fa[1])
+				}
+				return func(f *frame) val {
+					xv := x(f)
+					if xv.k == vErr {
+						return xv
+					}
+					yv := nullV
+					if impl.arity == 2 {
+						if isLit {
+							yv = lit
+						} else if yv = y(f); yv.k == vErr {
+							return yv
+						}
+					}
+					r := impl.fn(f.st, xv, yv)
+					if r.k != vBool {
+						return boolErr(r)
+					}
+					return boolV(!r.b)
+				}
+			}
+		}
 		return unary(n[0], func(x val) val {
 			if x.k != vBool {
 				return boolErr(x)
