@@ -11,6 +11,7 @@ import (
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
 
 	"github.com/factgate/factgate/knowledge"
 )
@@ -38,6 +39,7 @@ const (
 	vStrs // o: *[]string, a list of strings as the claims, the facts and the knowledge give them
 	vObj  // o: *claimVal, *itemVal, *factsVal, entryVal
 	vErr  // o: error
+	vRef  // o: any other cel-go value (a map, a double, a timestamp...), from a program
 )
 
 // val is a rule value, passed by value (48 bytes): scalars never allocate, and
@@ -113,7 +115,7 @@ func (v val) at(i int) val {
 }
 
 func (v val) kindName() string {
-	return [...]string{"null", "bool", "int", "string", "duration", "list", "list", "object", "error"}[v.k]
+	return [...]string{"null", "bool", "int", "string", "duration", "list", "list", "object", "error", "value"}[v.k]
 }
 
 // equal is CEL's ==: values of different kinds are not equal.
@@ -141,6 +143,8 @@ func equal(a, b val) bool {
 		return a.i == b.i
 	case vStr:
 		return a.s == b.s
+	case vRef:
+		return a.o.(ref.Val).Equal(b.o.(ref.Val)) == types.True
 	case vObj:
 		if x, ok := a.o.(entryVal); ok {
 			y, ok := b.o.(entryVal)
@@ -180,7 +184,7 @@ func toVal(r ref.Val) val {
 		}
 		return newList(out)
 	}
-	return errV("unsupported value of type %s", r.Type().TypeName())
+	return val{k: vRef, o: r}
 }
 
 // toRef converts a val to a cel-go value.
@@ -212,6 +216,8 @@ func toRef(v val) ref.Val {
 			return e
 		}
 		return types.WrapErr(v.o.(error))
+	case vRef:
+		return v.o.(ref.Val)
 	}
 	return types.NullValue
 }
@@ -436,6 +442,8 @@ func (p *planner) sel(s celast.SelectExpr) node {
 				return durV(o.tol)
 			}
 		case entryVal:
+			return toVal(o.Get(nameV))
+		case traits.Indexer: // a value from a program (a map)
 			return toVal(o.Get(nameV))
 		}
 		if v.k == vErr {
