@@ -87,7 +87,7 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 	if pack.RuleSet == nil {
 		return &engine{engineCore: &engineCore{pack: pack.Name, byKind: map[string][]*engineRule{}}}, nil
 	}
-	core, err := pack.RuleSet.Compiled(func() (any, error) { return planCore(pack) })
+	core, err := pack.RuleSet.Compiled(func() (any, error) { return planCore(pack, true) })
 	if err != nil {
 		return nil, err
 	}
@@ -102,8 +102,10 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 	return e, nil
 }
 
-// planCore numbers a pack's rules and their expressions and plans each one.
-func planCore(pack *knowledge.Pack) (*engineCore, error) {
+// planCore numbers a pack's rules and their expressions and plans each one (with
+// usePlanner false, every expression runs as a cel-go program: the test of the
+// programs' path).
+func planCore(pack *knowledge.Pack, usePlanner bool) (*engineCore, error) {
 	e := &engineCore{pack: pack.Name, byKind: map[string][]*engineRule{}}
 	var lets []letRef // the current rule's lets so far
 	add := func(x *knowledge.RuleExpr) int {
@@ -196,6 +198,9 @@ func planCore(pack *knowledge.Pack) (*engineCore, error) {
 		}
 	}
 	for i, x := range e.exprs {
+		if !usePlanner {
+			break
+		}
 		if n, fr, ok := plan(x.AST, e.exprLets[i]); ok {
 			e.nodes[i], e.sizes[i] = n, fr
 			e.planned++
@@ -504,6 +509,8 @@ func argText(v val) string {
 		return strconv.FormatBool(v.b)
 	case vDur:
 		return interceptors.FormatClock(time.Duration(v.i))
+	case vRef:
+		return fmt.Sprint(v.o.(interface{ Value() any }).Value())
 	}
 	if s, err := valStrings(v); err == nil {
 		return joinList(s, ", ")

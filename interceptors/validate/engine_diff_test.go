@@ -340,3 +340,46 @@ func (g *answerGen) answer() string {
 	}
 	return answer(`{"unitClaims":[` + strings.Join(units, ",") + `],"eventClaims":[` + strings.Join(events, ",") + `],"timelineClaims":[` + strings.Join(timelines, ",") + `]}`)
 }
+
+// TestEngineProgramsMatchReference: with every expression run as a cel-go program
+// (the path of what the planner does not take), ra3's rules still give the
+// reference's issues on every fixture answer and on random ones.
+func TestEngineProgramsMatchReference(t *testing.T) {
+	packs, err := knowledge.BuiltinPacks() // fresh copies: their expressions are not yet planned
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pack *knowledge.Pack
+	for _, p := range packs {
+		if p.Name == "ra3" {
+			pack = p
+		}
+	}
+	off := newOffline(t, Config{})
+	checker, in := diffInput(t, off, []string{replayText(t, "allied_vs_soviet.txt")})
+	core, err := planCore(pack, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if core.planned != 0 {
+		t.Fatalf("%d expressions planned", core.planned)
+	}
+	programs := *checker
+	programs.rules = &engine{engineCore: core}
+	ref := withReference(checker)
+	g := newAnswerGen(checker.pack, in, 99)
+	answers := []string{}
+	for _, f := range fixtureCaseFiles(t) {
+		data, _ := os.ReadFile(f)
+		var c fixtureCase
+		if json.Unmarshal(data, &c) == nil {
+			answers = append(answers, c.Answer)
+		}
+	}
+	for range 300 {
+		answers = append(answers, g.answer())
+	}
+	for i, a := range answers {
+		sameIssues(t, fmt.Sprintf("answer %d", i), a, programs.Check(a, in), ref.Check(a, in))
+	}
+}

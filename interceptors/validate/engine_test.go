@@ -83,3 +83,34 @@ func TestEngineRunsAGenericRule(t *testing.T) {
 		t.Errorf("factgate_rule_errors_total grew by %v", d)
 	}
 }
+
+// A rule using what the planner does not take (a member function, a map) runs as
+// a cel-go program, with the same functions and variables.
+func TestEngineRunsUnplannedExpressions(t *testing.T) {
+	pack := genericPack(t, `rules:
+  - id: claim.rushed
+    kind: eventClaims
+    severity: Info
+    let: {m: '{"rush": 2}'}
+    when: 'claim.claim.startsWith("ru") && m[claim.claim] == 2 && level_at_least(claim.level, "possible")'
+    args: {claim: 'claim.claim', n: 'string(size(claim.evidence))'}
+`)
+	c, err := NewChecker(pack, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.rules.planned == len(c.rules.exprs) {
+		t.Fatal("every expression planned: the test needs one the planner does not take")
+	}
+	answer := "Text.\n\n[claims]\n```json\n" + `{"unitClaims": [], "eventClaims": [{"claim": "rush", "evidenceLevel": "possible", "evidence": []}], "timelineClaims": []}` + "\n```\n"
+	var got *interceptors.Issue
+	issues := c.Check(answer, Input{})
+	for i := range issues {
+		if issues[i].Code == "claim.rushed" {
+			got = &issues[i]
+		}
+	}
+	if got == nil || got.Args["claim"] != "rush" || got.Args["n"] != "0" {
+		t.Fatalf("issues %+v", issues)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
 
 	"github.com/factgate/factgate/knowledge"
 )
@@ -38,6 +39,7 @@ const (
 	vStrs // o: *[]string, a list of strings as the claims, the facts and the knowledge give them
 	vObj  // o: *claimVal, *itemVal, *factsVal, entryVal
 	vErr  // o: error
+	vRef  // o: any other cel-go value (a map, a double, a timestamp...), from a program
 )
 
 // val is a rule value, passed by value (48 bytes): scalars never allocate, and
@@ -113,7 +115,7 @@ func (v val) at(i int) val {
 }
 
 func (v val) kindName() string {
-	return [...]string{"null", "bool", "int", "string", "duration", "list", "list", "object", "error"}[v.k]
+	return [...]string{"null", "bool", "int", "string", "duration", "list", "list", "object", "error", "value"}[v.k]
 }
 
 // equal is CEL's ==: values of different kinds are not equal.
@@ -141,6 +143,8 @@ func equal(a, b val) bool {
 		return a.i == b.i
 	case vStr:
 		return a.s == b.s
+	case vRef:
+		return a.o.(ref.Val).Equal(b.o.(ref.Val)) == types.True
 	case vObj:
 		if x, ok := a.o.(entryVal); ok {
 			y, ok := b.o.(entryVal)
@@ -180,7 +184,7 @@ func toVal(r ref.Val) val {
 		}
 		return newList(out)
 	}
-	return errV("unsupported value of type %s", r.Type().TypeName())
+	return val{k: vRef, o: r}
 }
 
 // toRef converts a val to a cel-go value.
@@ -212,6 +216,8 @@ func toRef(v val) ref.Val {
 			return e
 		}
 		return types.WrapErr(v.o.(error))
+	case vRef:
+		return v.o.(ref.Val)
 	}
 	return types.NullValue
 }
@@ -437,6 +443,8 @@ func (p *planner) sel(s celast.SelectExpr) node {
 			}
 		case entryVal:
 			return toVal(o.Get(nameV))
+		case traits.Indexer: // a value from a program (a map)
+			return toVal(o.Get(nameV))
 		}
 		if v.k == vErr {
 			return v
@@ -505,6 +513,19 @@ func (p *planner) comprehension(c celast.ComprehensionExpr) node {
 		}
 		return result(f)
 	}
+}
+
+// chain plans the terms of a chain of one operator (a && b && c) as one list.
+func (p *planner) chain(fn string, args []celast.Expr) []node {
+	var out []node
+	for _, a := range args {
+		if a.Kind() == celast.CallKind && a.AsCall().FunctionName() == fn && !a.AsCall().IsMemberFunction() {
+			out = append(out, p.chain(fn, a.AsCall().Args())...)
+			continue
+		}
+		out = append(out, p.expr(a))
+	}
+	return out
 }
 
 // literal returns the value of a literal expression.
@@ -596,22 +617,26 @@ func (p *planner) call(c celast.CallExpr) node {
 	}
 	switch fn {
 	case "_&&_", "_||_":
+		// A chain a && b && c... runs as one loop: the first false (true for ||)
+		// decides; else the first error; else true (false).
 		and := fn == "_&&_"
-		a, b := n[0], n[1]
+		terms := p.chain(fn, args)
 		return func(f *frame) val {
-			x := a(f)
-			if x.k == vBool && x.b != and {
-				return x // false && _, true || _
+			var bad val
+			for _, t := range terms {
+				x := t(f)
+				if x.k == vBool {
+					if x.b != and {
+						return x
+					}
+					continue
+				}
+				if bad.k != vErr {
+					bad = boolErr(x)
+				}
 			}
-			y := b(f)
-			if y.k == vBool && y.b != and {
-				return y
-			}
-			if x.k != vBool {
-				return boolErr(x)
-			}
-			if y.k != vBool {
-				return boolErr(y)
+			if bad.k == vErr {
+				return bad
 			}
 			return boolV(and)
 		}
@@ -628,6 +653,38 @@ func (p *planner) call(c celast.CallExpr) node {
 			return b(f)
 		}
 	case "!_":
+		if a := args[0]; a.Kind() == celast.CallKind && !a.AsCall().IsMemberFunction() {
+			// !f(x, "lit") with f a rule function: one closure.
+			if impl, ok := natives[a.AsCall().FunctionName()]; ok && len(a.AsCall().Args()) == impl.arity {
+				fa := a.AsCall().Args()
+				x := p.expr(fa[0])
+				var y node
+				lit, isLit := val{}, false
+				if impl.arity == 2 {
+					lit, isLit = literal(fa[1])
+					y = p.expr(fa[1])
+				}
+				return func(f *frame) val {
+					xv := x(f)
+					if xv.k == vErr {
+						return xv
+					}
+					yv := nullV
+					if impl.arity == 2 {
+						if isLit {
+							yv = lit
+						} else if yv = y(f); yv.k == vErr {
+							return yv
+						}
+					}
+					r := impl.fn(f.st, xv, yv)
+					if r.k != vBool {
+						return boolErr(r)
+					}
+					return boolV(!r.b)
+				}
+			}
+		}
 		return unary(n[0], func(x val) val {
 			if x.k != vBool {
 				return boolErr(x)

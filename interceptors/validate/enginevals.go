@@ -762,5 +762,7 @@ func (st *evalState) keep(ss []string) *[]string {
 		st.strs = append(st.strs, ss)
 		return &st.strs[len(st.strs)-1]
 	}
-	return &ss
+	p := new([]string) // (not &ss: that would move every call's ss to the heap)
+	*p = ss
+	return p
 }
