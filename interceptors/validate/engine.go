@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/interceptors"
@@ -45,6 +46,7 @@ type engineCore struct {
 	byKind   map[string][]*engineRule // claim rules by kind, in file order
 	exprs    []*knowledge.RuleExpr    // every expression, by id
 	exprLets [][]letRef               // the lets each expression sees, by id
+	fields   map[string][]string      // the declared fields of each declared kind, in order
 	planned  int                      // expressions the planner takes (the others run as cel-go programs)
 	lets     int                      // let slots
 	letNames []string                 // every let name of the file
@@ -106,7 +108,16 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 // usePlanner false, every expression runs as a cel-go program: the test of the
 // programs' path).
 func planCore(pack *knowledge.Pack, usePlanner bool) (*engineCore, error) {
-	e := &engineCore{pack: pack.Name, byKind: map[string][]*engineRule{}}
+	e := &engineCore{pack: pack.Name, byKind: map[string][]*engineRule{}, fields: map[string][]string{}}
+	if c := pack.Claims; c != nil {
+		for _, r := range pack.RuleSet.Rules {
+			for _, k := range r.Kinds {
+				if ck, ok := c.Kinds.Kind(k); ok {
+					e.fields[k] = ck.FieldOrder
+				}
+			}
+		}
+	}
 	var lets []letRef // the current rule's lets so far
 	add := func(x *knowledge.RuleExpr) int {
 		if x == nil {
@@ -184,19 +195,6 @@ func planCore(pack *knowledge.Pack, usePlanner bool) (*engineCore, error) {
 		}
 	}
 	e.nodes, e.sizes = make([]node, len(e.exprs)), make([]frame, len(e.exprs))
-	ownKinds := map[*knowledge.RuleExpr]bool{} // expressions of rules this engine alone runs
-	for _, r := range pack.RuleSet.Rules {
-		own := true
-		for _, k := range r.Kinds {
-			own = own && (k == knowledge.RuleKindEvidence || slices.Contains(typedKinds, k))
-		}
-		if !own {
-			continue
-		}
-		for _, x := range append(append([]*knowledge.RuleExpr{r.When, r.RecommendPlayer, r.RecommendAlternatives, r.RelatedUnits, r.RelatedAssets, r.RelatedPowers}, r.Lets...), r.Args...) {
-			ownKinds[x] = true
-		}
-	}
 	for i, x := range e.exprs {
 		if !usePlanner {
 			break
@@ -207,15 +205,15 @@ func planCore(pack *knowledge.Pack, usePlanner bool) (*engineCore, error) {
 		}
 	}
 	for i, x := range e.exprs {
-		if e.nodes[i] != nil && ownKinds[x] {
+		if e.nodes[i] != nil {
 			x.AST = nil // planned: the checked expression is no longer needed
 		}
 	}
 	return e, nil
 }
 
-// typedKinds are the claim kinds read into typed claims (ra3's), which this
-// engine runs.
+// typedKinds are the claim kinds read into typed claims (ra3's), which runClaims
+// checks; runRecords checks every other kind from its claims.Record.
 var typedKinds = []string{"unitClaims", "eventClaims", "timelineClaims"}
 
 // empty reports an engine without rules.
@@ -319,6 +317,28 @@ func (in *instance) runClaims(parsed *claims.Claims) {
 	}
 }
 
+// runRecords applies the engine's rules to the claims of the kinds the pack
+// declares beyond the typed ones (claims.Record), for the instance's run, as
+// runClaims does to the typed claims.
+func (in *instance) runRecords(parsed *claims.Claims) {
+	e := in.e
+	if e.empty() || len(parsed.Records) == 0 {
+		return
+	}
+	r := &in.run
+	in.st.r = r
+	in.st.facts = factsVal{present: r.hasFacts, end: r.end, tol: r.tol}
+	for i := range parsed.Records {
+		rec := &parsed.Records[i]
+		rules, ok := e.byKind[rec.Kind]
+		if !ok || slices.Contains(typedKinds, rec.Kind) {
+			continue
+		}
+		in.cv.setRecord(rec, e.fields[rec.Kind], in.st)
+		in.claim(&in.cv, rules)
+	}
+}
+
 // claim runs the evidence rules on each of the claim's items, then the claim's
 // rules.
 func (in *instance) claim(cv *claimVal, rules []*engineRule) {
@@ -360,7 +380,7 @@ func (in *instance) claim(cv *claimVal, rules []*engineRule) {
 // applies checks a rule's preconditions, in Go, before any expression runs.
 func (in *instance) applies(rule *engineRule, cv *claimVal, it *itemVal) bool {
 	r := in.st.r
-	if rule.facts && !r.hasFacts {
+	if rule.facts && !r.hasFacts && (cv.rec == nil || r.ix.RecordCount() == 0) {
 		return false
 	}
 	if rule.know && r.set == nil {
@@ -468,6 +488,9 @@ func (in *instance) eval(rule *engineRule, path string, it *itemVal) bool {
 			return false
 		}
 	}
+	if it == nil && st.claim.rec != nil {
+		f.issue.Facts = recordFacts(st.r.ix, f.issue.Args, st.r.c.settings.MaxFactsPerIssue)
+	}
 	st.r.add(f)
 	return true
 }
@@ -510,7 +533,7 @@ func argText(v val) string {
 	case vDur:
 		return interceptors.FormatClock(time.Duration(v.i))
 	case vRef:
-		return fmt.Sprint(v.o.(interface{ Value() any }).Value())
+		return refText(v.o.(ref.Val))
 	}
 	if s, err := valStrings(v); err == nil {
 		return joinList(s, ", ")

@@ -118,8 +118,12 @@ func (v val) kindName() string {
 	return [...]string{"null", "bool", "int", "string", "duration", "list", "list", "object", "error", "value"}[v.k]
 }
 
-// equal is CEL's ==: values of different kinds are not equal.
+// equal is CEL's ==: values of different kinds are not equal (a value from
+// cel-go, vRef, compares as cel-go does: 1 == 1.0).
 func equal(a, b val) bool {
+	if a.k == vRef || b.k == vRef {
+		return toRef(a).Equal(toRef(b)) == types.True
+	}
 	if a.size() >= 0 && b.size() >= 0 {
 		if a.size() != b.size() {
 			return false
@@ -143,8 +147,6 @@ func equal(a, b val) bool {
 		return a.i == b.i
 	case vStr:
 		return a.s == b.s
-	case vRef:
-		return a.o.(ref.Val).Equal(b.o.(ref.Val)) == types.True
 	case vObj:
 		if x, ok := a.o.(entryVal); ok {
 			y, ok := b.o.(entryVal)
@@ -418,6 +420,9 @@ func (p *planner) sel(s celast.SelectExpr) node {
 				return boolV(o.IsSet(nameV) == types.True)
 			case entryVal:
 				return boolV(o.IsSet(nameV) == types.True)
+			case traits.Mapper: // a value from a program or a record (a map)
+				_, found := o.Find(nameV)
+				return boolV(found)
 			}
 			if v.k == vErr {
 				return v
@@ -739,6 +744,9 @@ func (p *planner) call(c celast.CallExpr) node {
 			if x.k == y.k && (x.k == vInt || x.k == vDur) {
 				return val{k: x.k, i: x.i - y.i}
 			}
+			if x.k == vRef || y.k == vRef {
+				return refOp(x, y, "-")
+			}
 			return errV("no such overload: %s - %s", x.kindName(), y.kindName())
 		})
 	case "@in":
@@ -750,6 +758,11 @@ func (p *planner) call(c celast.CallExpr) node {
 					}
 				}
 				return falseV
+			}
+			if l.k == vRef {
+				if c, ok := l.o.(traits.Container); ok {
+					return toVal(c.Contains(toRef(x)))
+				}
 			}
 			if l.size() < 0 {
 				return errV("no such overload: %s in %s", x.kindName(), l.kindName())
@@ -763,6 +776,11 @@ func (p *planner) call(c celast.CallExpr) node {
 		})
 	case "_[_]":
 		return binary(n[0], n[1], func(l, i val) val {
+			if l.k == vRef {
+				if x, ok := l.o.(traits.Indexer); ok {
+					return toVal(x.Get(toRef(i)))
+				}
+			}
 			if l.size() < 0 || i.k != vInt {
 				return errV("no such overload: %s[%s]", l.kindName(), i.kindName())
 			}
@@ -782,6 +800,11 @@ func (p *planner) call(c celast.CallExpr) node {
 			if x.k == vStr {
 				return intV(int64(utf8.RuneCountInString(x.s)))
 			}
+			if x.k == vRef {
+				if s, ok := x.o.(traits.Sizer); ok {
+					return toVal(s.Size())
+				}
+			}
 			return errV("no such overload: size(%s)", x.kindName())
 		})
 	case "string":
@@ -793,6 +816,8 @@ func (p *planner) call(c celast.CallExpr) node {
 				return strV(strconv.FormatInt(x.i, 10))
 			case vBool:
 				return strV(strconv.FormatBool(x.b))
+			case vRef:
+				return toVal(x.o.(ref.Val).ConvertToType(types.StringType))
 			}
 			return errV("no such overload: string(%s)", x.kindName())
 		})
@@ -868,8 +893,17 @@ func binary(a, b node, op func(val, val) val) node {
 	}
 }
 
-// compare orders two ints, durations or strings.
+// compare orders two ints, durations or strings, or two values cel-go orders
+// (doubles, timestamps, a double and an int).
 func compare(x, y val) (int, bool) {
+	if x.k == vRef || y.k == vRef {
+		c, ok := toRef(x).(traits.Comparer)
+		if !ok {
+			return 0, false
+		}
+		r, ok := c.Compare(toRef(y)).(types.Int)
+		return int(r), ok
+	}
 	if x.k != y.k {
 		return 0, false
 	}
@@ -894,8 +928,11 @@ func compare(x, y val) (int, bool) {
 	return 0, false
 }
 
-// add is CEL's +: ints, durations, strings, lists.
+// add is CEL's +: ints, durations, strings, lists (and what cel-go adds).
 func add(x, y val) val {
+	if x.k == vRef || y.k == vRef {
+		return refOp(x, y, "+")
+	}
 	if x.size() >= 0 && y.size() >= 0 {
 		out := make([]val, 0, x.size()+y.size())
 		for i := range x.size() {
@@ -915,4 +952,26 @@ func add(x, y val) val {
 		}
 	}
 	return errV("no such overload: %s + %s", x.kindName(), y.kindName())
+}
+
+// refOp applies cel-go's + or - to values of which one is cel-go's own (a
+// double, a timestamp).
+func refOp(x, y val, op string) val {
+	a, b := toRef(x), toRef(y)
+	var r ref.Val
+	switch op {
+	case "+":
+		t, ok := a.(traits.Adder)
+		if !ok {
+			return errV("no such overload: %s + %s", x.kindName(), y.kindName())
+		}
+		r = t.Add(b)
+	default:
+		t, ok := a.(traits.Subtractor)
+		if !ok {
+			return errV("no such overload: %s - %s", x.kindName(), y.kindName())
+		}
+		r = t.Subtract(b)
+	}
+	return toVal(r)
 }

@@ -3,6 +3,7 @@ package validate
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -11,7 +12,7 @@ import (
 )
 
 // BenchmarkOrdersCheck checks a three-claim answer of the orders pack against
-// three order records: the rules of a declared kind on cel-go programs.
+// three order records: the rules of a declared kind on the planned engine.
 func BenchmarkOrdersCheck(b *testing.B) {
 	reg, err := knowledge.Builtin()
 	if err != nil {
@@ -90,5 +91,63 @@ func TestDeclaredKindsAfterPlanning(t *testing.T) {
 		for e := range errs {
 			t.Error(e)
 		}
+	}
+}
+
+// TestDeclaredKindsBindEveryFunction: a rule of a declared kind runs on the
+// engine with every rule function bound — the operation-log and knowledge
+// functions as well as the records' — so a call is a value, not rule.error.
+func TestDeclaredKindsBindEveryFunction(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "orders")
+	if err := os.CopyFS(dir, os.DirFS("../../knowledge/packs/orders")); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := os.ReadFile(filepath.Join(dir, "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules = append(rules, []byte(`
+  - id: order.bound_functions
+    kind: orderClaims
+    severity: Info
+    notice: weak
+    let:
+      rec: 'record("orders", claim.order)'
+    when: >-
+      rec != null && first_production("nobody", "nothing") == null && !is_player("nobody") &&
+      !knows_scope("no-such-scope") && size(assets_with_tag("no-such-scope", "t")) == 0 &&
+      size(records("orders").filter(r, r.id == claim.order)) == 1 && rec.total + 0.5 > 1.0
+    message: 'bound {{.Args.order}}'
+    args: {order: 'claim.order', total: 'rec.total', placed: 'rec.placed'}
+`)...)
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := knowledge.LoadPackDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewChecker(p, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := facts.NewExtractor(p.Facts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, _ := x.ExtractFile(`{"orders": [{"id": "A-1", "status": "shipped", "total": 12.5, "placed": "2026-03-01"}]}`)
+	answer := "A-1 shipped.\n\n[machine-readable claims]\n```json\n" +
+		`{"orderClaims": [{"order": "A-1", "claim": "Order A-1 has shipped", "status": "shipped", "evidenceLevel": "confirmed", "evidence": ["order|A-1|status"]}]}` + "\n```\n"
+	got := c.Check(answer, Input{Index: ix})
+	var codes []string
+	for _, is := range got {
+		codes = append(codes, is.Code)
+		if is.Code == "order.bound_functions" && (is.Args["total"] != "12.50" || is.Args["placed"] != "2026-03-01") {
+			t.Errorf("args %v, want total 12.50 and placed 2026-03-01", is.Args)
+		}
+	}
+	if len(got) != 1 || got[0].Code != "order.bound_functions" {
+		t.Fatalf("issues %v (%+v), want only order.bound_functions", codes, got)
 	}
 }
