@@ -474,6 +474,11 @@ func (p *planner) comprehension(c celast.ComprehensionExpr) node {
 	p.depth++
 	cond := p.expr(c.LoopCondition())
 	step := p.expr(c.LoopStep())
+	macro, body := macroShape(c)
+	var bodyN node
+	if macro != macroNone {
+		bodyN = p.expr(body) // the predicate (or map's element) alone, for the fused loop
+	}
 	p.depth--
 	p.accu = outer
 	delete(p.vars, c.IterVar()) // the result sees only the accumulator
@@ -493,6 +498,9 @@ func (p *planner) comprehension(c celast.ComprehensionExpr) node {
 	if p.depth == 0 && isEmptyList(c.AccuInit()) {
 		scratch = p.nscratch
 		p.nscratch++
+	}
+	if macro != macroNone {
+		return fusedMacro(macro, rng, bodyN, iv, scratch)
 	}
 	return func(f *frame) val {
 		r := rng(f)
@@ -974,4 +982,144 @@ func refOp(x, y val, op string) val {
 		r = t.Subtract(b)
 	}
 	return toVal(r)
+}
+
+// The macros' comprehensions the planner runs as one loop each, without the
+// accumulator's closures: filter, map, exists and all.
+const (
+	macroNone = iota
+	macroFilter
+	macroMap
+	macroExists
+	macroAll
+)
+
+// macroShape recognises the comprehension a macro expands to (cel-go's
+// parser): l.filter(x, p), l.map(x, e), l.exists(x, p) and l.all(x, p); it
+// returns the macro and p (or e).
+func macroShape(c celast.ComprehensionExpr) (int, celast.Expr) {
+	accu, iter := c.AccuVar(), c.IterVar()
+	isIdent := func(e celast.Expr, name string) bool {
+		return e.Kind() == celast.IdentKind && e.AsIdent() == name
+	}
+	isCall := func(e celast.Expr, fn string, n int) (celast.CallExpr, bool) {
+		if e.Kind() != celast.CallKind {
+			return nil, false
+		}
+		call := e.AsCall()
+		return call, call.FunctionName() == fn && !call.IsMemberFunction() && len(call.Args()) == n
+	}
+	isBool := func(e celast.Expr, b bool) bool {
+		v, ok := literal(e)
+		return ok && v.k == vBool && v.b == b
+	}
+	// accu + [e]: e, ok
+	appended := func(e celast.Expr) (celast.Expr, bool) {
+		call, ok := isCall(e, "_+_", 2)
+		if !ok || !isIdent(call.Args()[0], accu) || call.Args()[1].Kind() != celast.ListKind {
+			return nil, false
+		}
+		l := call.Args()[1].AsList()
+		if len(l.Elements()) != 1 || len(l.OptionalIndices()) > 0 {
+			return nil, false
+		}
+		return l.Elements()[0], true
+	}
+	if !isIdent(c.Result(), accu) {
+		return macroNone, nil
+	}
+	step := c.LoopStep()
+	if isEmptyList(c.AccuInit()) && isBool(c.LoopCondition(), true) {
+		if call, ok := isCall(step, "_?_:_", 3); ok && isIdent(call.Args()[2], accu) {
+			if x, ok := appended(call.Args()[1]); ok && isIdent(x, iter) {
+				return macroFilter, call.Args()[0]
+			}
+		}
+		if x, ok := appended(step); ok {
+			return macroMap, x
+		}
+		return macroNone, nil
+	}
+	cond, ok := isCall(c.LoopCondition(), "@not_strictly_false", 1)
+	if !ok {
+		return macroNone, nil
+	}
+	if isBool(c.AccuInit(), false) {
+		not, ok := isCall(cond.Args()[0], "!_", 1)
+		if st, ok2 := isCall(step, "_||_", 2); ok && ok2 && isIdent(not.Args()[0], accu) && isIdent(st.Args()[0], accu) {
+			return macroExists, st.Args()[1]
+		}
+	}
+	if isBool(c.AccuInit(), true) && isIdent(cond.Args()[0], accu) {
+		if st, ok := isCall(step, "_&&_", 2); ok && isIdent(st.Args()[0], accu) {
+			return macroAll, st.Args()[1]
+		}
+	}
+	return macroNone, nil
+}
+
+// fusedMacro runs a macro's comprehension as one loop: body is the predicate
+// (the element, for map) with the element in vars[iv]. A list is built in the
+// frame's scratch slot when there is one. The first error (a non-bool
+// predicate) is the result, as cel-go's comprehension gives, except where
+// exists (all) meets a true (false) element, which decides.
+func fusedMacro(macro int, rng, body node, iv, scratch int) node {
+	return func(f *frame) val {
+		r := rng(f)
+		n := r.size()
+		if n < 0 {
+			if r.k == vErr {
+				return r
+			}
+			return errV("cannot iterate over a %s", r.kindName())
+		}
+		switch macro {
+		case macroExists, macroAll:
+			decide := macro == macroExists // the element value that decides
+			var bad val
+			for i := range n {
+				f.vars[iv] = r.at(i)
+				v := body(f)
+				if v.k == vBool {
+					if v.b == decide {
+						return v
+					}
+					continue
+				}
+				if bad.k != vErr {
+					bad = boolErr(v)
+				}
+			}
+			if bad.k == vErr {
+				return bad
+			}
+			return boolV(!decide)
+		}
+		var out *[]val
+		if scratch >= 0 {
+			out = &f.scratch[scratch]
+			*out = (*out)[:0]
+		} else {
+			out = new([]val)
+		}
+		for i := range n {
+			x := r.at(i)
+			f.vars[iv] = x
+			v := body(f)
+			if macro == macroMap {
+				if v.k == vErr {
+					return v
+				}
+				*out = append(*out, v)
+				continue
+			}
+			if v.k != vBool {
+				return boolErr(v)
+			}
+			if v.b {
+				*out = append(*out, x)
+			}
+		}
+		return listV(out)
+	}
 }
