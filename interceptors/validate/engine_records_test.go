@@ -2,8 +2,10 @@ package validate
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -149,5 +151,94 @@ func TestDeclaredKindsBindEveryFunction(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Code != "order.bound_functions" {
 		t.Fatalf("issues %v (%+v), want only order.bound_functions", codes, got)
+	}
+}
+
+// TestOrdersPlannedMatchPrograms: the orders pack's rules give the same issues
+// planned (maps, doubles and timestamps from the records through the planner's
+// operators) as with every expression run as a cel-go program, on random
+// answers over the pack's example records.
+func TestOrdersPlannedMatchPrograms(t *testing.T) {
+	t.Parallel()
+	fresh := func() *knowledge.Pack {
+		packs, err := knowledge.BuiltinPacks() // fresh copies: their expressions are not yet planned
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range packs {
+			if p.Name == "orders" {
+				return p
+			}
+		}
+		t.Fatal("no orders pack")
+		return nil
+	}
+	pack := fresh()
+	core, err := planCore(pack, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	programs, err := NewChecker(fresh(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	programs.rules = &engine{engineCore: core}
+	planned, err := NewChecker(fresh(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planned.rules.planned == 0 {
+		t.Fatal("nothing planned")
+	}
+	x, err := facts.NewExtractor(pack.Facts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("../../knowledge/packs/orders/cases/orders.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, _ := x.ExtractFile(string(raw))
+	in := Input{Index: ix}
+	rng := rand.New(rand.NewPCG(7, 30))
+	pick := func(vals ...string) string { return vals[rng.IntN(len(vals))] }
+	claim := func() string {
+		id := pick("A-1001", "A-1002", "A-1003", "A-9999")
+		fields := []string{`"order": "` + id + `"`, `"claim": "about ` + id + `"`}
+		if rng.IntN(2) == 0 {
+			fields = append(fields, `"status": "`+pick("shipped", "delivered", "refunded", "lost", "pending")+`"`)
+		}
+		if rng.IntN(2) == 0 {
+			fields = append(fields, `"amount": `+pick("59.9", "120", "120.004", "35.5", "10", `"12"`))
+		}
+		if rng.IntN(2) == 0 {
+			fields = append(fields, `"date": "`+pick("2026-03-03", "2026-02-14", "2026-01-01", "2026-02-11", "2026-03-03T10:00:00Z")+`"`)
+		}
+		if rng.IntN(3) == 0 {
+			fields = append(fields, `"refund": `+pick("35.5", "20", "0", "120"))
+		}
+		if rng.IntN(4) != 0 {
+			fields = append(fields, `"evidenceLevel": "`+pick("confirmed", "highly likely", "possible", "uncertain", "sure")+`"`)
+		}
+		if rng.IntN(3) != 0 {
+			fields = append(fields, `"evidence": ["`+pick("order|"+id+"|status", "order|A-1002|total", "order|"+id+"|refunded", "order|"+id+"|delivered", "note")+`"]`)
+		}
+		return "{" + strings.Join(fields, ", ") + "}"
+	}
+	codes := map[string]bool{}
+	for i := range 400 {
+		var cs []string
+		for range 1 + rng.IntN(4) {
+			cs = append(cs, claim())
+		}
+		a := "Orders.\n\n[machine-readable claims]\n```json\n{\"orderClaims\": [" + strings.Join(cs, ",") + "]}\n```\n"
+		got := planned.Check(a, in)
+		for _, is := range got {
+			codes[is.Code] = true
+		}
+		sameIssues(t, fmt.Sprintf("answer %d", i), a, got, programs.Check(a, in))
+	}
+	if len(codes) < 10 || codes[CodeRuleError] {
+		t.Errorf("the random answers gave the codes %v: want at least 10, and no rule.error", codes)
 	}
 }
