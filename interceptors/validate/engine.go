@@ -222,26 +222,24 @@ func (e *engine) empty() bool { return len(e.exprs) == 0 }
 // instance is the engine's expressions bound to one evaluation state: each one
 // planned (a node) or, when the planner does not take it, a cel-go program.
 type instance struct {
-	e      *engine
-	st     *evalState
-	nodes  []node
-	frames []frame
-	progs  []cel.Program
-	cv     claimVal // the claim being checked (its storage reused)
-	run    run      // the check the instance serves
+	e     *engine
+	st    *evalState
+	exprs []planned // by expression id
+	progs []cel.Program
+	cv    claimVal // the claim being checked (its storage reused)
+	run   run      // the check the instance serves
 }
 
 func (e *engine) newInstance() (*instance, error) {
 	st := &evalState{letVals: make([]val, e.lets), letGen: make([]uint32, e.lets), strs: make([][]string, 0, 256)}
 	st.act.st = st
-	in := &instance{e: e, st: st, nodes: make([]node, len(e.exprs)), frames: make([]frame, len(e.exprs)), progs: make([]cel.Program, len(e.exprs))}
+	in := &instance{e: e, st: st, exprs: make([]planned, len(e.exprs)), progs: make([]cel.Program, len(e.exprs))}
 	st.in = in
 	var env *cel.Env
 	for i, x := range e.exprs {
 		if n := e.nodes[i]; n != nil {
-			in.nodes[i] = n
 			sz := e.sizes[i]
-			in.frames[i] = frame{st: st, vars: make([]val, len(sz.vars)), scratch: make([][]val, len(sz.scratch))}
+			in.exprs[i] = planned{n: n, f: frame{st: st, vars: make([]val, len(sz.vars)), scratch: make([][]val, len(sz.scratch))}}
 			continue
 		}
 		if env == nil {
@@ -260,6 +258,12 @@ func (e *engine) newInstance() (*instance, error) {
 		in.progs[i] = p
 	}
 	return in, nil
+}
+
+// planned is a planned expression with its frame (nil n: a cel-go program).
+type planned struct {
+	n node
+	f frame
 }
 
 // get returns a free instance, building one when every instance is in use.
@@ -402,16 +406,19 @@ func (in *instance) applies(rule *engineRule, cv *claimVal, it *itemVal) bool {
 			return false
 		}
 	}
-	if it != nil {
-		if rule.Structured && !it.ev.Structured {
-			return false
-		}
-		if len(rule.Roles) > 0 {
-			k := it.kind()
-			for _, role := range rule.Roles {
-				if !k.HasRole(role) {
-					return false
-				}
+	return it == nil || itemApplies(rule, it)
+}
+
+// itemApplies checks an evidence rule's preconditions on the item.
+func itemApplies(rule *engineRule, it *itemVal) bool {
+	if rule.Structured && !it.ev.Structured {
+		return false
+	}
+	if len(rule.Roles) > 0 {
+		k := it.kind()
+		for _, role := range rule.Roles {
+			if !k.HasRole(role) {
+				return false
 			}
 		}
 	}
@@ -498,8 +505,8 @@ func (in *instance) eval(rule *engineRule, path string, it *itemVal) bool {
 // value evaluates expression id: its node, else its cel-go program with the
 // instance's activation.
 func (in *instance) value(id int) val {
-	if n := in.nodes[id]; n != nil {
-		return n(&in.frames[id])
+	if x := &in.exprs[id]; x.n != nil {
+		return x.n(&x.f)
 	}
 	return in.program(id)
 }
