@@ -99,9 +99,6 @@ type Checker struct {
 	// reference, when set (by the differential test only), runs instead of the
 	// engine.
 	reference func(*run, *claims.Claims)
-	// kinds runs the rules of the claim kinds the pack declares beyond ra3's
-	// (enginekinds.go); nil when there are none.
-	kinds *kindsEngine
 }
 
 // NewChecker builds a checker for pack with cfg. It fails for a nil pack, a pack
@@ -126,9 +123,6 @@ func NewChecker(pack *knowledge.Pack, cfg Config) (*Checker, error) {
 		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
 	}
 	c := &Checker{pack: pack, parser: p, settings: cfg.Settings(), sep: ", "}
-	if c.kinds, err = newKindsEngine(pack); err != nil {
-		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
-	}
 	if c.rules, err = newEngine(pack); err != nil {
 		return nil, fmt.Errorf("validate: pack %s: %w", pack.Name, err)
 	}
@@ -200,7 +194,7 @@ func (c *Checker) check(parsed *claims.Claims, in Input) []interceptors.Issue {
 		} else {
 			ei.runClaims(parsed)
 		}
-		c.kinds.run(r, parsed)
+		ei.runRecords(parsed)
 	}
 	return r.finish()
 }

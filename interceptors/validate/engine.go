@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/factgate/factgate/interceptors"
@@ -45,6 +46,7 @@ type engineCore struct {
 	byKind   map[string][]*engineRule // claim rules by kind, in file order
 	exprs    []*knowledge.RuleExpr    // every expression, by id
 	exprLets [][]letRef               // the lets each expression sees, by id
+	fields   map[string][]string      // the declared fields of each declared kind, in order
 	planned  int                      // expressions the planner takes (the others run as cel-go programs)
 	lets     int                      // let slots
 	letNames []string                 // every let name of the file
@@ -106,7 +108,16 @@ func newEngine(pack *knowledge.Pack) (*engine, error) {
 // usePlanner false, every expression runs as a cel-go program: the test of the
 // programs' path).
 func planCore(pack *knowledge.Pack, usePlanner bool) (*engineCore, error) {
-	e := &engineCore{pack: pack.Name, byKind: map[string][]*engineRule{}}
+	e := &engineCore{pack: pack.Name, byKind: map[string][]*engineRule{}, fields: map[string][]string{}}
+	if c := pack.Claims; c != nil {
+		for _, r := range pack.RuleSet.Rules {
+			for _, k := range r.Kinds {
+				if ck, ok := c.Kinds.Kind(k); ok {
+					e.fields[k] = ck.FieldOrder
+				}
+			}
+		}
+	}
 	var lets []letRef // the current rule's lets so far
 	add := func(x *knowledge.RuleExpr) int {
 		if x == nil {
@@ -184,19 +195,6 @@ func planCore(pack *knowledge.Pack, usePlanner bool) (*engineCore, error) {
 		}
 	}
 	e.nodes, e.sizes = make([]node, len(e.exprs)), make([]frame, len(e.exprs))
-	ownKinds := map[*knowledge.RuleExpr]bool{} // expressions of rules this engine alone runs
-	for _, r := range pack.RuleSet.Rules {
-		own := true
-		for _, k := range r.Kinds {
-			own = own && (k == knowledge.RuleKindEvidence || slices.Contains(typedKinds, k))
-		}
-		if !own {
-			continue
-		}
-		for _, x := range append(append([]*knowledge.RuleExpr{r.When, r.RecommendPlayer, r.RecommendAlternatives, r.RelatedUnits, r.RelatedAssets, r.RelatedPowers}, r.Lets...), r.Args...) {
-			ownKinds[x] = true
-		}
-	}
 	for i, x := range e.exprs {
 		if !usePlanner {
 			break
@@ -207,15 +205,15 @@ func planCore(pack *knowledge.Pack, usePlanner bool) (*engineCore, error) {
 		}
 	}
 	for i, x := range e.exprs {
-		if e.nodes[i] != nil && ownKinds[x] {
+		if e.nodes[i] != nil {
 			x.AST = nil // planned: the checked expression is no longer needed
 		}
 	}
 	return e, nil
 }
 
-// typedKinds are the claim kinds read into typed claims (ra3's), which this
-// engine runs.
+// typedKinds are the claim kinds read into typed claims (ra3's), which runClaims
+// checks; runRecords checks every other kind from its claims.Record.
 var typedKinds = []string{"unitClaims", "eventClaims", "timelineClaims"}
 
 // empty reports an engine without rules.
@@ -224,26 +222,24 @@ func (e *engine) empty() bool { return len(e.exprs) == 0 }
 // instance is the engine's expressions bound to one evaluation state: each one
 // planned (a node) or, when the planner does not take it, a cel-go program.
 type instance struct {
-	e      *engine
-	st     *evalState
-	nodes  []node
-	frames []frame
-	progs  []cel.Program
-	cv     claimVal // the claim being checked (its storage reused)
-	run    run      // the check the instance serves
+	e     *engine
+	st    *evalState
+	exprs []planned // by expression id
+	progs []cel.Program
+	cv    claimVal // the claim being checked (its storage reused)
+	run   run      // the check the instance serves
 }
 
 func (e *engine) newInstance() (*instance, error) {
 	st := &evalState{letVals: make([]val, e.lets), letGen: make([]uint32, e.lets), strs: make([][]string, 0, 256)}
 	st.act.st = st
-	in := &instance{e: e, st: st, nodes: make([]node, len(e.exprs)), frames: make([]frame, len(e.exprs)), progs: make([]cel.Program, len(e.exprs))}
+	in := &instance{e: e, st: st, exprs: make([]planned, len(e.exprs)), progs: make([]cel.Program, len(e.exprs))}
 	st.in = in
 	var env *cel.Env
 	for i, x := range e.exprs {
 		if n := e.nodes[i]; n != nil {
-			in.nodes[i] = n
 			sz := e.sizes[i]
-			in.frames[i] = frame{st: st, vars: make([]val, len(sz.vars)), scratch: make([][]val, len(sz.scratch))}
+			in.exprs[i] = planned{n: n, f: frame{st: st, vars: make([]val, len(sz.vars)), scratch: make([][]val, len(sz.scratch))}}
 			continue
 		}
 		if env == nil {
@@ -262,6 +258,12 @@ func (e *engine) newInstance() (*instance, error) {
 		in.progs[i] = p
 	}
 	return in, nil
+}
+
+// planned is a planned expression with its frame (nil n: a cel-go program).
+type planned struct {
+	n node
+	f frame
 }
 
 // get returns a free instance, building one when every instance is in use.
@@ -319,6 +321,28 @@ func (in *instance) runClaims(parsed *claims.Claims) {
 	}
 }
 
+// runRecords applies the engine's rules to the claims of the kinds the pack
+// declares beyond the typed ones (claims.Record), for the instance's run, as
+// runClaims does to the typed claims.
+func (in *instance) runRecords(parsed *claims.Claims) {
+	e := in.e
+	if e.empty() || len(parsed.Records) == 0 {
+		return
+	}
+	r := &in.run
+	in.st.r = r
+	in.st.facts = factsVal{present: r.hasFacts, end: r.end, tol: r.tol}
+	for i := range parsed.Records {
+		rec := &parsed.Records[i]
+		rules, ok := e.byKind[rec.Kind]
+		if !ok || slices.Contains(typedKinds, rec.Kind) {
+			continue
+		}
+		in.cv.setRecord(rec, e.fields[rec.Kind], in.st)
+		in.claim(&in.cv, rules)
+	}
+}
+
 // claim runs the evidence rules on each of the claim's items, then the claim's
 // rules.
 func (in *instance) claim(cv *claimVal, rules []*engineRule) {
@@ -360,7 +384,7 @@ func (in *instance) claim(cv *claimVal, rules []*engineRule) {
 // applies checks a rule's preconditions, in Go, before any expression runs.
 func (in *instance) applies(rule *engineRule, cv *claimVal, it *itemVal) bool {
 	r := in.st.r
-	if rule.facts && !r.hasFacts {
+	if rule.facts && !r.hasFacts && (cv.rec == nil || r.ix.RecordCount() == 0) {
 		return false
 	}
 	if rule.know && r.set == nil {
@@ -382,16 +406,19 @@ func (in *instance) applies(rule *engineRule, cv *claimVal, it *itemVal) bool {
 			return false
 		}
 	}
-	if it != nil {
-		if rule.Structured && !it.ev.Structured {
-			return false
-		}
-		if len(rule.Roles) > 0 {
-			k := it.kind()
-			for _, role := range rule.Roles {
-				if !k.HasRole(role) {
-					return false
-				}
+	return it == nil || itemApplies(rule, it)
+}
+
+// itemApplies checks an evidence rule's preconditions on the item.
+func itemApplies(rule *engineRule, it *itemVal) bool {
+	if rule.Structured && !it.ev.Structured {
+		return false
+	}
+	if len(rule.Roles) > 0 {
+		k := it.kind()
+		for _, role := range rule.Roles {
+			if !k.HasRole(role) {
+				return false
 			}
 		}
 	}
@@ -468,6 +495,9 @@ func (in *instance) eval(rule *engineRule, path string, it *itemVal) bool {
 			return false
 		}
 	}
+	if it == nil && st.claim.rec != nil {
+		f.issue.Facts = recordFacts(st.r.ix, f.issue.Args, st.r.c.settings.MaxFactsPerIssue)
+	}
 	st.r.add(f)
 	return true
 }
@@ -475,8 +505,8 @@ func (in *instance) eval(rule *engineRule, path string, it *itemVal) bool {
 // value evaluates expression id: its node, else its cel-go program with the
 // instance's activation.
 func (in *instance) value(id int) val {
-	if n := in.nodes[id]; n != nil {
-		return n(&in.frames[id])
+	if x := &in.exprs[id]; x.n != nil {
+		return x.n(&x.f)
 	}
 	return in.program(id)
 }
@@ -510,7 +540,7 @@ func argText(v val) string {
 	case vDur:
 		return interceptors.FormatClock(time.Duration(v.i))
 	case vRef:
-		return fmt.Sprint(v.o.(interface{ Value() any }).Value())
+		return refText(v.o.(ref.Val))
 	}
 	if s, err := valStrings(v); err == nil {
 		return joinList(s, ", ")

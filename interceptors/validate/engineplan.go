@@ -118,8 +118,12 @@ func (v val) kindName() string {
 	return [...]string{"null", "bool", "int", "string", "duration", "list", "list", "object", "error", "value"}[v.k]
 }
 
-// equal is CEL's ==: values of different kinds are not equal.
+// equal is CEL's ==: values of different kinds are not equal (a value from
+// cel-go, vRef, compares as cel-go does: 1 == 1.0).
 func equal(a, b val) bool {
+	if a.k == vRef || b.k == vRef {
+		return toRef(a).Equal(toRef(b)) == types.True
+	}
 	if a.size() >= 0 && b.size() >= 0 {
 		if a.size() != b.size() {
 			return false
@@ -143,8 +147,6 @@ func equal(a, b val) bool {
 		return a.i == b.i
 	case vStr:
 		return a.s == b.s
-	case vRef:
-		return a.o.(ref.Val).Equal(b.o.(ref.Val)) == types.True
 	case vObj:
 		if x, ok := a.o.(entryVal); ok {
 			y, ok := b.o.(entryVal)
@@ -418,6 +420,9 @@ func (p *planner) sel(s celast.SelectExpr) node {
 				return boolV(o.IsSet(nameV) == types.True)
 			case entryVal:
 				return boolV(o.IsSet(nameV) == types.True)
+			case traits.Mapper: // a value from a program or a record (a map)
+				_, found := o.Find(nameV)
+				return boolV(found)
 			}
 			if v.k == vErr {
 				return v
@@ -469,6 +474,11 @@ func (p *planner) comprehension(c celast.ComprehensionExpr) node {
 	p.depth++
 	cond := p.expr(c.LoopCondition())
 	step := p.expr(c.LoopStep())
+	macro, body := macroShape(c)
+	var bodyN node
+	if macro != macroNone {
+		bodyN = p.expr(body) // the predicate (or map's element) alone, for the fused loop
+	}
 	p.depth--
 	p.accu = outer
 	delete(p.vars, c.IterVar()) // the result sees only the accumulator
@@ -488,6 +498,9 @@ func (p *planner) comprehension(c celast.ComprehensionExpr) node {
 	if p.depth == 0 && isEmptyList(c.AccuInit()) {
 		scratch = p.nscratch
 		p.nscratch++
+	}
+	if macro != macroNone {
+		return fusedMacro(macro, rng, bodyN, iv, scratch)
 	}
 	return func(f *frame) val {
 		r := rng(f)
@@ -739,6 +752,9 @@ func (p *planner) call(c celast.CallExpr) node {
 			if x.k == y.k && (x.k == vInt || x.k == vDur) {
 				return val{k: x.k, i: x.i - y.i}
 			}
+			if x.k == vRef || y.k == vRef {
+				return refOp(x, y, "-")
+			}
 			return errV("no such overload: %s - %s", x.kindName(), y.kindName())
 		})
 	case "@in":
@@ -750,6 +766,11 @@ func (p *planner) call(c celast.CallExpr) node {
 					}
 				}
 				return falseV
+			}
+			if l.k == vRef {
+				if c, ok := l.o.(traits.Container); ok {
+					return toVal(c.Contains(toRef(x)))
+				}
 			}
 			if l.size() < 0 {
 				return errV("no such overload: %s in %s", x.kindName(), l.kindName())
@@ -763,6 +784,11 @@ func (p *planner) call(c celast.CallExpr) node {
 		})
 	case "_[_]":
 		return binary(n[0], n[1], func(l, i val) val {
+			if l.k == vRef {
+				if x, ok := l.o.(traits.Indexer); ok {
+					return toVal(x.Get(toRef(i)))
+				}
+			}
 			if l.size() < 0 || i.k != vInt {
 				return errV("no such overload: %s[%s]", l.kindName(), i.kindName())
 			}
@@ -782,6 +808,11 @@ func (p *planner) call(c celast.CallExpr) node {
 			if x.k == vStr {
 				return intV(int64(utf8.RuneCountInString(x.s)))
 			}
+			if x.k == vRef {
+				if s, ok := x.o.(traits.Sizer); ok {
+					return toVal(s.Size())
+				}
+			}
 			return errV("no such overload: size(%s)", x.kindName())
 		})
 	case "string":
@@ -793,6 +824,8 @@ func (p *planner) call(c celast.CallExpr) node {
 				return strV(strconv.FormatInt(x.i, 10))
 			case vBool:
 				return strV(strconv.FormatBool(x.b))
+			case vRef:
+				return toVal(x.o.(ref.Val).ConvertToType(types.StringType))
 			}
 			return errV("no such overload: string(%s)", x.kindName())
 		})
@@ -868,8 +901,17 @@ func binary(a, b node, op func(val, val) val) node {
 	}
 }
 
-// compare orders two ints, durations or strings.
+// compare orders two ints, durations or strings, or two values cel-go orders
+// (doubles, timestamps, a double and an int).
 func compare(x, y val) (int, bool) {
+	if x.k == vRef || y.k == vRef {
+		c, ok := toRef(x).(traits.Comparer)
+		if !ok {
+			return 0, false
+		}
+		r, ok := c.Compare(toRef(y)).(types.Int)
+		return int(r), ok
+	}
 	if x.k != y.k {
 		return 0, false
 	}
@@ -894,8 +936,11 @@ func compare(x, y val) (int, bool) {
 	return 0, false
 }
 
-// add is CEL's +: ints, durations, strings, lists.
+// add is CEL's +: ints, durations, strings, lists (and what cel-go adds).
 func add(x, y val) val {
+	if x.k == vRef || y.k == vRef {
+		return refOp(x, y, "+")
+	}
 	if x.size() >= 0 && y.size() >= 0 {
 		out := make([]val, 0, x.size()+y.size())
 		for i := range x.size() {
@@ -915,4 +960,166 @@ func add(x, y val) val {
 		}
 	}
 	return errV("no such overload: %s + %s", x.kindName(), y.kindName())
+}
+
+// refOp applies cel-go's + or - to values of which one is cel-go's own (a
+// double, a timestamp).
+func refOp(x, y val, op string) val {
+	a, b := toRef(x), toRef(y)
+	var r ref.Val
+	switch op {
+	case "+":
+		t, ok := a.(traits.Adder)
+		if !ok {
+			return errV("no such overload: %s + %s", x.kindName(), y.kindName())
+		}
+		r = t.Add(b)
+	default:
+		t, ok := a.(traits.Subtractor)
+		if !ok {
+			return errV("no such overload: %s - %s", x.kindName(), y.kindName())
+		}
+		r = t.Subtract(b)
+	}
+	return toVal(r)
+}
+
+// The macros' comprehensions the planner runs as one loop each, without the
+// accumulator's closures: filter, map, exists and all.
+const (
+	macroNone = iota
+	macroFilter
+	macroMap
+	macroExists
+	macroAll
+)
+
+// macroShape recognises the comprehension a macro expands to (cel-go's
+// parser): l.filter(x, p), l.map(x, e), l.exists(x, p) and l.all(x, p); it
+// returns the macro and p (or e).
+func macroShape(c celast.ComprehensionExpr) (int, celast.Expr) {
+	accu, iter := c.AccuVar(), c.IterVar()
+	isIdent := func(e celast.Expr, name string) bool {
+		return e.Kind() == celast.IdentKind && e.AsIdent() == name
+	}
+	isCall := func(e celast.Expr, fn string, n int) (celast.CallExpr, bool) {
+		if e.Kind() != celast.CallKind {
+			return nil, false
+		}
+		call := e.AsCall()
+		return call, call.FunctionName() == fn && !call.IsMemberFunction() && len(call.Args()) == n
+	}
+	isBool := func(e celast.Expr, b bool) bool {
+		v, ok := literal(e)
+		return ok && v.k == vBool && v.b == b
+	}
+	// accu + [e]: e, ok
+	appended := func(e celast.Expr) (celast.Expr, bool) {
+		call, ok := isCall(e, "_+_", 2)
+		if !ok || !isIdent(call.Args()[0], accu) || call.Args()[1].Kind() != celast.ListKind {
+			return nil, false
+		}
+		l := call.Args()[1].AsList()
+		if len(l.Elements()) != 1 || len(l.OptionalIndices()) > 0 {
+			return nil, false
+		}
+		return l.Elements()[0], true
+	}
+	if !isIdent(c.Result(), accu) {
+		return macroNone, nil
+	}
+	step := c.LoopStep()
+	if isEmptyList(c.AccuInit()) && isBool(c.LoopCondition(), true) {
+		if call, ok := isCall(step, "_?_:_", 3); ok && isIdent(call.Args()[2], accu) {
+			if x, ok := appended(call.Args()[1]); ok && isIdent(x, iter) {
+				return macroFilter, call.Args()[0]
+			}
+		}
+		if x, ok := appended(step); ok {
+			return macroMap, x
+		}
+		return macroNone, nil
+	}
+	cond, ok := isCall(c.LoopCondition(), "@not_strictly_false", 1)
+	if !ok {
+		return macroNone, nil
+	}
+	if isBool(c.AccuInit(), false) {
+		not, ok := isCall(cond.Args()[0], "!_", 1)
+		if st, ok2 := isCall(step, "_||_", 2); ok && ok2 && isIdent(not.Args()[0], accu) && isIdent(st.Args()[0], accu) {
+			return macroExists, st.Args()[1]
+		}
+	}
+	if isBool(c.AccuInit(), true) && isIdent(cond.Args()[0], accu) {
+		if st, ok := isCall(step, "_&&_", 2); ok && isIdent(st.Args()[0], accu) {
+			return macroAll, st.Args()[1]
+		}
+	}
+	return macroNone, nil
+}
+
+// fusedMacro runs a macro's comprehension as one loop: body is the predicate
+// (the element, for map) with the element in vars[iv]. A list is built in the
+// frame's scratch slot when there is one. The first error (a non-bool
+// predicate) is the result, as cel-go's comprehension gives, except where
+// exists (all) meets a true (false) element, which decides.
+func fusedMacro(macro int, rng, body node, iv, scratch int) node {
+	return func(f *frame) val {
+		r := rng(f)
+		n := r.size()
+		if n < 0 {
+			if r.k == vErr {
+				return r
+			}
+			return errV("cannot iterate over a %s", r.kindName())
+		}
+		switch macro {
+		case macroExists, macroAll:
+			decide := macro == macroExists // the element value that decides
+			var bad val
+			for i := range n {
+				f.vars[iv] = r.at(i)
+				v := body(f)
+				if v.k == vBool {
+					if v.b == decide {
+						return v
+					}
+					continue
+				}
+				if bad.k != vErr {
+					bad = boolErr(v)
+				}
+			}
+			if bad.k == vErr {
+				return bad
+			}
+			return boolV(!decide)
+		}
+		var out *[]val
+		if scratch >= 0 {
+			out = &f.scratch[scratch]
+			*out = (*out)[:0]
+		} else {
+			out = new([]val)
+		}
+		for i := range n {
+			x := r.at(i)
+			f.vars[iv] = x
+			v := body(f)
+			if macro == macroMap {
+				if v.k == vErr {
+					return v
+				}
+				*out = append(*out, v)
+				continue
+			}
+			if v.k != vBool {
+				return boolErr(v)
+			}
+			if v.b {
+				*out = append(*out, x)
+			}
+		}
+		return listV(out)
+	}
 }

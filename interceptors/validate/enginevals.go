@@ -2,7 +2,9 @@ package validate
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -33,11 +35,15 @@ type evalState struct {
 	gen     uint32
 	// strs is the check's arena of list headers (keep); its capacity is fixed.
 	strs [][]string
+	// recMemo holds the records functions' values for the check: set + "\x00" +
+	// key (record) or set (records).
+	recMemo map[string]val
 }
 
 func (st *evalState) reset() {
 	st.r, st.claim, st.item = nil, nil, nil
 	clear(st.letVals)
+	clear(st.recMemo)
 	clear(st.strs)
 	st.strs = st.strs[:0]
 }
@@ -142,19 +148,121 @@ func fieldOf(name string) claimField {
 }
 
 // claimVal is a claim as a CEL value over the parsed claim itself: a unit claim
-// (u) or an event or timeline claim (c).
+// (u), an event or timeline claim (c), or a claim of a kind the pack declares
+// (rec, read generically; its fields converted once into rf).
 type claimVal struct {
 	u      *claims.UnitClaim
 	c      *claims.Claim
-	its    []itemVal // one per evidence item (storage reused claim after claim)
-	itemsV []val     // &its[i], as values
+	rec    *claims.Record
+	rf     []recField // rec's present fields, in declaration order
+	its    []itemVal  // one per evidence item (storage reused claim after claim)
+	itemsV []val      // &its[i], as values
 	// present has bit 1<<field set for each typed field the claim has.
 	present uint16
 }
 
+// recField is one present field of a declared kind's claim, as a value.
+type recField struct {
+	name string
+	v    val
+}
+
+// fieldNames are the typed fields' names, by field id.
+var fieldNames = [...]string{fieldUnitID: "unitId", fieldPlayer: "player", fieldClaimText: "claim",
+	fieldLevelRaw: "evidenceLevel", fieldEvidence: "evidence", fieldAlternatives: "alternatives",
+	fieldNeeds: "needsConfirmation", fieldPath: "path", fieldLevel: "level"}
+
+// setRecord makes cv the declared kind's claim rec, with its fields (the kind's
+// declared fields, in order) as values: a blank string or an empty list is
+// absent, so has(claim.x) means "given"; dates are timestamps, numbers
+// doubles; evidence is the items' raw strings (the items themselves are the
+// evidence rules' `item`); evidenceLevel falls back to the level as written.
+func (cv *claimVal) setRecord(rec *claims.Record, fields []string, st *evalState) {
+	cv.set(nil, nil, st)
+	cv.rec = rec
+	cv.rf = cv.rf[:0]
+	for i := range rec.Evidence {
+		cv.its = append(cv.its, itemVal{ev: &rec.Evidence[i], st: st})
+	}
+	for i := range cv.its {
+		cv.itemsV = append(cv.itemsV, val{k: vObj, o: &cv.its[i]})
+	}
+	hasLevel := false
+	for _, name := range fields {
+		x, ok := rec.Field(name)
+		if !ok {
+			continue
+		}
+		var v val
+		switch x := x.(type) {
+		case string:
+			if x == "" {
+				continue
+			}
+			v = strV(x)
+		case int64:
+			v = intV(x)
+		case float64:
+			v = val{k: vRef, o: types.Double(x)}
+		case bool:
+			v = boolV(x)
+		case time.Time:
+			v = val{k: vRef, o: types.Timestamp{Time: x}}
+		case time.Duration:
+			v = durV(x)
+		case []string:
+			if len(x) == 0 {
+				continue
+			}
+			v = strsV(st.keep(x))
+		case []claims.Evidence:
+			if len(x) == 0 {
+				continue
+			}
+			raws := make([]string, len(x))
+			for i, e := range x {
+				raws[i] = e.Raw
+			}
+			v = strsV(st.keep(raws))
+		default:
+			v = toVal(types.DefaultTypeAdapter.NativeToValue(x))
+		}
+		hasLevel = hasLevel || name == "evidenceLevel"
+		cv.rf = append(cv.rf, recField{name, v})
+	}
+	if !hasLevel && rec.LevelRaw != "" {
+		cv.rf = append(cv.rf, recField{"evidenceLevel", strV(rec.LevelRaw)})
+	}
+	for f := fieldUnitID; f <= fieldLevel; f++ {
+		if cv.has(claimField{id: f}) {
+			cv.present |= 1 << f
+		}
+	}
+}
+
+// recVal returns a declared kind's field by name.
+func (cv *claimVal) recVal(f claimField) (val, bool) {
+	name := f.name
+	if name == "" {
+		name = fieldNames[f.id]
+	}
+	for i := range cv.rf {
+		if cv.rf[i].name == name {
+			return cv.rf[i].v, true
+		}
+	}
+	switch name {
+	case "path":
+		return strV(cv.rec.Path), true
+	case "level":
+		return strV(cv.rec.Level.String()), true
+	}
+	return val{}, false
+}
+
 // set makes cv the claim u or c, with its evidence items.
 func (cv *claimVal) set(u *claims.UnitClaim, c *claims.Claim, st *evalState) {
-	cv.u, cv.c = u, c
+	cv.u, cv.c, cv.rec = u, c, nil
 	evs := cv.evidence()
 	cv.its = cv.its[:0]
 	for i := range evs {
@@ -179,12 +287,18 @@ func (cv *claimVal) path() string {
 	if cv.u != nil {
 		return cv.u.Path
 	}
+	if cv.rec != nil {
+		return cv.rec.Path
+	}
 	return cv.c.Path
 }
 
 func (cv *claimVal) level() claims.Level {
 	if cv.u != nil {
 		return cv.u.Level
+	}
+	if cv.rec != nil {
+		return cv.rec.Level
 	}
 	return cv.c.Level
 }
@@ -200,6 +314,10 @@ func (cv *claimVal) evidence() []claims.Evidence {
 }
 
 func (cv *claimVal) has(f claimField) bool {
+	if cv.rec != nil {
+		_, ok := cv.recVal(f)
+		return ok
+	}
 	u, c := cv.u, cv.c
 	switch f.id {
 	case fieldUnitID:
@@ -232,6 +350,12 @@ func (cv *claimVal) has(f claimField) bool {
 }
 
 func (cv *claimVal) fieldVal(f claimField) val {
+	if cv.rec != nil {
+		if v, ok := cv.recVal(f); ok {
+			return v
+		}
+		return errV("no such key: %s", f.name)
+	}
 	u, c := cv.u, cv.c
 	switch f.id {
 	case fieldUnitID:
@@ -279,6 +403,12 @@ func (cv *claimVal) field(f claimField) ref.Val { return toRef(cv.fieldVal(f)) }
 // written returns a field as the model wrote it.
 func (cv *claimVal) written(name string) string {
 	f := fieldOf(name)
+	if cv.rec != nil {
+		if name == "evidenceLevel" || name == "level" {
+			return cv.rec.LevelRaw
+		}
+		return cv.rec.FieldText(name)
+	}
 	switch f.id {
 	case fieldUnitID:
 		if cv.u != nil {
@@ -637,7 +767,7 @@ func init() {
 		}
 		return nullV
 	})
-	two("record", func(st *evalState, set, key val) val { return st.record(set.s, key.s) })
+	two("record", func(st *evalState, set, key val) val { return st.record(set.s, key) })
 	one("records", func(st *evalState, set val) val { return st.records(set.s) })
 	one("scope_of", func(st *evalState, v val) val { return strV(st.r.scopeOf(v.s)) })
 	one("knows_scope", func(st *evalState, v val) val { return boolV(st.r.view(v.s).Exists()) })
@@ -745,12 +875,61 @@ func (st *evalState) bind(overload string) cel.OverloadOpt {
 	return nil
 }
 
-// record and records answer the records functions; the facts read from JSON
-// arrive with the records index (interceptors/facts): until then no set has
-// records.
-func (st *evalState) record(set, key string) val { return nullV }
+// record answers record(set, key): the record of set whose key is key, as a
+// CEL map of its fields, or null. Each record converts once per check.
+func (st *evalState) record(set string, key val) val {
+	k := keyText(key)
+	if st.r == nil || st.r.ix.RecordCount() == 0 {
+		return nullV
+	}
+	mk := set + "\x00" + k
+	if v, ok := st.recMemo[mk]; ok {
+		return v
+	}
+	v := nullV
+	if r, ok := st.r.ix.Record(set, k); ok {
+		v = val{k: vRef, o: types.DefaultTypeAdapter.NativeToValue(r.Map())}
+	}
+	if st.recMemo == nil {
+		st.recMemo = map[string]val{}
+	}
+	st.recMemo[mk] = v
+	return v
+}
 
-func (st *evalState) records(set string) val { return newList(nil) }
+// records answers records(set): every record of set, in order, as maps.
+func (st *evalState) records(set string) val {
+	if st.r == nil || st.r.ix.RecordCount() == 0 {
+		return newList(nil)
+	}
+	if v, ok := st.recMemo[set]; ok {
+		return v
+	}
+	recs := st.r.ix.Records(set)
+	out := make([]val, len(recs))
+	for i, r := range recs {
+		out[i] = val{k: vRef, o: types.DefaultTypeAdapter.NativeToValue(r.Map())}
+	}
+	v := newList(out)
+	if st.recMemo == nil {
+		st.recMemo = map[string]val{}
+	}
+	st.recMemo[set] = v
+	return v
+}
+
+// keyText is a record key given as a string, an int or another value.
+func keyText(v val) string {
+	switch v.k {
+	case vStr:
+		return v.s
+	case vInt:
+		return strconv.FormatInt(v.i, 10)
+	case vRef:
+		return fmt.Sprint(v.o.(ref.Val).Value())
+	}
+	return ""
+}
 
 // keep returns a pointer to ss for a list value, from the check's arena of
 // slice headers (no allocation for the first ones).
