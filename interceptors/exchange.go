@@ -601,7 +601,8 @@ func appendJSONString(dst []byte, s string) []byte {
 		dst = append(dst, s...)
 		return append(dst, '"')
 	}
-	return appendString(dst, s) // encoding/json's encoding, written without its encoder
+	enc, _ := json.Marshal(s) // a string always encodes
+	return append(dst, enc...)
 }
 
 // SetChoiceField sets value (encoded as sjson does) at path inside the choice at
