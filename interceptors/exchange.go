@@ -601,8 +601,7 @@ func appendJSONString(dst []byte, s string) []byte {
 		dst = append(dst, s...)
 		return append(dst, '"')
 	}
-	enc, _ := json.Marshal(s) // a string always encodes
-	return append(dst, enc...)
+	return appendString(dst, s) // encoding/json's encoding, written without its encoder
 }
 
 // SetChoiceField sets value (encoded as sjson does) at path inside the choice at

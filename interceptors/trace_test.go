@@ -2,11 +2,7 @@ package interceptors
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"math"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +40,7 @@ func TestNewTraceRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%+v: NewTrace encodes\n%s\nwant\n%s", n, got, want)
+			t.Errorf("%+v: NewTrace encodes %s", n, firstDifference(got, want))
 		}
 		if len(tr.Notes) != n.notes || len(tr.Attempts) != n.attempts || len(tr.UpstreamAttempts) != n.tries {
 			t.Errorf("%+v: kept %d notes, %d attempts, %d tries", n, len(tr.Notes), len(tr.Attempts), len(tr.UpstreamAttempts))
@@ -52,6 +48,7 @@ func TestNewTraceRoom(t *testing.T) {
 		if n.notes > 0 && tr.Notes[n.notes-1] != fmt.Sprintf("note %d", n.notes-1) {
 			t.Errorf("%+v: last note %q", n, tr.Notes[n.notes-1])
 		}
+		compareTraceJSON(t, tr)
 	}
 }
 
@@ -151,118 +148,5 @@ func TestTraceJSON(t *testing.T) {
 				t.Errorf("MarshalJSON:\n got %s\nwant %s", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestTraceJSONBenchTrace: the trace factgate bench's validating request leaves
-// (testdata/bench_trace.json, stored by an earlier build) decodes and encodes to
-// the same bytes: what clients read has not changed.
-func TestTraceJSONBenchTrace(t *testing.T) {
-	t.Parallel()
-	tr, raw := loadBenchTrace(t)
-	got, err := tr.MarshalJSON()
-	if err != nil || !bytes.Equal(got, raw) {
-		t.Errorf("MarshalJSON = %v\n got %.200s\nwant %.200s", err, got, raw)
-	}
-}
-
-// TestTraceJSONBadTime: a start time RFC 3339 cannot write fails the encoding
-// (the trace is then not stored) rather than writing invalid JSON.
-func TestTraceJSONBadTime(t *testing.T) {
-	t.Parallel()
-	if b, err := (&Trace{Started: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}).MarshalJSON(); err == nil {
-		t.Errorf("year 10000 encoded: %s", b)
-	}
-	if b, err := (&Trace{Timings: map[string]units.Millis{"max": math.MaxInt64}}).MarshalJSON(); err != nil || !json.Valid(b) {
-		t.Errorf("the largest duration: %v, %s", err, b)
-	}
-}
-
-// loadBenchTrace decodes testdata/bench_trace.json, the trace of factgate
-// bench's validating request: an accepted draft of ~3 KB of CJK prose around a
-// claims block in JSON, notes, timings and usage.
-func loadBenchTrace(tb testing.TB) (*Trace, []byte) {
-	tb.Helper()
-	raw, err := os.ReadFile("testdata/bench_trace.json")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	raw = bytes.TrimSpace(raw)
-	tr := new(Trace)
-	if err := json.Unmarshal(raw, tr); err != nil {
-		tb.Fatal(err)
-	}
-	return tr, raw
-}
-
-// BenchmarkTraceJSON encodes a trace as SaveTrace does (MarshalJSON): "bench" is
-// the bench's validating request's trace, "large" a 10 KB trace with a 4 KB
-// draft, issues and the client's messages.
-func BenchmarkTraceJSON(b *testing.B) {
-	bench, _ := loadBenchTrace(b)
-	for _, c := range []struct {
-		name  string
-		trace *Trace
-	}{{"bench", bench}, {"large", largeTrace()}} {
-		b.Run(c.name, func(b *testing.B) {
-			out, err := c.trace.MarshalJSON()
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(out)))
-			for b.Loop() {
-				if _, err := c.trace.MarshalJSON(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// largeTrace is a trace as a revised chat request with a long answer leaves it.
-func largeTrace() *Trace {
-	paragraph := "第 3 分钟，\"Zerg\" 玩家在主基地外建造了第二个孵化场（hatchery），" +
-		"同时侦察到对手的 Stalker <x2> & Sentry。The \"Protoss\" player opened with a gateway expand.\n"
-	content := strings.Repeat(paragraph, 4096/len(paragraph)+1)
-	message := strings.Repeat("Analyse this replay: who won the early game, and why?\n\"map\": Alcyone LE\n", 2048/72+1)
-	issue := func(code string, severity Severity) Issue {
-		return Issue{
-			Code: code, Severity: severity, Path: "unitClaims[2]",
-			Message:        "the facts do not show a Stalker before 3:00",
-			Recommendation: Recommendation{EvidenceLevel: "possible", Alternatives: []string{"Adept"}, Text: "改为“可能”"},
-			Facts:          []FactLine{{At: 172 * time.Second, Text: "02:52 Protoss Gateway complete"}},
-			Validator:      "facts/units",
-			Args:           map[string]string{"unit": "Stalker", "player": "Protoss"},
-		}
-	}
-	return &Trace{
-		ID:           "5f2b9c0e7d1a4c3b8e6f0a9d2c4b7e1f",
-		Route:        "chat",
-		Started:      time.Date(2025, 3, 14, 9, 26, 53, 589793238, time.UTC),
-		Owner:        "key:team-a",
-		KnowledgeSet: "sc2",
-		Scopes:       map[string][]string{"factions": {"protoss", "zerg"}, "map": {"Alcyone LE"}},
-		FactKey:      "facts:9a0c4e8f2b7d1c6e5a3f",
-		Attempts: []Attempt{{
-			Kind: KindDraft, Issues: []Issue{issue("evidence.not_in_replay", Contradiction), issue("unit.not_observed", Warning)},
-			Counts: "C1,W1", RequestBytes: 18234, Duration: units.Millis(2345678901),
-			Usage: Usage{PromptTokens: 4312, CompletionTokens: 1201, TotalTokens: 5513}, Content: content,
-		}},
-		Upstream: "openai",
-		UpstreamAttempts: []UpstreamAttempt{{
-			Upstream: "openai", Key: "OPENAI_API_KEY", Status: 200, Outcome: "ok", Duration: units.Millis(2345678901),
-		}},
-		Final: &FinalOutcome{Outcome: OutcomeDowngraded, Counts: "C1,W1", Delivered: "W1"},
-		Timings: map[string]units.Millis{
-			"facts": units.Millis(12345678), "upstream": units.Millis(2345678901),
-			"validate": units.Millis(3456789), "total": units.Millis(2361481368),
-		},
-		Usage:     Usage{PromptTokens: 4312, CompletionTokens: 1201, TotalTokens: 5513},
-		ClientKey: "team-a",
-		Request: &TraceRequest{Model: "gpt-4o", Messages: []TraceMessage{
-			{Role: "system", Content: message, Bytes: len(message)},
-			{Role: "user", Content: message, Bytes: len(message)},
-		}},
 	}
 }
