@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/factgate/factgate/configs/units"
+	"github.com/factgate/factgate/interceptors/internal/bufpool"
 )
 
 // A trace is encoded once per request, when it is saved. encoding/json's
@@ -44,7 +45,7 @@ func (t *Trace) AppendJSON(dst []byte) ([]byte, error) {
 // slice of its own, sized to the encoding as json.Marshal's is, since a cache
 // keeps it as it is; the encoding is written in a reused scratch buffer first.
 func (t *Trace) MarshalJSON() ([]byte, error) {
-	scratch := traceScratch.get()
+	scratch := traceScratch.Get()
 	if scratch == nil {
 		scratch = new([]byte)
 	}
@@ -55,7 +56,7 @@ func (t *Trace) MarshalJSON() ([]byte, error) {
 	}
 	if cap(b) <= maxTraceScratchBytes {
 		*scratch = b[:0]
-		traceScratch.putUpTo(scratch, maxTraceScratch)
+		traceScratch.PutUpTo(scratch, maxTraceScratch)
 	}
 	return out, err
 }
@@ -65,7 +66,7 @@ func (t *Trace) MarshalJSON() ([]byte, error) {
 // maxTraceScratchBytes each (1 MiB in all, part of the runtime allowance beside
 // the body buffers' 8 MiB). A larger trace's buffer is left to the garbage
 // collector.
-var traceScratch freeList
+var traceScratch bufpool.List
 
 const (
 	maxTraceScratch      = 4

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/factgate/factgate/configs/units"
 )
 
 // TestNewTraceRoom: a trace from NewTrace, which has room for its first notes,
@@ -81,5 +83,70 @@ func TestNewTraceStarted(t *testing.T) {
 	a, b := NewTrace("chat"), NewTrace("chat")
 	if a.Started.Before(before) || a.Route != "chat" || len(a.ID) != 32 || a.ID == b.ID {
 		t.Errorf("NewTrace: %q %q %v", a.ID, b.ID, a.Started)
+	}
+}
+
+// TestTraceJSON: a trace encodes as GET /factgate/v1/traces/{id} documents it
+// (docs/revision.md): members by their snake_case names in declaration order,
+// durations in milliseconds with a fraction, severities by name, times in RFC
+// 3339, empty optional members left out, and HTML characters escaped.
+func TestTraceJSON(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc  string
+		trace *Trace
+		want  string
+	}{
+		{
+			desc:  "a bare trace",
+			trace: &Trace{ID: "abc", Route: "chat", Started: time.Date(2026, 12, 7, 23, 5, 1, 500, time.UTC)},
+			want:  `{"id":"abc","route":"chat","started":"2026-12-07T23:05:01.0000005Z","usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}}`,
+		},
+		{
+			desc: "a validated answer",
+			trace: &Trace{
+				ID: "abc", TraceParent: "00-abc-01-01", Route: "chat", Variant: "b",
+				Started: time.Date(2026, 12, 7, 23, 5, 1, 0, time.FixedZone("", 3600)),
+				Owner:   "key:team", KnowledgeSet: "ra3", Scopes: map[string][]string{"maps": {"m"}, "factions": nil},
+				Attempts: []Attempt{{Kind: KindDraft, Issues: []Issue{{
+					Code: "unit.not_observed", Severity: Contradiction, Path: "unitClaims[0]", Message: "<no>",
+					Recommendation: Recommendation{EvidenceLevel: "possible", Remove: true},
+					Facts:          []FactLine{{At: 84 * time.Second, Text: "01:24 pack"}},
+					Args:           map[string]string{"z": "1", "a": "2"},
+				}}, Counts: "C1", RequestBytes: 10, Duration: units.Millis(1234567), Content: "x & y"}},
+				Calls:            []Call{{Kind: "judge", Validator: "semantic/combat", Result: "ok", Duration: units.Millis(time.Millisecond)}},
+				UpstreamAttempts: []UpstreamAttempt{{Upstream: "openai", Status: 200, Outcome: "ok", Wait: units.Millis(1500 * time.Microsecond)}},
+				Final:            &FinalOutcome{Attempt: 0, Outcome: OutcomeDowngraded, Counts: "C1", Delivered: "0"},
+				Downgrades:       []Downgrade{{Path: "unitClaims[0]", From: "confirmed", To: "possible", Removed: true}},
+				Notice:           &Notice{Mode: "header", Text: "t", Issues: []NoticeIssue{{Code: "c", Severity: Warning, Path: "p", Heading: "weak"}}},
+				Timings:          map[string]units.Millis{"validate": units.Millis(2 * time.Millisecond), "facts": 0},
+				Notes:            []string{"\u2028"},
+				Request:          &TraceRequest{Model: "m", Messages: []TraceMessage{{Role: "user", Content: "hi", Bytes: 2}}},
+			},
+			want: `{"id":"abc","traceparent":"00-abc-01-01","route":"chat","variant":"b","started":"2026-12-07T23:05:01+01:00",` +
+				`"owner":"key:team","knowledge_set":"ra3","scopes":{"factions":null,"maps":["m"]},` +
+				`"attempts":[{"kind":"draft","choice":0,"issues":[{"code":"unit.not_observed","severity":"Contradiction","path":"unitClaims[0]",` +
+				`"message":"\u003cno\u003e","recommendation":{"evidenceLevel":"possible","remove":true},"facts":[{"at":84000000000,"text":"01:24 pack"}],` +
+				`"args":{"a":"2","z":"1"}}],"counts":"C1","request_bytes":10,"duration":1.234567,` +
+				`"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0},"content":"x \u0026 y"}],` +
+				`"calls":[{"kind":"judge","validator":"semantic/combat","result":"ok","duration":1,"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}}],` +
+				`"upstream_attempts":[{"upstream":"openai","status":200,"outcome":"ok","wait":1.5,"duration":0}],` +
+				`"final":{"choice":0,"attempt":0,"outcome":"downgraded","counts":"C1","delivered":"0"},` +
+				`"downgrades":[{"choice":0,"path":"unitClaims[0]","from":"confirmed","to":"possible","removed":true}],` +
+				`"notice":{"choice":0,"mode":"header","text":"t","issues":[{"code":"c","severity":"Warning","path":"p","heading":"weak"}]},` +
+				`"timings":{"facts":0,"validate":2},"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0},` +
+				`"notes":["\u2028"],"request":{"model":"m","messages":[{"role":"user","content":"hi","bytes":2}]}}`,
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			got, err := tc.trace.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("MarshalJSON:\n got %s\nwant %s", got, tc.want)
+			}
+		})
 	}
 }

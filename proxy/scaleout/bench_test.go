@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/factgate/factgate/cache/redistest"
-	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/semantic/eval"
 )
 
 // BenchmarkReplicas is the load run through replicas sharing a Redis Cluster,
@@ -88,7 +88,7 @@ func BenchmarkReplicas(b *testing.B) {
 			}
 			// The one percentile helper (factgate bench and eval use it too).
 			pct := func(p float64) float64 {
-				return float64(interceptors.Percentile(latencies, p).Microseconds()) / 1000
+				return float64(eval.Percentile(latencies, p).Microseconds()) / 1000
 			}
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
 			b.ReportMetric(pct(50), "p50-ms")

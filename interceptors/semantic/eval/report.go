@@ -49,7 +49,7 @@ type Latency struct {
 func latency(ds []time.Duration) Latency {
 	l := Latency{N: len(ds)}
 	if len(ds) > 0 {
-		l.P50, l.P95 = ms(interceptors.Percentile(ds, 50)), ms(interceptors.Percentile(ds, 95))
+		l.P50, l.P95 = ms(Percentile(ds, 50)), ms(Percentile(ds, 95))
 	}
 	return l
 }

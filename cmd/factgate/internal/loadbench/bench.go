@@ -25,7 +25,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/semantic/eval"
 	"github.com/factgate/factgate/interceptors/validate"
 	"github.com/factgate/factgate/proxy"
 	"github.com/factgate/factgate/proxy/mockupstream"
@@ -676,7 +676,7 @@ func (r benchResult) rps() float64 {
 }
 
 // percentile is the p-th percentile of the latencies (nearest rank).
-func (r benchResult) percentile(p float64) time.Duration { return interceptors.Percentile(r.lat, p) }
+func (r benchResult) percentile(p float64) time.Duration { return eval.Percentile(r.lat, p) }
 
 // drive sends n requests to t at concurrency c and measures them.
 func drive(ctx context.Context, t benchTarget, body []byte, n, c int, maxTime time.Duration) benchResult {

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/factgate/factgate/interceptors"
+	"github.com/factgate/factgate/interceptors/semantic/eval"
 	"github.com/factgate/factgate/proxy/mockupstream"
 )
 
@@ -169,9 +169,9 @@ func runTTFT(ctx context.Context, w io.Writer, targets [2]benchTarget, n, c, rou
 		errs := 0
 		firstErr := ""
 		for _, r := range results[i] {
-			p50s[i] = append(p50s[i], float64(interceptors.Percentile(r.first, 50)))
-			p99s = append(p99s, float64(interceptors.Percentile(r.first, 99)))
-			alls = append(alls, float64(interceptors.Percentile(r.all, 50)))
+			p50s[i] = append(p50s[i], float64(eval.Percentile(r.first, 50)))
+			p99s = append(p99s, float64(eval.Percentile(r.first, 99)))
+			alls = append(alls, float64(eval.Percentile(r.all, 50)))
 			errs += r.errors
 			if firstErr == "" {
 				firstErr = r.firstErr

@@ -1,4 +1,4 @@
-package interceptors
+package eval
 
 import (
 	"math"
@@ -9,7 +9,9 @@ import (
 // Percentile returns the p-th percentile (0 < p ≤ 100) of ds by the nearest-rank
 // method: the smallest value with at least p% of the values at or below it. It
 // returns 0 for no values and leaves ds unchanged. factgate eval's latency figures
-// and factgate bench's use it.
+// use it, and so do factgate bench's (cmd/factgate/internal/loadbench) and the
+// scale-out benchmark's, so that every latency figure the project reports is
+// computed the same way.
 func Percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
