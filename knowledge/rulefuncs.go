@@ -61,6 +61,7 @@ var RuleFuncs = []RuleFunc{
 	{"cites", "cites_dyn", []*cel.Type{tDyn}, tBool, "the evidence item matches an operation of the facts (its type, time within the tolerance, its parameters)"},
 	{"nearest", "nearest_dyn", []*cel.Type{tDyn}, tDyn, "the text of the operation the facts have closest to an evidence item that matches none, or null"},
 	{"item_field", "item_field_dyn_string", []*cel.Type{tDyn, tStr}, tStr, "the evidence item's parameter the pack compares with that operation field (unit, asset, power...), or \"\""},
+	{"unit_items", "unit_items_dyn", []*cel.Type{tDyn}, tDynList, "the claim's evidence items the facts confirm (verified) whose unit parameter is the claim's unitId"},
 	{"item_unit", "item_unit_dyn", []*cel.Type{tDyn}, tDyn, "the evidence item's unit parameter as an int, or null"},
 	{"record", "record_string_string", []*cel.Type{tStr, tStr}, tDyn, "the record of the set with that key (a map of its fields), or null"},
 	{"records", "records_string", []*cel.Type{tStr}, tDynList, "every record of the set, in order"},
@@ -72,6 +73,7 @@ var RuleFuncs = []RuleFunc{
 	{"assets_with_tag", "assets_with_tag_string_string", []*cel.Type{tStr, tStr}, tStrList, "the names of the scope's entries that carry the tag, in the set's order"},
 	{"assets_with_power", "assets_with_power_string_string", []*cel.Type{tStr, tStr}, tStrList, "the names of the scope's entries that carry that special power's tag"},
 	{"power_carriers", "power_carriers_string_dyn", []*cel.Type{tStr, tDyn}, tStrList, "the names of the scope's entries that carry the special power an evidence item cites (its power parameter); empty when it cites none"},
+	{"mismatched_powers", "mismatched_powers_string_dyn", []*cel.Type{tStr, tDyn}, tStrList, "the special powers the claim's unit used that some entry of the scope carries and the claimed asset's entry in the scope does not (every such power when the scope has no such entry)"},
 	{"carries_power", "carries_power_dyn_string", []*cel.Type{tDynEntry, tStr}, tBool, "the knowledge entry carries that special power's tag (false for null)"},
 	{"any_asset_has_tag", "any_asset_has_tag_string_string", []*cel.Type{tStr, tStr}, tBool, "some entry with that name, in any scope of the set, carries the tag"},
 	// Helpers.

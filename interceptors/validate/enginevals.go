@@ -157,6 +157,7 @@ type claimVal struct {
 	rf     []recField // rec's present fields, in declaration order
 	its    []itemVal  // one per evidence item (storage reused claim after claim)
 	itemsV []val      // &its[i], as values
+	ownV   []val      // unit_items' result (storage reused claim after claim)
 	// present has bit 1<<field set for each typed field the claim has.
 	present uint16
 }
@@ -281,6 +282,40 @@ func (cv *claimVal) set(u *claims.UnitClaim, c *claims.Claim, st *evalState) {
 			cv.present |= 1 << f
 		}
 	}
+}
+
+// unitItems is unit_items(claim): the evidence items the facts confirm
+// (verified) whose unit parameter equals the claim's unitId — what
+// claim.evidence.filter(e, e.verified && item_unit(e) == claim.unitId) gives,
+// in one loop.
+func (cv *claimVal) unitItems() val {
+	cv.ownV = cv.ownV[:0]
+	var unit val
+	read := false
+	for i := range cv.its {
+		it := &cv.its[i]
+		if !it.verified {
+			continue
+		}
+		if !read {
+			if unit, read = cv.fieldVal(claimField{id: fieldUnitID, name: "unitId"}), true; unit.k == vErr {
+				return unit
+			}
+		}
+		if equal(it.unitVal(), unit) {
+			cv.ownV = append(cv.ownV, cv.itemsV[i])
+		}
+	}
+	return listV(&cv.ownV)
+}
+
+// unitVal is item_unit(item): the item's unit parameter as an int, or null.
+func (it *itemVal) unitVal() val {
+	fields, _ := it.kind().EvidenceFields()
+	if id, ok := unitParam(it.ev, fields); ok {
+		return intV(id)
+	}
+	return nullV
 }
 
 func (cv *claimVal) path() string {
@@ -761,11 +796,7 @@ func init() {
 		if !ok {
 			return notItem(v)
 		}
-		fields, _ := it.kind().EvidenceFields()
-		if id, ok := unitParam(it.ev, fields); ok {
-			return intV(id)
-		}
-		return nullV
+		return it.unitVal()
 	})
 	two("record", func(st *evalState, set, key val) val { return st.record(set.s, key) })
 	one("records", func(st *evalState, set val) val { return st.records(set.s) })
@@ -837,6 +868,47 @@ func init() {
 			return val{k: vErr, o: err}
 		}
 		return strV(joinList(s, st.r.c.sep))
+	})
+	one("unit_items", func(st *evalState, v val) val {
+		cv, ok := v.o.(*claimVal)
+		if !ok {
+			return errV("unit_items wants a claim, got a %s", v.kindName())
+		}
+		return cv.unitItems()
+	})
+	two("mismatched_powers", func(st *evalState, scope, v val) val {
+		cv, ok := v.o.(*claimVal)
+		if !ok {
+			return errV("mismatched_powers wants a claim, got a %s", v.kindName())
+		}
+		u, ok := unit(st, cv.fieldVal(claimField{id: fieldUnitID, name: "unitId"}))
+		if !ok {
+			return strsV(noStrings)
+		}
+		view := st.r.view(scope.s)
+		entry := view.Entry(cv.fieldVal(claimField{id: fieldClaimText, name: "claim"}).s)
+		mismatched := func(p string) bool {
+			var buf powerTagBuf
+			tag := buf.tag(p)
+			return len(view.AssetsWithTag(tag)) > 0 && (entry == nil || !entry.HasTag(tag))
+		}
+		powers := u.Powers()
+		n := 0
+		for _, p := range powers {
+			if mismatched(p) {
+				n++
+			}
+		}
+		if n == len(powers) {
+			return strsV(st.keep(powers))
+		}
+		out := make([]string, 0, n)
+		for _, p := range powers {
+			if mismatched(p) {
+				out = append(out, p)
+			}
+		}
+		return strsV(st.keep(out))
 	})
 	two("written", func(st *evalState, v, field val) val {
 		cv, ok := v.o.(*claimVal)
