@@ -380,6 +380,8 @@ func (p *Parser) parseAt(content string, loc Location, req Requirement) *Claims 
 // slice of them once it returns (their strings it may keep: they share
 // content's memory or are the parser's own); a list that must outlive use is
 // copied (or parsed with ParseIn).
+//
+// Lifetime: c and its lists only inside use; the parser's scratch is reused after (docs/architecture.md, Lifetimes).
 func (p *Parser) ReadIn(l *Locations, content string, req Requirement, use func(c *Claims)) {
 	sc := readScratchPool.Get().(*readScratch)
 	p.parseInto(&sc.parsed, content, p.LocateIn(l, content), req, sc, true)

@@ -370,6 +370,8 @@ func (s *store) remember(key string, ix *Index) *atomic.Bool {
 // per asset or power); per UnitId mention, its unitOps entry; per unit, its
 // unitIDs and unitStart entries; per name, its string header, nameID map entry and
 // table headers, and per firstProd entry its map slot; and the headers' fixed part.
+//
+// unsafe: Sizeof only, compile-time sizes; no pointer is made (docs/architecture.md, Lifetimes).
 const (
 	opRecBytes       = int64(unsafe.Sizeof(opRec{}))
 	opTableBytes     = 3 * 4 // byKind, playerOps, byAsset/byPower

@@ -160,6 +160,7 @@ func (c *Checker) Check(answer string, in Input) []interceptors.Issue {
 	}
 	// The claims are only read while the rules run, so they stay in the parser's
 	// reused buffers (the issues copy what they keep: strings, fresh lists).
+	// Lifetime: c and its lists only inside use; the parser's scratch is reused after (docs/architecture.md, Lifetimes).
 	var issues []interceptors.Issue
 	c.parser.ReadIn(in.Locations, answer, req, func(parsed *claims.Claims) {
 		issues = c.check(parsed, in)

@@ -78,6 +78,8 @@ type powerTagBuf [96]byte
 // shares b's memory, so b must not be reused while the string is in use: declare
 // the buffer where the tag is needed (escape analysis moves it to the heap if the
 // tag is ever kept).
+//
+// unsafe: a string over b without a copy, read only while b is unchanged and not reused (docs/architecture.md, Lifetimes).
 func (b *powerTagBuf) tag(power string) string {
 	if len(knowledge.SpecialPowerPrefix)+len(power) > len(b) {
 		return knowledge.SpecialPowerTag(power)

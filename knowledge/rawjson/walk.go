@@ -160,7 +160,8 @@ func Unescape(s string, limit int) string {
 		n = limit
 	}
 	b := AppendUnescape(make([]byte, 0, n+utf8.UTFMax), s, limit)
-	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not kept: as strings.Builder does
+	// unsafe: a string over a fresh buffer never written again, as strings.Builder does (docs/architecture.md, Lifetimes).
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // AppendUnescape appends Unescape(s, limit) to dst and returns the extended

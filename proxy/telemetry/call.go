@@ -127,6 +127,8 @@ func (t *Telemetry) StartCall(ctx context.Context, kind, path string, body []byt
 
 // view is b as a string without a copy, for reading b with gjson while b does
 // not change: a string kept from it (an attribute) is cloned first.
+//
+// unsafe: a string over b without a copy, read only while b is unchanged (docs/architecture.md, Lifetimes).
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 func appendContent(attrs []attribute.KeyValue, k attribute.Key, v string) []attribute.KeyValue {
