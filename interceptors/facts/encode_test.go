@@ -191,6 +191,23 @@ func TestDecodeCorrupt(t *testing.T) {
 	}
 }
 
+// TestDecodeTruncatedStructure cuts an encoding's body at every byte and gives
+// each cut a valid checksum, so that the structure decoder (not the checksum)
+// meets the end of the data: every cut is an ErrCorruptIndex error, never a panic.
+func TestDecodeTruncatedStructure(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"mcv_vs_miner.txt", "allied_vs_soviet.part3.txt"} {
+		blob, _ := extractReplay(t, name).MarshalBinary()
+		body := blob[:len(blob)-4]
+		for n := len(encodingMagic) + 1; n < len(body); n++ {
+			_, err := UnmarshalIndex(resum(slices.Clone(body[:n])))
+			if err == nil || !errors.Is(err, ErrCorruptIndex) {
+				t.Fatalf("%s: body cut to %d of %d bytes: %v; want an ErrCorruptIndex error", name, n, len(body), err)
+			}
+		}
+	}
+}
+
 // resum appends a valid checksum to body.
 func resum(body []byte) []byte {
 	return binary.LittleEndian.AppendUint32(body, crc32.Checksum(body, castagnoli))
