@@ -176,209 +176,188 @@ func UnmarshalIndex(data []byte) (*Index, error) {
 		return nil, fmt.Errorf("facts: decoding index: checksum %08x, want %08x: %w", got, want, ErrCorruptIndex)
 	}
 	// One copy of the whole blob; every string of the index is a piece of it.
-	d := decoder{s: string(body), off: len(encodingMagic) + 1}
-	ix, err := d.index()
-	if err != nil {
-		return nil, fmt.Errorf("facts: decoding index at byte %d: %w: %w", d.off, err, ErrCorruptIndex)
+	d := decoder{s: string(body), off: len(encodingMagic) + 1, end: len(body)}
+	ix := d.index()
+	if d.err != nil {
+		return nil, fmt.Errorf("facts: decoding index at byte %d: %w: %w", d.off, d.err, ErrCorruptIndex)
 	}
 	return ix, nil
 }
 
+// decoder reads the encoding with a sticky error: the first problem is kept in
+// err, and from then on every read returns a zero value without moving off (end
+// becomes off), so a caller reads a whole section and checks err once. off is
+// then where the first problem was found.
 type decoder struct {
 	s   string
 	off int
+	end int // reads stop here: len(s), or off once err is set
+	err error
 }
 
 var errShort = errors.New("unexpected end of data")
 
-func (d *decoder) readByte() (byte, error) {
-	if d.off >= len(d.s) {
-		return 0, errShort
+// fail records err unless an earlier error was recorded, and stops the reads.
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+		d.end = d.off
+	}
+}
+
+func (d *decoder) failf(format string, args ...any) {
+	if d.err == nil {
+		d.fail(fmt.Errorf(format, args...))
+	}
+}
+
+func (d *decoder) readByte() byte {
+	if d.off >= d.end {
+		d.fail(errShort)
+		return 0
 	}
 	c := d.s[d.off]
 	d.off++
-	return c, nil
+	return c
 }
 
-func (d *decoder) uvarint() (uint64, error) {
+func (d *decoder) uvarint() uint64 {
 	var x uint64
 	for shift := uint(0); shift < 64; shift += 7 {
-		c, err := d.readByte()
-		if err != nil {
-			return 0, err
+		if d.off >= d.end {
+			d.fail(errShort)
+			return 0
 		}
+		c := d.s[d.off]
+		d.off++
 		if shift == 63 && c > 1 {
-			return 0, errors.New("varint overflows 64 bits")
+			break
 		}
 		x |= uint64(c&0x7f) << shift
 		if c < 0x80 {
-			return x, nil
+			return x
 		}
 	}
-	return 0, errors.New("varint overflows 64 bits")
+	d.fail(errors.New("varint overflows 64 bits"))
+	return 0
 }
 
-func (d *decoder) varint() (int64, error) {
-	ux, err := d.uvarint()
+func (d *decoder) varint() int64 {
+	ux := d.uvarint()
 	x := int64(ux >> 1)
 	if ux&1 != 0 {
 		x = ^x
 	}
-	return x, err
+	return x
 }
 
 // count reads a count of items that take at least minSize bytes each, rejecting
 // counts the remaining data cannot hold (no huge allocations from a corrupt blob).
-func (d *decoder) count(what string, minSize int) (int, error) {
-	n, err := d.uvarint()
-	if err != nil {
-		return 0, err
+func (d *decoder) count(what string, minSize int) int {
+	n := d.uvarint()
+	if n > uint64(d.end-d.off)/uint64(minSize) {
+		d.failf("%s count %d exceeds the remaining %d bytes", what, n, d.end-d.off)
+		return 0
 	}
-	if n > uint64(len(d.s)-d.off)/uint64(minSize) {
-		return 0, fmt.Errorf("%s count %d exceeds the remaining %d bytes", what, n, len(d.s)-d.off)
-	}
-	return int(n), nil
+	return int(n)
 }
 
-func (d *decoder) str(n int) (string, error) {
-	if n < 0 || n > len(d.s)-d.off {
-		return "", errShort
+func (d *decoder) str(n int) string {
+	if n < 0 || n > d.end-d.off {
+		d.fail(errShort)
+		return ""
 	}
 	s := d.s[d.off : d.off+n]
 	d.off += n
-	return s, nil
+	return s
 }
 
-func (d *decoder) nonNeg(what string) (int, error) {
-	v, err := d.uvarint()
-	if err != nil {
-		return 0, err
-	}
+func (d *decoder) nonNeg(what string) int {
+	v := d.uvarint()
 	if v > math.MaxInt64 {
-		return 0, fmt.Errorf("%s %d out of range", what, v)
+		d.failf("%s %d out of range", what, v)
+		return 0
 	}
-	return int(v), nil
+	return int(v)
 }
 
-func (d *decoder) index() (*Index, error) {
+// index decodes the index after the format version; on a problem it returns nil
+// with d.err set.
+func (d *decoder) index() *Index {
 	ix := &Index{schema: &schema{}}
-	flags, err := d.readByte()
-	if err != nil {
-		return nil, err
-	}
+	flags := d.readByte()
 	if flags&^3 != 0 {
-		return nil, fmt.Errorf("unknown flags %#x", flags)
+		d.failf("unknown flags %#x", flags)
 	}
 	ix.truncated, ix.hasStated = flags&1 != 0, flags&2 != 0
-	stated, err := d.nonNeg("stated duration")
-	if err != nil {
-		return nil, err
-	}
-	ix.stated = time.Duration(stated)
-	if ix.lines, err = d.nonNeg("line count"); err != nil {
-		return nil, err
-	}
-	if ix.unparsed, err = d.nonNeg("unparsed count"); err != nil {
-		return nil, err
-	}
+	ix.stated = time.Duration(d.nonNeg("stated duration"))
+	ix.lines = d.nonNeg("line count")
+	ix.unparsed = d.nonNeg("unparsed count")
 
-	n, err := d.count("string", 1)
-	if err != nil {
-		return nil, err
-	}
 	// The strings stay where they are in the blob: the index's text is the blob.
-	table := make([]span, n)
+	table := make([]span, d.count("string", 1))
 	for i := range table {
-		l, err := d.nonNeg("string length")
-		if err != nil {
-			return nil, err
-		}
+		l := d.nonNeg("string length")
 		start := d.off
-		if _, err = d.str(l); err != nil {
-			return nil, err
-		}
+		d.str(l)
 		table[i] = span{int32(start), int32(d.off)}
 	}
-	spanAt := func(id uint64, what string) (span, error) {
-		if id >= uint64(len(table)) {
-			return span{}, fmt.Errorf("%s string %d of %d", what, id, len(table))
-		}
-		return table[id], nil
+	if d.err != nil {
+		return nil
 	}
-	strAt := func(id uint64, what string) (string, error) {
-		s, err := spanAt(id, what)
-		return d.s[s.start:s.end], err
+	spanAt := func(id uint64, what string) (span, bool) {
+		if id >= uint64(len(table)) {
+			d.failf("%s string %d of %d", what, id, len(table))
+			return span{}, false
+		}
+		return table[id], true
+	}
+	strAt := func(id uint64, what string) string {
+		s, _ := spanAt(id, what)
+		return d.s[s.start:s.end]
 	}
 
-	nk, err := d.count("kind", 3)
-	if err != nil {
-		return nil, err
-	}
+	nk := d.count("kind", 3)
 	ix.schema.kinds = make([]kindInfo, nk)
 	var allRoles roleSet = 1<<len(knownRoles) - 1
 	for k := range ix.schema.kinds {
+		if d.err != nil {
+			return nil
+		}
 		kd := &ix.schema.kinds[k]
-		id, err := d.uvarint()
-		if err != nil {
-			return nil, err
-		}
-		if kd.name, err = strAt(id, "kind name"); err != nil {
-			return nil, err
-		}
-		r, err := d.readByte()
-		if err != nil {
-			return nil, err
-		}
+		kd.name = strAt(d.uvarint(), "kind name")
+		r := d.readByte()
 		if kd.roles = roleSet(r); kd.roles&^allRoles != 0 {
-			return nil, fmt.Errorf("kind %q: unknown roles %#x", kd.name, r)
+			d.failf("kind %q: unknown roles %#x", kd.name, r)
 		}
-		has, err := d.readByte()
-		if err != nil {
-			return nil, err
-		}
+		has := d.readByte()
 		if has > 1 {
-			return nil, fmt.Errorf("kind %q: evidence flag %d", kd.name, has)
+			d.failf("kind %q: evidence flag %d", kd.name, has)
 		}
-		if has == 0 {
+		if has != 1 {
 			continue
 		}
 		kd.hasEvidence = true
-		nf, err := d.count("evidence field", 1)
-		if err != nil {
-			return nil, err
-		}
-		kd.evidence = make([]string, nf)
+		kd.evidence = make([]string, d.count("evidence field", 1))
 		for f := range kd.evidence {
-			id, err := d.uvarint()
-			if err != nil {
-				return nil, err
-			}
-			if kd.evidence[f], err = strAt(id, "evidence field"); err != nil {
-				return nil, err
-			}
+			kd.evidence[f] = strAt(d.uvarint(), "evidence field")
 			if !slices.Contains(knownGroups, kd.evidence[f]) || kd.evidence[f] == fieldTime {
-				return nil, fmt.Errorf("kind %q: unknown evidence field %q", kd.name, kd.evidence[f])
+				d.failf("kind %q: unknown evidence field %q", kd.name, kd.evidence[f])
 			}
 		}
+	}
+	if d.err != nil {
+		return nil
 	}
 	ix.schema.finish()
 	if len(ix.schema.byFold) != len(ix.schema.kinds) {
-		return nil, errors.New("duplicate kind names")
+		d.fail(errors.New("duplicate kind names"))
 	}
 
-	nops, err := d.count("op", 8)
-	if err != nil {
-		return nil, err
-	}
-	textLen, err := d.nonNeg("text length")
-	if err != nil {
-		return nil, err
-	}
+	nops := d.count("op", 8)
+	textLen := d.nonNeg("text length")
 	textsStart := d.off
-	texts, err := d.str(textLen)
-	if err != nil {
-		return nil, err
-	}
+	texts := d.str(textLen)
 	ix.recs = make([]opRec, nops)
 	var units []int64
 	textOff := 0
@@ -389,17 +368,17 @@ func (d *decoder) index() (*Index, error) {
 	ix.names = []string{""}
 	nameOf := make([]int32, len(table)) // table index -> name id + 1 (0: none yet)
 	nameIDs := map[string]int32{}
-	ref := func(what string) (int32, error) {
-		id, err := d.uvarint()
-		if err != nil || id == 0 {
-			return 0, err
+	ref := func(what string) int32 {
+		id := d.uvarint()
+		if id == 0 {
+			return 0
 		}
-		sp, err := spanAt(id-1, what)
-		if err != nil {
-			return 0, err
+		sp, ok := spanAt(id-1, what)
+		if !ok {
+			return 0
 		}
 		if n := nameOf[id-1]; n != 0 {
-			return n - 1, nil
+			return n - 1
 		}
 		v := d.s[sp.start:sp.end]
 		n, ok := nameIDs[v]
@@ -409,78 +388,52 @@ func (d *decoder) index() (*Index, error) {
 			nameIDs[v] = n
 		}
 		nameOf[id-1] = n + 1
-		return n, nil
+		return n
 	}
 	for i := range ix.recs {
-		op := &ix.recs[i]
-		kind, err := d.uvarint()
-		if err != nil {
-			return nil, err
+		if d.err != nil {
+			return nil
 		}
+		op := &ix.recs[i]
+		kind := d.uvarint()
 		if kind >= uint64(nk) {
-			return nil, fmt.Errorf("op %d: kind %d of %d", i, kind, nk)
+			d.failf("op %d: kind %d of %d", i, kind, nk)
 		}
 		op.kind = int32(kind)
-		dAt, err := d.varint()
-		if err != nil {
-			return nil, err
-		}
+		dAt := d.varint()
 		if dAt < 0 || time.Duration(dAt) > math.MaxInt64-at {
-			return nil, fmt.Errorf("op %d: time out of order", i)
+			d.failf("op %d: time out of order", i)
 		}
 		at += time.Duration(dAt)
 		op.at = at
-		dLine, err := d.varint()
-		if err != nil {
-			return nil, err
-		}
-		if line += int(dLine); line < 0 || line > math.MaxInt32 {
-			return nil, fmt.Errorf("op %d: line %d out of range", i, line)
+		if line += int(d.varint()); line < 0 || line > math.MaxInt32 {
+			d.failf("op %d: line %d out of range", i, line)
 		}
 		op.line = int32(line)
-		tl, err := d.nonNeg("op text length")
-		if err != nil {
-			return nil, err
-		}
+		tl := d.nonNeg("op text length")
 		if tl > len(texts)-textOff {
-			return nil, fmt.Errorf("op %d: text length %d beyond the texts", i, tl)
+			d.failf("op %d: text length %d beyond the texts", i, tl)
+			tl = 0
 		}
 		op.text = span{int32(textsStart + textOff), int32(textsStart + textOff + tl)}
 		textOff += tl
-		if op.player, err = ref("player"); err != nil {
-			return nil, err
-		}
-		if op.asset, err = ref("asset"); err != nil {
-			return nil, err
-		}
-		if op.power, err = ref("power"); err != nil {
-			return nil, err
-		}
-		nu, err := d.count("unit", 1)
-		if err != nil {
-			return nil, err
-		}
+		op.player = ref("player")
+		op.asset = ref("asset")
+		op.power = ref("power")
+		nu := d.count("unit", 1)
 		op.unitsStart = int32(len(units))
 		var u int64
 		for range nu {
-			du, err := d.varint()
-			if err != nil {
-				return nil, err
-			}
-			u += du
+			u += d.varint()
 			units = append(units, u)
 		}
 		op.unitsEnd = int32(len(units))
-		hasPos, err := d.readByte()
-		if err != nil {
-			return nil, err
-		}
-		switch hasPos {
+		switch hasPos := d.readByte(); hasPos {
 		case 0:
 		case 1:
-			raw, err := d.str(24)
-			if err != nil {
-				return nil, err
+			raw := d.str(24)
+			if len(raw) < 24 {
+				break
 			}
 			var pos [3]float64
 			for c := range 3 {
@@ -489,21 +442,27 @@ func (d *decoder) index() (*Index, error) {
 			ix.pos = append(ix.pos, pos)
 			op.pos = int32(len(ix.pos))
 		default:
-			return nil, fmt.Errorf("op %d: position flag %d", i, hasPos)
+			d.failf("op %d: position flag %d", i, hasPos)
 		}
 	}
-	if textOff != len(texts) {
-		return nil, fmt.Errorf("%d bytes of op text unused", len(texts)-textOff)
+	if d.err != nil {
+		return nil
 	}
-	if err := d.records(ix); err != nil {
-		return nil, fmt.Errorf("records: %w", err)
+	if textOff != len(texts) {
+		d.failf("%d bytes of op text unused", len(texts)-textOff)
+		return nil
+	}
+	if d.records(ix); d.err != nil {
+		d.err = fmt.Errorf("records: %w", d.err)
+		return nil
 	}
 	if d.off != len(d.s) {
-		return nil, fmt.Errorf("%d trailing bytes", len(d.s)-d.off)
+		d.failf("%d trailing bytes", len(d.s)-d.off)
+		return nil
 	}
 	ix.text, ix.units = d.s, units
 	ix.derive()
-	return ix, nil
+	return ix
 }
 
 // le64 reads a little-endian uint64 from the first 8 bytes of s.

@@ -80,126 +80,102 @@ func (ix *Index) appendRecords(b []byte) []byte {
 	return b
 }
 
-func (d *decoder) string() (string, error) {
-	n, err := d.count("string byte", 1)
-	if err != nil {
-		return "", err
-	}
-	return d.str(n)
+func (d *decoder) string() string {
+	return d.str(d.count("string byte", 1))
 }
 
-// records decodes the records section into ix.
-func (d *decoder) records(ix *Index) error {
-	skipped, err := d.nonNeg("skipped records")
-	if err != nil {
-		return err
-	}
-	ix.recordsSkipped = skipped
-	nsets, err := d.count("record set", 2)
-	if err != nil {
-		return err
-	}
-	sets := make([]recordSet, nsets)
+// records decodes the records section into ix; on a problem d.err is set and
+// ix's records are left unset.
+func (d *decoder) records(ix *Index) {
+	ix.recordsSkipped = d.nonNeg("skipped records")
+	sets := make([]recordSet, d.count("record set", 2))
 	for i := range sets {
+		if d.err != nil {
+			return
+		}
 		s := &sets[i]
-		if s.name, err = d.string(); err != nil {
-			return err
-		}
+		s.name = d.string()
 		if i > 0 && s.name <= sets[i-1].name {
-			return fmt.Errorf("record set %q out of order", s.name)
+			d.failf("record set %q out of order", s.name)
 		}
-		n, err := d.count("record", 3)
-		if err != nil {
-			return err
-		}
+		n := d.count("record", 3)
 		s.recs = make([]Record, 0, n)
 		s.byKey = make(map[string]int, n)
 		for range n {
 			r := Record{Set: s.name}
-			if r.Key, err = d.string(); err != nil {
-				return err
-			}
+			r.Key = d.string()
 			if _, dup := s.byKey[r.Key]; dup {
-				return fmt.Errorf("record set %q: key %q twice", s.name, r.Key)
+				d.failf("record set %q: key %q twice", s.name, r.Key)
 			}
-			if r.Source, err = d.string(); err != nil {
-				return err
-			}
-			nf, err := d.count("record field", 3)
-			if err != nil {
-				return err
-			}
+			r.Source = d.string()
+			nf := d.count("record field", 3)
 			r.fields = make([]recordField, 0, nf)
 			for range nf {
 				var f recordField
-				if f.name, err = d.string(); err != nil {
-					return err
-				}
+				f.name = d.string()
 				if k := len(r.fields); k > 0 && f.name <= r.fields[k-1].name {
-					return fmt.Errorf("record %q: field %q out of order", r.Key, f.name)
+					d.failf("record %q: field %q out of order", r.Key, f.name)
 				}
-				if f.value, err = d.fieldValue(); err != nil {
-					return fmt.Errorf("record %q field %q: %w", r.Key, f.name, err)
+				if d.err != nil {
+					return
+				}
+				if f.value = d.fieldValue(); d.err != nil {
+					d.err = fmt.Errorf("record %q field %q: %w", r.Key, f.name, d.err)
+					return
 				}
 				r.fields = append(r.fields, f)
+			}
+			if d.err != nil {
+				return
 			}
 			s.byKey[r.Key] = len(s.recs)
 			s.recs = append(s.recs, r)
 		}
 	}
-	ix.recordSets = sets
-	return nil
+	if d.err == nil {
+		ix.recordSets = sets
+	}
 }
 
-func (d *decoder) fieldValue() (any, error) {
-	tag, err := d.readByte()
-	if err != nil {
-		return nil, err
-	}
-	switch tag {
+// fieldValue reads one tagged field value; on a problem it returns nil with
+// d.err set.
+func (d *decoder) fieldValue() any {
+	switch tag := d.readByte(); tag {
 	case tagString:
 		return d.string()
 	case tagNumber:
-		raw, err := d.str(8)
-		if err != nil {
-			return nil, err
+		raw := d.str(8)
+		if len(raw) < 8 {
+			return nil
 		}
-		return math.Float64frombits(le64(raw)), nil
+		return math.Float64frombits(le64(raw))
 	case tagInt:
 		return d.varint()
 	case tagBool:
-		c, err := d.readByte()
-		if err != nil {
-			return nil, err
-		}
+		c := d.readByte()
 		if c > 1 {
-			return nil, fmt.Errorf("bool byte %d", c)
+			d.failf("bool byte %d", c)
 		}
-		return c == 1, nil
+		return c == 1
 	case tagDate:
-		raw, err := d.string()
-		if err != nil {
-			return nil, err
-		}
+		raw := d.string()
 		var t time.Time
-		if err := t.UnmarshalBinary([]byte(raw)); err != nil {
-			return nil, err
-		}
-		return t, nil
-	case tagStrings:
-		n, err := d.count("string", 1)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]string, n)
-		for i := range out {
-			if out[i], err = d.string(); err != nil {
-				return nil, err
+		if d.err == nil {
+			if err := t.UnmarshalBinary([]byte(raw)); err != nil {
+				d.fail(err)
 			}
 		}
-		return out, nil
+		return t
+	case tagStrings:
+		out := make([]string, d.count("string", 1))
+		for i := range out {
+			out[i] = d.string()
+		}
+		return out
+	default:
+		d.failf("unknown field type tag %d", tag)
+		return nil
 	}
-	return nil, fmt.Errorf("unknown field type tag %d", tag)
 }
 
 // recordsHeapBytes estimates the heap the records of ix hold.
