@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -259,7 +260,7 @@ func (d *demo) runInjection(ctx context.Context, w io.Writer) error {
 		Model: "ra3-knowledge",
 		Messages: []goopenai.ChatCompletionMessage{
 			{Role: "system", Content: "你是红警 3 录像分析助手。"},
-			{Role: "user", Content: "请分析这局录像。\n" + demoReplay},
+			{Role: "user", Content: demoReplayQuestion + "\n" + demoReplay},
 		},
 	}
 	if _, err := d.client().CreateChatCompletion(ctx, req); err != nil {
@@ -278,7 +279,15 @@ func (d *demo) runInjection(ctx context.Context, w io.Writer) error {
 	if len(recs) == 0 {
 		return errors.New("the mock upstream recorded no request")
 	}
-	msgs := gjson.GetBytes(recs[len(recs)-1].Body, "messages").Array()
+	// The replay's request, not simply the last one recorded: the mock records a
+	// streamed answer once its last byte is written, which on a loaded machine
+	// can be after the client has read that byte and sent this request.
+	var msgs []gjson.Result
+	for i := len(recs) - 1; i >= 0 && msgs == nil; i-- {
+		if bytes.Contains(recs[i].Body, []byte(demoReplayQuestion)) {
+			msgs = gjson.GetBytes(recs[i].Body, "messages").Array()
+		}
+	}
 	if len(msgs) == 0 || msgs[0].Get("role").Str != "system" {
 		return errors.New("the upstream request has no injected system message")
 	}
@@ -305,6 +314,9 @@ func (d *demo) runInjection(ctx context.Context, w io.Writer) error {
 
 // trace fetches a request's trace from the proxy (traces are stored just after the
 // answer, so it waits a moment for it).
+// demoReplayQuestion opens the user message that carries the sample replay.
+const demoReplayQuestion = "请分析这局录像。"
+
 func (d *demo) trace(ctx context.Context, id string) ([]byte, error) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
