@@ -131,14 +131,9 @@ func (d *demo) runOrders(ctx context.Context, w io.Writer) error {
 	fmt.Fprintln(w, "   + a claims block: A-1001 delivered on 2026-03-03 (confirmed), A-1003 refunded 35.50 (confirmed)")
 
 	fmt.Fprintf(w, "\n2. The rules of the orders pack (rules.yaml, CEL) checked the claims against the order records: %s\n", gjson.GetBytes(tr, "attempts.0.counts").Str)
-	gjson.GetBytes(tr, "attempts.0.issues").ForEach(func(_, is gjson.Result) bool {
-		fmt.Fprintf(w, "   - %-13s %-24s %-15s %s\n", is.Get("severity").Str, is.Get("code").Str, is.Get("path").Str, is.Get("message").Str)
-		return true
-	})
+	printDraftIssues(w, "   - %-13s %-24s %-15s %s\n", tr)
 
-	rev := gjson.ParseBytes(recs[1].Body)
-	msgs := rev.Get("messages").Array()
-	turn := msgs[len(msgs)-1].Get("content").Str
+	turn := lastUserTurn(recs[1].Body)
 	fmt.Fprintln(w, "\n3. The hidden revision request: the original messages, the draft as the assistant turn, and this user turn:")
 	indent(w, "   | ", abbreviate(turn, 14))
 

@@ -102,14 +102,9 @@ func (d *demo) runRevision(ctx context.Context, w io.Writer) error {
 	fmt.Fprintln(w, "      + a claims block: 733 AlliedBomberAircraft (highly likely), 587 AlliedMCV (confirmed), 246 AlliedConstructionYard (confirmed)")
 
 	fmt.Fprintf(w, "   b) The validator checked the claims against the replay's facts: %s\n", gjson.GetBytes(tr, "attempts.0.counts").Str)
-	gjson.GetBytes(tr, "attempts.0.issues").ForEach(func(_, is gjson.Result) bool {
-		fmt.Fprintf(w, "      - %-13s %-26s %-14s %s\n", is.Get("severity").Str, is.Get("code").Str, is.Get("path").Str, is.Get("message").Str)
-		return true
-	})
+	printDraftIssues(w, "      - %-13s %-26s %-14s %s\n", tr)
 
-	rev := gjson.ParseBytes(recs[1].Body)
-	msgs := rev.Get("messages").Array()
-	turn := msgs[len(msgs)-1].Get("content").Str
+	turn := lastUserTurn(recs[1].Body)
 	fmt.Fprintf(w, "   c) The hidden revision request (%d bytes, %.2fx the original %d): the original messages, the draft as the\n      assistant turn, and this user turn:\n",
 		len(recs[1].Body), float64(len(recs[1].Body))/float64(len(recs[0].Body)), len(recs[0].Body))
 	indent(w, "      | ", abbreviate(turn, 16))
@@ -169,4 +164,23 @@ func indent(w io.Writer, prefix, text string) {
 	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
 		fmt.Fprintln(w, prefix+line)
 	}
+}
+
+// printDraftIssues prints the first draft's issues of a trace, one line each in
+// format (severity, code, path, message).
+func printDraftIssues(w io.Writer, format string, tr []byte) {
+	gjson.GetBytes(tr, "attempts.0.issues").ForEach(func(_, is gjson.Result) bool {
+		fmt.Fprintf(w, format, is.Get("severity").Str, is.Get("code").Str, is.Get("path").Str, is.Get("message").Str)
+		return true
+	})
+}
+
+// lastUserTurn is the content of the last message of a chat request body: the
+// user turn a hidden revision request adds.
+func lastUserTurn(body []byte) string {
+	msgs := gjson.GetBytes(body, "messages").Array()
+	if len(msgs) == 0 {
+		return ""
+	}
+	return msgs[len(msgs)-1].Get("content").Str
 }
